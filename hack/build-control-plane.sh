@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and etcd from their Go modules at pinned versions into a cache folder
+# outside git, and reuses them when present. Prints the folder holding both binaries.
+#
+# kube-apiserver: k8s.io/kubernetes has `replace k8s.io/X => ./staging/src/k8s.io/X` lines that a
+# module consumer cannot use, so a wrapper go.mod replaces each staging module with its published
+# v0.MINOR.PATCH release. etcd: go.etcd.io/etcd/server/v3 has the etcd main package at its root.
+#
+# When KUBEBUILDER_ASSETS is set (envtest convention), its binaries are used and nothing is built.
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+CACHE="${METAL_CACHE:-$HOME/.cache/metal-operator-ts}"
+OUT="$CACHE/control-plane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
+
+if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
+  for b in kube-apiserver etcd; do
+    [[ -x "$KUBEBUILDER_ASSETS/$b" ]] || { echo "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS has no $b" >&2; exit 1; }
+  done
+  echo "$KUBEBUILDER_ASSETS"
+  exit 0
+fi
+
+mkdir -p "$OUT"
+log() { echo "[build-control-plane] $*" >&2; }
+
+build_kube_apiserver() {
+  local dir="$CACHE/src/kube-apiserver-$KUBE_VERSION"
+  local staging="v0.${KUBE_VERSION#v1.}"
+  mkdir -p "$dir"
+  log "kube-apiserver $KUBE_VERSION (staging modules at $staging) in $dir"
+  local modinfo
+  modinfo=$(cd "$dir" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION")
+  local gomod
+  gomod=$(printf '%s' "$modinfo" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+  {
+    echo "module local/kube-apiserver-build"
+    echo
+    echo "go 1.24"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    # Every `k8s.io/X => ./staging/src/k8s.io/X` of upstream's go.mod becomes `k8s.io/X => k8s.io/X vSTAGING`.
+    grep -oE 'k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod" \
+      | awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}' | sort -u
+  } > "$dir/go.mod"
+  cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  (cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2)
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+  ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)"
+  ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2)
+  mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+}
+
+build_etcd() {
+  local dir="$CACHE/src/etcd-$ETCD_VERSION"
+  mkdir -p "$dir"
+  log "etcd $ETCD_VERSION in $dir"
+  cat > "$dir/go.mod" <<GOMOD
+module local/etcd-build
+
+go 1.24
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+GOMOD
+  cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  (cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2)
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/etcd.tmp" go.etcd.io/etcd/server/v3 >&2)
+  mv "$OUT/etcd.tmp" "$OUT/etcd"
+}
+
+[[ -x "$OUT/etcd" ]] || build_etcd
+[[ -x "$OUT/kube-apiserver" ]] || build_kube_apiserver
+echo "$OUT"

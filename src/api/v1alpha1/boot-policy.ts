@@ -1,0 +1,30 @@
+/**
+ * Boot policy and completion vocabulary shared by ServerClaim and ServerBootConfiguration
+ * (DESIGN.md section 3, additions to upstream).
+ */
+import { StringEnum } from './schema.js';
+
+/**
+ * NetBootAlways: every power-on of the claimed server network-boots the image (upstream behaviour).
+ * NetBootOnce: only provisioning attempts network-boot; once the claim is Booted the server boots from disk.
+ */
+export const BOOT_POLICIES = ['NetBootAlways', 'NetBootOnce'] as const;
+export type BootPolicy = (typeof BOOT_POLICIES)[number];
+export const BootPolicySchema = (description: string) => StringEnum(BOOT_POLICIES, { description });
+
+/** Condition types set on a ServerBootConfiguration by the boot server and the registry. */
+export const BootSignal = {
+  /** The boot server rendered and served this attempt's iPXE script. */
+  IPXEScriptFetched: 'IPXEScriptFetched',
+  /** The boot server rendered and served this attempt's ignition. */
+  IgnitionDataFetched: 'IgnitionDataFetched',
+  /** The booted OS posted /bootstate with this attempt's token. */
+  BootStateReceived: 'BootStateReceived',
+  /** The probe agent posted /register for this attempt (discovery only). */
+  RegistrationReceived: 'RegistrationReceived',
+} as const;
+export type BootSignal = (typeof BootSignal)[keyof typeof BootSignal];
+
+/** Annotation that, set to `retry`, starts a fresh series of boot attempts on an exhausted claim. */
+export const OPERATION_ANNOTATION = 'metal.ironcore.dev/operation';
+export const OPERATION_RETRY = 'retry';

@@ -1,0 +1,244 @@
+/**
+ * Server: one bare-metal machine (a Redfish ComputerSystem), cluster scoped.
+ *
+ * Additions to upstream (all optional): `status.registration` (the probe agent's registration
+ * payload, persisted so it survives restarts; upstream keeps it in memory) and `status.discovery`
+ * (the discovery attempt and its deadline, so bounded discovery survives manager restarts).
+ */
+
+import { Protocol } from './bmc.js';
+import {
+  AGE_COLUMN,
+  Conditions,
+  DateTime,
+  Int32,
+  type KindDefinition,
+  LocalObjectReference,
+  NamespacedReference,
+  type ObjectMeta,
+  Quantity,
+  type Static,
+  StringEnum,
+  Type,
+} from './schema.js';
+
+/** Upstream server states (metal-operator `ServerState`). */
+export const SERVER_STATES = [
+  'Initial',
+  'Discovery',
+  'Available',
+  'Reserved',
+  'Error',
+  'Maintenance',
+] as const;
+export type ServerState = (typeof SERVER_STATES)[number];
+
+const Taint = Type.Object(
+  {
+    key: Type.String({ minLength: 1, description: 'Taint key.' }),
+    value: Type.Optional(Type.String({ description: 'Taint value.' })),
+    effect: Type.Optional(
+      StringEnum(['NoBind', 'Evict'] as const, {
+        default: 'NoBind',
+        description: 'Effect on claims that do not tolerate it.',
+      }),
+    ),
+  },
+  { description: 'Restricts which ServerClaims may bind the server.' },
+);
+
+export const ServerSpec = Type.Object(
+  {
+    systemUUID: Type.String({
+      description: 'SMBIOS system UUID, lower-case 8-4-4-4-12 when written by this operator.',
+    }),
+    systemURI: Type.Optional(Type.String({ description: 'Redfish URI of the ComputerSystem.' })),
+    bmcRef: Type.Optional(LocalObjectReference('BMC managing this server.')),
+    bmc: Type.Optional(
+      Type.Object(
+        {
+          address: Type.String({ description: 'Address of the BMC.' }),
+          bmcSecretRef: LocalObjectReference('BMCSecret with the credentials of the BMC.'),
+          protocol: Protocol,
+        },
+        { description: 'Inline BMC access, for servers without a BMC object.' },
+      ),
+    ),
+    power: Type.Optional(Type.String({ description: 'Desired power state (On, Off). Deprecated upstream.' })),
+    indicatorLED: Type.Optional(Type.String({ description: 'Desired indicator LED state.' })),
+    serverClaimRef: Type.Optional(
+      NamespacedReference(
+        'ServerClaim that holds this server.',
+        { maxLength: 253, 'x-kubernetes-validations': [{ rule: 'self == oldSelf' }] },
+        { maxLength: 63, 'x-kubernetes-validations': [{ rule: 'self == oldSelf' }] },
+      ),
+    ),
+    bootConfigurationRef: Type.Optional(NamespacedReference('ServerBootConfiguration currently applied.')),
+    bootOrder: Type.Optional(
+      Type.Array(
+        Type.Object({
+          name: Type.String({ description: 'Name of the boot device.' }),
+          priority: Type.Integer({ description: 'Priority of the device.' }),
+          device: Type.String({ description: 'Device to boot from.' }),
+        }),
+        { description: 'Boot order of the server.' },
+      ),
+    ),
+    reclaimPolicy: Type.Optional(
+      StringEnum(['Recycle', 'Retain'] as const, {
+        default: 'Recycle',
+        description:
+          'Recycle: Available right after release; Retain: Released until serverClaimRef is removed.',
+      }),
+    ),
+    taints: Type.Optional(Type.Array(Taint, { description: 'Taints restricting which claims may bind.' })),
+    unclaimable: Type.Optional(
+      Type.Boolean({ default: false, description: 'When true, no new claim binds this server.' }),
+    ),
+  },
+  { description: 'Desired state of a Server.' },
+);
+
+const NetworkInterface = Type.Object({
+  name: Type.String({ description: 'Interface name.' }),
+  macAddress: Type.String({ description: 'MAC address.' }),
+  ip: Type.Optional(Type.String({ description: 'Deprecated upstream; use ips.' })),
+  ips: Type.Optional(Type.Array(Type.String({ format: 'ip' }), { description: 'IPv4 and IPv6 addresses.' })),
+  carrierStatus: Type.Optional(Type.String({ description: 'Carrier status.' })),
+  neighbors: Type.Optional(
+    Type.Array(
+      Type.Object({
+        macAddress: Type.Optional(Type.String()),
+        portDescription: Type.Optional(Type.String()),
+        portID: Type.Optional(Type.String()),
+        systemDescription: Type.Optional(Type.String()),
+        systemName: Type.Optional(Type.String()),
+      }),
+      { description: 'LLDP neighbors.' },
+    ),
+  ),
+});
+
+const Processor = Type.Object({
+  id: Type.String({ description: 'Processor id.' }),
+  type: Type.Optional(Type.String()),
+  architecture: Type.Optional(Type.String()),
+  instructionSet: Type.Optional(Type.String()),
+  manufacturer: Type.Optional(Type.String()),
+  model: Type.Optional(Type.String()),
+  maxSpeedMHz: Type.Optional(Int32({ description: 'Maximum speed in MHz.' })),
+  totalCores: Type.Optional(Int32()),
+  totalThreads: Type.Optional(Int32()),
+});
+
+const Storage = Type.Object({
+  name: Type.Optional(Type.String()),
+  state: Type.Optional(Type.String()),
+  drives: Type.Optional(
+    Type.Array(
+      Type.Object({
+        name: Type.Optional(Type.String()),
+        mediaType: Type.Optional(Type.String()),
+        type: Type.Optional(Type.String()),
+        capacity: Type.Optional(Quantity({ description: 'Size in bytes.' })),
+        vendor: Type.Optional(Type.String()),
+        model: Type.Optional(Type.String()),
+        state: Type.Optional(Type.String()),
+      }),
+    ),
+  ),
+  volumes: Type.Optional(
+    Type.Array(
+      Type.Object({
+        name: Type.Optional(Type.String()),
+        capacity: Type.Optional(Quantity({ description: 'Size in bytes.' })),
+        state: Type.Optional(Type.String()),
+        raidType: Type.Optional(Type.String()),
+        volumeUsage: Type.Optional(Type.String()),
+      }),
+    ),
+  ),
+});
+
+export const ServerStatus = Type.Object(
+  {
+    manufacturer: Type.Optional(
+      Type.String({ description: 'Manufacturer (Redfish ComputerSystem.Manufacturer).' }),
+    ),
+    model: Type.Optional(Type.String({ description: 'Model (Redfish ComputerSystem.Model).' })),
+    sku: Type.Optional(Type.String()),
+    serialNumber: Type.Optional(Type.String()),
+    biosVersion: Type.Optional(Type.String()),
+    powerState: Type.Optional(Type.String({ description: 'Observed power state (Redfish PowerState).' })),
+    indicatorLED: Type.Optional(Type.String()),
+    state: Type.Optional(
+      Type.String({ description: 'Initial, Discovery, Available, Reserved, Error or Maintenance.' }),
+    ),
+    totalSystemMemory: Type.Optional(Quantity({ description: 'Memory in bytes.' })),
+    networkInterfaces: Type.Optional(Type.Array(NetworkInterface)),
+    processors: Type.Optional(Type.Array(Processor)),
+    storages: Type.Optional(Type.Array(Storage)),
+    conditions: Type.Optional(Conditions()),
+    registration: Type.Optional(
+      Type.Object(
+        {
+          receivedAt: DateTime({ description: 'When the registry stored this payload.' }),
+          data: Type.Unsafe<Record<string, unknown>>({
+            type: 'object',
+            'x-kubernetes-preserve-unknown-fields': true,
+            description:
+              'The probe agent registration payload as posted (upstream RegistrationPayload shape).',
+          }),
+        },
+        {
+          description: 'Last registration of the probe agent, written by the registry before it answers 201.',
+        },
+      ),
+    ),
+    discovery: Type.Optional(
+      Type.Object(
+        {
+          attempt: Type.Integer({ minimum: 0, description: 'Discovery attempt number, starting at 1.' }),
+          attemptStartedAt: Type.Optional(DateTime()),
+          deadline: Type.Optional(DateTime({ description: 'When the current discovery attempt times out.' })),
+        },
+        { description: 'Progress of bounded discovery.' },
+      ),
+    ),
+  },
+  { description: 'Observed state of a Server.' },
+);
+
+export type ServerSpec = Static<typeof ServerSpec>;
+export type ServerStatus = Static<typeof ServerStatus>;
+export interface Server {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: ServerSpec;
+  status?: ServerStatus;
+}
+
+export const ServerKind: KindDefinition = {
+  kind: 'Server',
+  plural: 'servers',
+  singular: 'server',
+  shortNames: ['srv'],
+  scope: 'Cluster',
+  description: 'Server is one bare-metal machine, a Redfish ComputerSystem.',
+  properties: { spec: ServerSpec, status: ServerStatus },
+  printerColumns: [
+    { name: 'SystemUUID', type: 'string', jsonPath: '.spec.systemUUID' },
+    { name: 'Manufacturer', type: 'string', jsonPath: '.status.manufacturer' },
+    { name: 'Model', type: 'string', jsonPath: '.status.model' },
+    { name: 'Memory', type: 'string', jsonPath: '.status.totalSystemMemory' },
+    { name: 'SKU', type: 'string', jsonPath: '.status.sku', priority: 100 },
+    { name: 'SerialNumber', type: 'string', jsonPath: '.status.serialNumber', priority: 100 },
+    { name: 'PowerState', type: 'string', jsonPath: '.status.powerState' },
+    { name: 'IndicatorLED', type: 'string', jsonPath: '.status.indicatorLED', priority: 100 },
+    { name: 'State', type: 'string', jsonPath: '.status.state' },
+    { name: 'Unclaimable', type: 'boolean', jsonPath: '.spec.unclaimable', priority: 100 },
+    AGE_COLUMN,
+  ],
+  hasStatusSubresource: true,
+};

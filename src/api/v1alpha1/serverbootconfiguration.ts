@@ -1,0 +1,83 @@
+/**
+ * ServerBootConfiguration (SBC): what one server boots in the current attempt.
+ *
+ * Additions to upstream (DESIGN.md section 3): `spec.bootAttempt` (bumped for every attempt, which
+ * bumps `metadata.generation`), `spec.bootPolicy`, `spec.callbackSecretRef` (the attempt's token) and
+ * `status.attemptGeneration`. A condition counts for the current attempt only when its
+ * `observedGeneration` >= `status.attemptGeneration` (Kubernetes API conventions, observedGeneration).
+ */
+import { BootPolicySchema } from './boot-policy.js';
+import {
+  AGE_COLUMN,
+  Conditions,
+  Int64,
+  type KindDefinition,
+  LocalObjectReference,
+  type ObjectMeta,
+  type Static,
+  Type,
+} from './schema.js';
+
+export const SBC_STATES = ['Pending', 'Ready', 'Error'] as const;
+export type SBCState = (typeof SBC_STATES)[number];
+
+export const ServerBootConfigurationSpec = Type.Object(
+  {
+    serverRef: LocalObjectReference('Server this configuration boots.'),
+    image: Type.Optional(Type.String({ description: 'Boot image, resolved through the image catalog.' })),
+    ignitionSecretRef: Type.Optional(
+      LocalObjectReference('Secret holding the ignition (keys ignition, format).'),
+    ),
+    bootAttempt: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'Current boot attempt, starting at 1.' }),
+    ),
+    bootPolicy: Type.Optional(BootPolicySchema('Copied from the claim; read by the boot server.')),
+    callbackSecretRef: Type.Optional(
+      LocalObjectReference('Secret holding the current attempt token (key token) for callbacks.'),
+    ),
+  },
+  { description: 'Desired state of a ServerBootConfiguration.' },
+);
+
+export const ServerBootConfigurationStatus = Type.Object(
+  {
+    // No enum: upstream leaves state a free string, and a tighter schema would reject its objects.
+    state: Type.Optional(Type.Unsafe<SBCState>({ type: 'string', description: 'Pending, Ready or Error.' })),
+    attemptGeneration: Type.Optional(
+      Int64({ minimum: 0, description: 'metadata.generation at which the current attempt began.' }),
+    ),
+    conditions: Type.Optional(
+      Conditions('IPXEScriptFetched, IgnitionDataFetched, BootStateReceived, and readiness.'),
+    ),
+  },
+  { description: 'Observed state of a ServerBootConfiguration.' },
+);
+
+export type ServerBootConfigurationSpec = Static<typeof ServerBootConfigurationSpec>;
+export type ServerBootConfigurationStatus = Static<typeof ServerBootConfigurationStatus>;
+export interface ServerBootConfiguration {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: ServerBootConfigurationSpec;
+  status?: ServerBootConfigurationStatus;
+}
+
+export const ServerBootConfigurationKind: KindDefinition = {
+  kind: 'ServerBootConfiguration',
+  plural: 'serverbootconfigurations',
+  singular: 'serverbootconfiguration',
+  shortNames: ['sbc'],
+  scope: 'Namespaced',
+  description: 'ServerBootConfiguration is what one server boots in the current attempt.',
+  properties: { spec: ServerBootConfigurationSpec, status: ServerBootConfigurationStatus },
+  printerColumns: [
+    { name: 'ServerRef', type: 'string', jsonPath: '.spec.serverRef.name' },
+    { name: 'Image', type: 'string', jsonPath: '.spec.image' },
+    { name: 'IgnitionRef', type: 'string', jsonPath: '.spec.ignitionSecretRef.name' },
+    { name: 'State', type: 'string', jsonPath: '.status.state' },
+    AGE_COLUMN,
+    { name: 'Attempt', type: 'integer', jsonPath: '.spec.bootAttempt', priority: 1 },
+  ],
+  hasStatusSubresource: true,
+};

@@ -1,0 +1,159 @@
+/**
+ * ServerClaim: a request for one Server, booted with an image and an ignition.
+ *
+ * Additions to upstream (all optional, DESIGN.md section 3): `spec.bootPolicy`,
+ * `spec.bootCompletion` (which SBC conditions mean "booted", the per-attempt timeout and the number of
+ * attempts), `status.boot` (attempt bookkeeping that survives manager restarts) and `status.conditions`
+ * (`Bound`, `BootConfigurationReady`, `Booted`).
+ */
+import { BootPolicySchema } from './boot-policy.js';
+import {
+  AGE_COLUMN,
+  Conditions,
+  ConditionType,
+  DateTime,
+  Duration,
+  immutable,
+  type KindDefinition,
+  LabelSelector,
+  LocalObjectReference,
+  type ObjectMeta,
+  type Static,
+  StringEnum,
+  Type,
+} from './schema.js';
+
+export const BootCompletion = Type.Object(
+  {
+    conditions: Type.Optional(
+      Type.Array(ConditionType({ minLength: 1 }), {
+        minItems: 1,
+        maxItems: 8,
+        'x-kubernetes-list-type': 'set',
+        description:
+          'SBC condition types that must ALL be True for the current attempt; default from --boot-completion-conditions (BootStateReceived).',
+      }),
+    ),
+    timeout: Type.Optional(
+      Duration({ description: 'Per-attempt deadline as a Go duration (e.g. 15m); default --boot-timeout.' }),
+    ),
+    maxAttempts: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 10,
+        description: 'Attempts in all (first boot + retries); default --boot-max-attempts.',
+      }),
+    ),
+  },
+  { description: 'When a boot counts as completed, and how long and how often to try.' },
+);
+export type BootCompletion = Static<typeof BootCompletion>;
+
+const Toleration = Type.Object(
+  {
+    key: Type.String({ minLength: 1, description: 'Taint key to tolerate.' }),
+    operator: Type.Optional(StringEnum(['Equal', 'Exists'] as const, { description: 'Equal or Exists.' })),
+    value: Type.Optional(Type.String({ description: 'Taint value to match (Equal).' })),
+    effect: Type.Optional(
+      StringEnum(['NoBind', 'Evict'] as const, { description: 'Taint effect to tolerate.' }),
+    ),
+  },
+  { description: 'Lets a claim bind a server carrying a matching taint.' },
+);
+
+export const ServerClaimSpec = Type.Object(
+  {
+    power: Type.String({ description: 'Desired power state of the server: On or Off.' }),
+    serverRef: Type.Optional(
+      LocalObjectReference('Server to claim by name.', {
+        'x-kubernetes-validations': [immutable('serverRef')],
+      }),
+    ),
+    serverSelector: Type.Optional(
+      LabelSelector('Labels of the server to claim.', {
+        'x-kubernetes-validations': [immutable('serverSelector')],
+      }),
+    ),
+    ignitionSecretRef: Type.Optional(LocalObjectReference('Secret holding the ignition of the server.')),
+    image: Type.String({ description: 'Boot image, resolved through the image catalog.' }),
+    tolerations: Type.Optional(Type.Array(Toleration, { description: 'Taints this claim tolerates.' })),
+    userDataRef: Type.Optional(LocalObjectReference('Secret with user-data for the claimed server.')),
+    bootPolicy: Type.Optional(
+      BootPolicySchema('NetBootAlways or NetBootOnce; default --default-boot-policy.'),
+    ),
+    bootCompletion: Type.Optional(BootCompletion),
+  },
+  {
+    description: 'Desired state of a ServerClaim.',
+    'x-kubernetes-validations': [
+      { message: 'serverRef is required once set', rule: '!has(oldSelf.serverRef) || has(self.serverRef)' },
+      {
+        message: 'serverSelector is required once set',
+        rule: '!has(oldSelf.serverSelector) || has(self.serverSelector)',
+      },
+    ],
+  },
+);
+
+export const ServerClaimStatus = Type.Object(
+  {
+    phase: Type.Optional(Type.String({ description: 'Bound or Unbound.' })),
+    boot: Type.Optional(
+      Type.Object(
+        {
+          attempt: Type.Integer({ minimum: 0, description: 'Current boot attempt, starting at 1.' }),
+          attemptStartedAt: Type.Optional(DateTime({ description: 'When the current attempt began.' })),
+          poweredOnAt: Type.Optional(
+            DateTime({ description: 'When the server was powered on for the current attempt.' }),
+          ),
+          deadline: Type.Optional(DateTime({ description: 'When the current attempt times out.' })),
+          completedAt: Type.Optional(DateTime({ description: 'When the claim became Booted.' })),
+          series: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              description: 'Attempt series; bumped by the retry operation annotation.',
+            }),
+          ),
+        },
+        { description: 'Bookkeeping of boot attempts, stored so that it survives manager restarts.' },
+      ),
+    ),
+    conditions: Type.Optional(Conditions('Bound, BootConfigurationReady and Booted.')),
+  },
+  { description: 'Observed state of a ServerClaim.' },
+);
+
+export type ServerClaimSpec = Static<typeof ServerClaimSpec>;
+export type ServerClaimStatus = Static<typeof ServerClaimStatus>;
+export interface ServerClaim {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec: ServerClaimSpec;
+  status?: ServerClaimStatus;
+}
+
+export const ServerClaimKind: KindDefinition = {
+  kind: 'ServerClaim',
+  plural: 'serverclaims',
+  singular: 'serverclaim',
+  shortNames: ['scl'],
+  scope: 'Namespaced',
+  description: 'ServerClaim requests one Server and boots it with an image and an ignition.',
+  properties: { spec: ServerClaimSpec, status: ServerClaimStatus },
+  printerColumns: [
+    { name: 'Server', type: 'string', jsonPath: '.spec.serverRef.name' },
+    { name: 'Ignition', type: 'string', jsonPath: '.spec.ignitionSecretRef.name' },
+    { name: 'Image', type: 'string', jsonPath: '.spec.image' },
+    { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+    AGE_COLUMN,
+    {
+      name: 'Booted',
+      type: 'string',
+      jsonPath: ".status.conditions[?(@.type=='Booted')].reason",
+      priority: 1,
+    },
+    { name: 'Attempt', type: 'integer', jsonPath: '.status.boot.attempt', priority: 1 },
+  ],
+  hasStatusSubresource: true,
+};

@@ -1,0 +1,406 @@
+/**
+ * A real Kubernetes control plane on loopback, for tests and for `local up` (envtest style): etcd and kube-apiserver on free
+ * loopback ports, bearer-token auth, a self-signed serving certificate, RBAC authorization, the
+ * project's CRDs installed and Established.
+ *
+ * Binaries come from `KUBEBUILDER_ASSETS` when set (the envtest convention), otherwise from
+ * `hack/build-control-plane.sh`, which builds them once from their Go modules into a cache folder.
+ *
+ * Both processes run under `setpriv --pdeathsig KILL`, so even a SIGKILLed test runner leaves no
+ * orphan; `stop()` (also run on exit, SIGINT and SIGTERM) kills them and removes the temp folder.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+
+export interface ControlPlaneOptions {
+  /** Install `config/crd/*.yaml` and wait until each is Established (default true). */
+  installCRDs?: boolean;
+  /** Extra kube-apiserver flags (`--name=value`). */
+  apiServerArgs?: string[];
+}
+
+/** Repo root, from this file's place in `dist/src/localstack/`. */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+/** Returns free TCP ports on 127.0.0.1 (bound then released; used at once by the caller). */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<import('node:net').Server>((ok, fail) => {
+          const s = createServer();
+          s.once('error', fail);
+          s.listen(0, '127.0.0.1', () => ok(s));
+        }),
+    ),
+  );
+  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
+  return ports;
+}
+
+/** Folder holding `etcd` and `kube-apiserver`, building them first if needed (minutes, once). */
+export function controlPlaneBinaries(): string {
+  if (process.env.KUBEBUILDER_ASSETS) return process.env.KUBEBUILDER_ASSETS;
+  const out = execFileSync('bash', [join(REPO_ROOT, 'hack', 'build-control-plane.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return out.trim().split('\n').pop()!;
+}
+
+const live = new Set<ControlPlane>();
+let exitHooked = false;
+function hookExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.once('exit', () => {
+    for (const cp of live) cp.killNow();
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      for (const cp of live) cp.killNow();
+      process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+    });
+  }
+}
+
+export class ControlPlane {
+  readonly token = randomBytes(24).toString('hex');
+  etcd?: ChildProcess;
+  apiServer?: ChildProcess;
+  kubeconfigPath = '';
+  server = '';
+  caFile = '';
+  etcdUrl = '';
+  private ports: number[] = [];
+
+  private constructor(
+    readonly dir: string,
+    private readonly bin: string,
+    private readonly opts: ControlPlaneOptions,
+  ) {}
+
+  /** Starts etcd and kube-apiserver, writes the kubeconfig and (by default) installs the CRDs. */
+  static async start(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+    hookExit();
+    const bin = controlPlaneBinaries();
+    const cp = new ControlPlane(mkdtempSync(join(tmpdir(), 'metal-cp-')), bin, opts);
+    live.add(cp);
+    try {
+      await cp.boot();
+    } catch (err) {
+      await cp.stop();
+      throw err;
+    }
+    return cp;
+  }
+
+  private async boot(): Promise<void> {
+    this.ports = await freePorts(3);
+    const [etcdClient, etcdPeer, secure] = this.ports as [number, number, number];
+    this.etcdUrl = `http://127.0.0.1:${etcdClient}`;
+    this.server = `https://127.0.0.1:${secure}`;
+    this.writeCredentials();
+    this.etcd = this.spawnLogged('etcd', join(this.bin, 'etcd'), [
+      '--name=default',
+      `--data-dir=${join(this.dir, 'etcd')}`,
+      `--listen-client-urls=${this.etcdUrl}`,
+      `--advertise-client-urls=${this.etcdUrl}`,
+      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-cluster=default=http://127.0.0.1:${etcdPeer}`,
+      // Tests need speed, not durability across host crashes.
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
+    ]);
+    await waitFor(
+      `etcd ${this.etcdUrl}`,
+      30_000,
+      async () => (await httpGet(`${this.etcdUrl}/health`)).status === 200,
+    );
+    await this.startApiServer();
+    if (this.opts.installCRDs !== false) await installCRDs(this.kubeConfig());
+  }
+
+  private writeCredentials(): void {
+    const d = this.dir;
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-keyout',
+        join(d, 'serving.key'),
+        '-out',
+        join(d, 'serving.crt'),
+      ],
+      { stdio: 'ignore' },
+    );
+    this.caFile = join(d, 'serving.crt');
+    const sa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    writeFileSync(join(d, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    writeFileSync(join(d, 'sa.pub'), sa.publicKey.export({ type: 'spki', format: 'pem' }));
+    writeFileSync(join(d, 'tokens.csv'), `${this.token},admin,admin-uid,"system:masters"\n`);
+    this.kubeconfigPath = join(d, 'kubeconfig');
+    writeFileSync(this.kubeconfigPath, kubeconfigYaml(this.server, this.caFile, this.token));
+  }
+
+  /** Starts kube-apiserver (again) on the same port and waits for `/readyz`. */
+  async startApiServer(): Promise<void> {
+    const d = this.dir;
+    const secure = this.ports[2]!;
+    this.apiServer = this.spawnLogged('kube-apiserver', join(this.bin, 'kube-apiserver'), [
+      `--etcd-servers=${this.etcdUrl}`,
+      `--secure-port=${secure}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--tls-cert-file=${join(d, 'serving.crt')}`,
+      `--tls-private-key-file=${join(d, 'serving.key')}`,
+      `--token-auth-file=${join(d, 'tokens.csv')}`,
+      '--authorization-mode=RBAC',
+      `--service-account-key-file=${join(d, 'sa.pub')}`,
+      `--service-account-signing-key-file=${join(d, 'sa.key')}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      '--service-cluster-ip-range=10.0.0.0/24',
+      // No pods run here; the ServiceAccount admission plugin would only wait for default accounts.
+      '--disable-admission-plugins=ServiceAccount',
+      '--allow-privileged=true',
+      `--cert-dir=${join(d, 'certs')}`,
+      ...(this.opts.apiServerArgs ?? []),
+    ]);
+    await waitFor(`kube-apiserver ${this.server}`, 90_000, async () => {
+      const r = await httpGet(`${this.server}/readyz`, this.caFile, this.token);
+      return r.status === 200;
+    });
+  }
+
+  /** Stops kube-apiserver (SIGTERM, then SIGKILL after 10 s) and leaves etcd running. */
+  async stopApiServer(): Promise<void> {
+    await stopProcess(this.apiServer);
+    this.apiServer = undefined;
+  }
+
+  /** A KubeConfig for the admin user (token auth). */
+  kubeConfig(): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromFile(this.kubeconfigPath);
+    return kc;
+  }
+
+  /** Stops both processes and removes the temp folder. Idempotent. */
+  async stop(): Promise<void> {
+    await stopProcess(this.apiServer);
+    await stopProcess(this.etcd);
+    this.apiServer = undefined;
+    this.etcd = undefined;
+    rmSync(this.dir, { recursive: true, force: true });
+    live.delete(this);
+  }
+
+  /** Synchronous last resort on process exit. */
+  killNow(): void {
+    for (const p of [this.apiServer, this.etcd]) if (p && p.exitCode === null) p.kill('SIGKILL');
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private spawnLogged(name: string, path: string, args: string[]): ChildProcess {
+    mkdirSync(join(this.dir, 'logs'), { recursive: true });
+    const fd = openSync(join(this.dir, 'logs', `${name}.log`), 'a');
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', path, ...args], {
+      stdio: ['ignore', fd, fd],
+    });
+    closeSync(fd);
+    return child;
+  }
+
+  /** Last `lines` lines of a component's log, for failure messages. */
+  logTail(name: 'etcd' | 'kube-apiserver', lines = 30): string {
+    try {
+      return readFileSync(join(this.dir, 'logs', `${name}.log`), 'utf8')
+        .split('\n')
+        .slice(-lines)
+        .join('\n');
+    } catch {
+      return '';
+    }
+  }
+}
+
+/** kubeconfig with one cluster, one token user and one context, all named `metal`. */
+export function kubeconfigYaml(server: string, caFile: string, token: string): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    '- name: metal',
+    '  cluster:',
+    `    server: ${server}`,
+    `    certificate-authority: ${caFile}`,
+    'users:',
+    '- name: metal',
+    '  user:',
+    `    token: ${token}`,
+    'contexts:',
+    '- name: metal',
+    '  context: {cluster: metal, user: metal}',
+    'current-context: metal',
+    '',
+  ].join('\n');
+}
+
+/**
+ * Creates (or updates) every CRD under `config/crd/` and waits until each is Established.
+ * Sent as raw JSON: client-node's typed serializer drops `x-kubernetes-*` schema extensions.
+ */
+export async function installCRDs(kc: KubeConfig, dir = join(REPO_ROOT, 'config', 'crd')): Promise<string[]> {
+  const server = kc.getCurrentCluster()!.server;
+  const base = `${server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`;
+  const request = async (method: string, url: string, body?: unknown) => {
+    const r = await apiRequest(kc, method, url, body);
+    return { ...r, json: r.json as V1CustomResourceDefinition | undefined };
+  };
+  const names: string[] = [];
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')) {
+    const crd = parse(readFileSync(resolve(dir, file), 'utf8')) as V1CustomResourceDefinition;
+    const name = crd.metadata!.name!;
+    names.push(name);
+    let res = await request('POST', base, crd);
+    if (res.status === 409) {
+      const current = await request('GET', `${base}/${name}`);
+      crd.metadata!.resourceVersion = current.json?.metadata?.resourceVersion;
+      res = await request('PUT', `${base}/${name}`, crd);
+    }
+    if (res.status >= 300) throw new Error(`installing CRD ${name}: HTTP ${res.status}: ${res.text}`);
+  }
+  await waitFor('CRDs Established', 30_000, async () => {
+    for (const name of names) {
+      const crd = (await request('GET', `${base}/${name}`)).json;
+      const ok = crd?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+      if (!ok) return false;
+    }
+    return true;
+  });
+  return names;
+}
+
+/**
+ * One raw JSON request to the API server with the kubeconfig's TLS and credentials. `url` may be a
+ * path (`/apis/...`). Never throws on HTTP statuses; rejects on connection errors.
+ */
+export async function apiRequest(
+  kc: KubeConfig,
+  method: string,
+  url: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: unknown; text: string }> {
+  const full = url.startsWith('/') ? `${kc.getCurrentCluster()!.server}${url}` : url;
+  const opts: https.RequestOptions = {
+    method,
+    headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
+  };
+  await kc.applyToHTTPSOptions(opts);
+  return new Promise((ok, fail) => {
+    const req = https.request(full, opts, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => {
+        text += c;
+      });
+      res.on('end', () => {
+        let json: unknown;
+        try {
+          json = text ? JSON.parse(text) : undefined;
+        } catch {
+          json = undefined;
+        }
+        ok({ status: res.statusCode ?? 0, json, text });
+      });
+    });
+    req.on('error', fail);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+async function stopProcess(p: ChildProcess | undefined): Promise<void> {
+  if (!p || p.exitCode !== null || p.signalCode !== null) return;
+  const exited = new Promise((ok) => p.once('exit', ok));
+  p.kill('SIGTERM');
+  const timer = setTimeout(() => p.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Polls `check` every 100 ms until it returns true; throws after `timeoutMs` milliseconds. */
+export async function waitFor(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<boolean> | boolean,
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < end) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((ok) => setTimeout(ok, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+function httpGet(url: string, caFile?: string, token?: string): Promise<{ status: number; body: string }> {
+  return new Promise((ok, fail) => {
+    const u = new URL(url);
+    const mod = u.protocol === 'https:' ? https : http;
+    const req = mod.get(
+      u,
+      {
+        ca: caFile ? readFileSync(caFile) : undefined,
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        timeout: 2_000,
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => {
+          body += c;
+        });
+        res.on('end', () => ok({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', fail);
+  });
+}

@@ -1,0 +1,48 @@
+/**
+ * The seam between the virtual BMC's Redfish service and the machine it manages.
+ *
+ * The Redfish layer (virtual-bmc server) owns Redfish semantics: the ComputerSystem resource,
+ * ResetType mapping, the boot override (a `Once` override is consumed by the next boot) and fault
+ * knobs. A {@link Host} owns only the machine: a simulated host (`sim` back end) or a QEMU VM
+ * (`qemu` back end).
+ */
+
+/** Redfish `PowerState` values (Redfish schema `Resource.PowerState`). */
+export type HostPowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
+
+/**
+ * Where the host boots from on its next start, already resolved by the Redfish layer from
+ * `Boot.BootSourceOverrideTarget` + `BootSourceOverrideEnabled` (`Pxe` = network boot via iPXE,
+ * `Hdd` = local disk, `None` = the host's own boot order, which for our hosts is disk first).
+ */
+export type BootDevice = 'Pxe' | 'Hdd' | 'None';
+
+/** Static identity of a host, stable across restarts of the virtual BMC. */
+export interface HostIdentity {
+  /** SMBIOS system UUID, lower-case 8-4-4-4-12. */
+  uuid: string;
+  serialNumber: string;
+  /** MAC address of the first NIC, lower-case colon-separated. */
+  macAddress: string;
+  manufacturer: string;
+  model: string;
+  /** Memory size in MiB. */
+  memoryMiB: number;
+  cpus: number;
+}
+
+export interface Host {
+  readonly identity: HostIdentity;
+  /** Current power state; transitional states are reported while a transition is in progress. */
+  powerState(): HostPowerState;
+  /** Starts the host booting from `device`. Resolves once the start was initiated, not when the OS is up. */
+  powerOn(device: BootDevice): Promise<void>;
+  /** ACPI power button: the OS may shut down in its own time. */
+  gracefulShutdown(): Promise<void>;
+  /** Cuts power immediately. */
+  forceOff(): Promise<void>;
+  /** Hard reset of a running host, booting from `device`. */
+  reset(device: BootDevice): Promise<void>;
+  /** Releases every resource (processes, timers, files). Idempotent. */
+  close(): Promise<void>;
+}
