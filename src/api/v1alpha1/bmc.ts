@@ -96,13 +96,13 @@ export const BMCStatus = Type.Object(
   { description: 'Observed state of a BMC.' },
 );
 
-export interface BMC {
+export type BMC = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec: Static<typeof BMCSpec>;
   status?: Static<typeof BMCStatus>;
-}
+};
 
 export const BMCKind: KindDefinition = {
   kind: 'BMC',

@@ -4,7 +4,7 @@
  */
 import { AGE_COLUMN, type KindDefinition, type ObjectMeta, Type } from './schema.js';
 
-export interface BMCSecret {
+export type BMCSecret = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
@@ -17,7 +17,7 @@ export interface BMCSecret {
   stringData?: Record<string, string>;
   immutable?: boolean;
   type?: string;
-}
+};
 
 export const BMCSecretKind: KindDefinition = {
   kind: 'BMCSecret',

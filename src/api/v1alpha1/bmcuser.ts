@@ -35,13 +35,13 @@ export const BMCUserStatus = Type.Object(
   { description: 'Observed state of a BMCUser.' },
 );
 
-export interface BMCUser {
+export type BMCUser = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec: Static<typeof BMCUserSpec>;
   status?: Static<typeof BMCUserStatus>;
-}
+};
 
 export const BMCUserKind: KindDefinition = {
   kind: 'BMCUser',

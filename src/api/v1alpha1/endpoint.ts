@@ -10,13 +10,13 @@ export const EndpointSpec = Type.Object(
 );
 export const EndpointStatus = Type.Object({}, { description: 'Observed state of an Endpoint (none yet).' });
 
-export interface Endpoint {
+export type Endpoint = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec?: Static<typeof EndpointSpec>;
   status?: Static<typeof EndpointStatus>;
-}
+};
 
 export const EndpointKind: KindDefinition = {
   kind: 'Endpoint',

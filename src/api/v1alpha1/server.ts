@@ -211,13 +211,13 @@ export const ServerStatus = Type.Object(
 
 export type ServerSpec = Static<typeof ServerSpec>;
 export type ServerStatus = Static<typeof ServerStatus>;
-export interface Server {
+export type Server = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec: ServerSpec;
   status?: ServerStatus;
-}
+};
 
 export const ServerKind: KindDefinition = {
   kind: 'Server',

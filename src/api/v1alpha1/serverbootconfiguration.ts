@@ -55,13 +55,13 @@ export const ServerBootConfigurationStatus = Type.Object(
 
 export type ServerBootConfigurationSpec = Static<typeof ServerBootConfigurationSpec>;
 export type ServerBootConfigurationStatus = Static<typeof ServerBootConfigurationStatus>;
-export interface ServerBootConfiguration {
+export type ServerBootConfiguration = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec: ServerBootConfigurationSpec;
   status?: ServerBootConfigurationStatus;
-}
+};
 
 export const ServerBootConfigurationKind: KindDefinition = {
   kind: 'ServerBootConfiguration',

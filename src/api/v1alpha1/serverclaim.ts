@@ -125,13 +125,13 @@ export const ServerClaimStatus = Type.Object(
 
 export type ServerClaimSpec = Static<typeof ServerClaimSpec>;
 export type ServerClaimStatus = Static<typeof ServerClaimStatus>;
-export interface ServerClaim {
+export type ServerClaim = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec: ServerClaimSpec;
   status?: ServerClaimStatus;
-}
+};
 
 export const ServerClaimKind: KindDefinition = {
   kind: 'ServerClaim',

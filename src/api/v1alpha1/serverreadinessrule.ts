@@ -63,13 +63,13 @@ export const ServerReadinessRuleSpec = Type.Object(
   { description: 'Desired state of a ServerReadinessRule.' },
 );
 
-export interface ServerReadinessRule {
+export type ServerReadinessRule = {
   apiVersion?: string;
   kind?: string;
   metadata: ObjectMeta;
   spec: Static<typeof ServerReadinessRuleSpec>;
   status?: { conditions?: Static<ReturnType<typeof Conditions>> };
-}
+};
 
 export const ServerReadinessRuleKind: KindDefinition = {
   kind: 'ServerReadinessRule',

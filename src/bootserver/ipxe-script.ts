@@ -1,0 +1,66 @@
+/**
+ * iPXE scripts served by the boot server (iPXE scripting reference: `#!ipxe`, `chain`, `kernel`,
+ * `initrd`, `boot`, `exit`; `${uuid}` expands to the SMBIOS UUID as iPXE reads it).
+ *
+ * Kernel command-line keys read by the agents (the busybox initramfs in `hack/vm/` and the simulated
+ * host in `src/virtualbmc/sim.ts`): `metal.mode` (probe|os), `metal.uuid`, `metal.registry` (registry
+ * base URL), `metal.token` (the attempt's callback token), `ignition.config.url`.
+ */
+import type { ImageEntry } from './image-catalog.js';
+
+/** Default script for `GET /ipxe`: chains to the UUID-specific script. */
+export function chainScript(bootServerUrl: string): string {
+  return ['#!ipxe', `chain --autofree ${bootServerUrl}/ipxe/\${uuid}`, ''].join('\n');
+}
+
+/**
+ * Script that boots from the next local device: iPXE's `exit` returns to the firmware, which
+ * continues with the next entry of its boot order (NetBootOnce after completion).
+ */
+export function localBootScript(reason: string): string {
+  return [
+    '#!ipxe',
+    `echo metal: ${reason.replace(/[^\w .:/-]/g, '')}; booting from local disk`,
+    'exit',
+    '',
+  ].join('\n');
+}
+
+export interface AttemptScriptInput {
+  image: ImageEntry;
+  uuid: string;
+  attempt: number;
+  token: string;
+  bootServerUrl: string;
+  registryUrl: string;
+}
+
+/** URL of an image file: the catalog's own http(s) URL, or the boot server's `/images/{name}/{file}`. */
+export function imageFileUrl(bootServerUrl: string, image: ImageEntry, file: 'kernel' | 'initrd'): string {
+  const src = image[file];
+  if (/^https?:\/\//.test(src)) return src;
+  return `${bootServerUrl}/images/${encodeURIComponent(image.name)}/${file}`;
+}
+
+/** The attempt's script: kernel + initrd + a command line carrying the attempt token. */
+export function attemptScript(i: AttemptScriptInput): string {
+  const ignitionUrl = `${i.bootServerUrl}/ignition/${i.uuid}?token=${encodeURIComponent(i.token)}`;
+  const args = [
+    i.image.cmdline,
+    'initrd=initrd.img',
+    `metal.mode=${i.image.mode}`,
+    `metal.uuid=${i.uuid}`,
+    `metal.attempt=${i.attempt}`,
+    `metal.registry=${i.registryUrl}`,
+    `metal.token=${i.token}`,
+    `ignition.config.url=${ignitionUrl}`,
+  ].filter(Boolean);
+  return [
+    '#!ipxe',
+    `echo metal: ${i.image.name} attempt ${i.attempt}`,
+    `kernel ${imageFileUrl(i.bootServerUrl, i.image, 'kernel')} ${args.join(' ')}`,
+    `initrd --name initrd.img ${imageFileUrl(i.bootServerUrl, i.image, 'initrd')}`,
+    'boot',
+    '',
+  ].join('\n');
+}

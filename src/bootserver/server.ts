@@ -1,0 +1,242 @@
+/**
+ * The boot server: what network-booting firmware and the booting OS fetch.
+ *
+ * - `GET /ipxe` → a script that chains to `/ipxe/${uuid}` (iPXE expands `${uuid}`).
+ * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
+ *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
+ *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
+ *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
+ *   cannot re-provision it. With `pinScriptClient`, an attempt's script goes only to the first client
+ *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
+ *   authenticate, so this is the one protection of the token in the script.
+ * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
+ *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry.
+ * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
+ *
+ * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
+ * DESIGN.md section 4 (503 + `Retry-After` while the API server or a rotation is unavailable).
+ * Nothing is rendered from request input except the canonical UUID; every fetch is logged with the
+ * client address and never with the token.
+ */
+import { createReadStream, statSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
+import { BootSignal } from '../api/v1alpha1/boot-policy.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import {
+  apiFailure,
+  type BootTarget,
+  BootTargetResolver,
+  type SecretObject,
+} from '../bootsignals/boot-target.js';
+import { createHttpApp, listen } from '../bootsignals/http-app.js';
+import { HttpError, unavailable } from '../bootsignals/http-error.js';
+import { recordSignal } from '../bootsignals/signal-condition.js';
+import type { RunningServer } from '../registry/server.js';
+import type { KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
+import type { EventRecorder } from '../runtime/events.js';
+import type { Informer } from '../runtime/informer.js';
+import { Resources } from '../runtime/resource.js';
+import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
+import type { ImageCatalog } from './image-catalog.js';
+import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
+
+export interface BootServerOptions {
+  client: KubeClient;
+  servers: Informer<Server>;
+  sbcs: Informer<ServerBootConfiguration>;
+  /** Informer of callback Secrets (label `metal.ironcore.dev/callback=true`). */
+  secrets: Informer<SecretObject>;
+  events: EventRecorder;
+  log: Logger;
+  host?: string;
+  /** TCP port; 0 picks a free one. */
+  port: number;
+  /** Base URL hosts use to reach this boot server (rendered into scripts); defaults to the bound URL. */
+  externalUrl?: string;
+  /** Base URL hosts use to reach the registry (rendered into the kernel command line). */
+  registryUrl: string;
+  /** The current image catalog (a function, so a ConfigMap-backed catalog can change at run time). */
+  catalog: () => ImageCatalog;
+  /** Hand an attempt's script only to the first client address that fetched it (default true). */
+  pinScriptClient?: boolean;
+  /** Merge the `/bootstate` systemd unit into served ignition (default true). */
+  injectBootstateUnit?: boolean;
+  metrics?: Registry;
+}
+
+/** Field-manager prefix of the boot server's condition writes. */
+export const BOOTSERVER_COMPONENT = 'metal-bootserver';
+/** Condition set by the claim controller when a claim completed; read for NetBootOnce. */
+export const BOOT_COMPLETED_CONDITION = 'BootCompleted';
+
+const uuidParam = {
+  type: 'object',
+  properties: { uuid: { type: 'string', maxLength: 16384 } },
+  required: ['uuid'],
+};
+const CLIENT_IN_MESSAGE = / served to (\S+)$/;
+
+/** True when `sbc`'s condition `type` is True and belongs to the current attempt. */
+function currentAndTrue(sbc: ServerBootConfiguration, type: string): boolean {
+  const c = findCondition(sbc.status?.conditions, type);
+  return !!c && c.status === 'True' && (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0);
+}
+
+/** Starts the boot server; resolves once it listens. */
+export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
+  const resolver = new BootTargetResolver(opts);
+  const app = createHttpApp('bootserver', opts.log, opts.metrics ?? new Registry());
+  const pin = opts.pinScriptClient ?? true;
+  const inject = opts.injectBootstateUnit ?? true;
+  const butaneCache = new Map<string, string>();
+  let baseUrl = opts.externalUrl ?? '';
+
+  app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
+
+  app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+    const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
+    const client = req.socket.remoteAddress ?? 'unknown';
+    let target = resolver.resolve(uuid);
+    const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
+    if (!target.sbc) {
+      log.info('no boot configuration: local boot');
+      return reply.type('text/plain').send(localBootScript('no boot configuration'));
+    }
+    if (
+      target.sbc.spec.bootPolicy === 'NetBootOnce' &&
+      currentAndTrue(target.sbc, BOOT_COMPLETED_CONDITION)
+    ) {
+      log.info({ sbc: target.sbc.metadata.name }, 'NetBootOnce configuration already booted: local boot');
+      return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
+    }
+    if (!resolver.consistent(target)) target = await resolver.refresh(target);
+    const sbc = target.sbc;
+    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
+    if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+    if (sbc.status?.state !== 'Ready')
+      throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
+    const attempt = sbc.spec.bootAttempt ?? 1;
+    const fetched = findCondition(sbc.status?.conditions, BootSignal.IPXEScriptFetched);
+    const pinnedTo =
+      fetched && (fetched.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0)
+        ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1]
+        : undefined;
+    if (pin && pinnedTo && pinnedTo !== client) {
+      log.warn({ pinnedTo, attempt }, 'script of this attempt was served to another client; refused');
+      throw new HttpError(
+        403,
+        'ScriptPinned',
+        'the script of this attempt was already served to another client',
+      );
+    }
+    const resolved = opts.catalog().resolve(sbc.spec.image);
+    if (!resolved.ok) throw unavailable(`${resolved.reason}: ${resolved.message}`, 30);
+    const script = attemptScript({
+      image: resolved.image,
+      uuid,
+      attempt,
+      token: target.callback.token,
+      bootServerUrl: baseUrl,
+      registryUrl: opts.registryUrl,
+    });
+    await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
+      type: BootSignal.IPXEScriptFetched,
+      status: 'True',
+      reason: 'ScriptServed',
+      message: `script for attempt ${attempt} served to ${client}`,
+    });
+    log.info({ sbc: sbc.metadata.name, attempt, image: resolved.image.name }, 'iPXE script served');
+    return reply.type('text/plain').send(script);
+  });
+
+  app.get('/ignition/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+    const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
+    const q = req.query as Record<string, unknown>;
+    const token = typeof q.token === 'string' ? q.token : undefined;
+    let target: BootTarget;
+    try {
+      target = await resolver.verify(resolver.resolve(uuid), token);
+    } catch (err) {
+      const sbc = resolver.resolve(uuid).sbc;
+      if (err instanceof HttpError && err.reason === 'StaleToken' && sbc) {
+        opts.events.event(
+          { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
+          'Warning',
+          'StaleCallback',
+          `ignition fetch from ${req.socket.remoteAddress} carried the token of an earlier attempt; refused`,
+        );
+      }
+      throw err;
+    }
+    const sbc = target.sbc!;
+    const attempt = sbc.spec.bootAttempt ?? 1;
+    const config = await ignitionFor(sbc);
+    const served = inject
+      ? withBootstateHook(config, {
+          registryUrl: opts.registryUrl,
+          uuid,
+          token: target.callback!.token,
+          attempt,
+        })
+      : config;
+    const body = JSON.stringify(served);
+    await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
+      type: BootSignal.IgnitionDataFetched,
+      status: 'True',
+      reason: 'IgnitionServed',
+      message: `ignition for attempt ${attempt} served to ${req.socket.remoteAddress}`,
+    });
+    req.log.info(
+      { server: target.server.metadata.name, systemUUID: uuid, attempt, bytes: body.length },
+      'ignition served',
+    );
+    return reply.type('application/json').send(body);
+  });
+
+  /** The SBC's ignition as an Ignition v3 object (converting Butane once per SBC generation). */
+  async function ignitionFor(sbc: ServerBootConfiguration): Promise<ReturnType<typeof parseIgnition>> {
+    const ref = sbc.spec.ignitionSecretRef?.name;
+    if (!ref) return { ignition: { version: DEFAULT_IGNITION_VERSION } };
+    let secret: SecretObject | undefined;
+    try {
+      secret = await opts.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
+    } catch (err) {
+      apiFailure(err, 'reading the ignition Secret');
+    }
+    const data = secret?.data;
+    if (!data?.ignition)
+      throw new HttpError(409, 'IgnitionMissing', `ignition Secret ${ref} has no key ignition`);
+    const text = Buffer.from(data.ignition, 'base64').toString('utf8');
+    const format = data.format ? Buffer.from(data.format, 'base64').toString('utf8').trim() : 'ignition';
+    if (format !== 'fcos' && format !== 'butane') return parseIgnition(text);
+    const key = `${sbc.metadata.namespace}/${sbc.metadata.name}@${sbc.metadata.generation}/${secret?.metadata.resourceVersion}`;
+    let json = butaneCache.get(key);
+    if (!json) {
+      json = await butaneToIgnition(text);
+      if (butaneCache.size >= 1000) butaneCache.delete(butaneCache.keys().next().value!);
+      butaneCache.set(key, json);
+    }
+    return parseIgnition(json);
+  }
+
+  app.get('/images/:name/:file', async (req, reply) => {
+    const { name, file } = req.params as { name: string; file: string };
+    if (file !== 'kernel' && file !== 'initrd') throw new HttpError(404, 'NotFound', 'no such image file');
+    const entry = opts.catalog().resolve(name);
+    if (!entry.ok) throw new HttpError(404, entry.reason, entry.message);
+    const path = entry.image[file];
+    if (!path.startsWith('/')) throw new HttpError(404, 'NotFound', 'image file is not served here');
+    const size = statSync(path).size;
+    return reply
+      .type('application/octet-stream')
+      .header('content-length', String(size))
+      .send(createReadStream(path));
+  });
+
+  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
+  baseUrl ||= bound.url;
+  return { ...bound, close: () => app.close() };
+}

@@ -1,0 +1,91 @@
+/**
+ * Wires the registry and/or the boot server to a cluster: one KubeClient, informers for Servers
+ * (indexed by canonical system UUID), ServerBootConfigurations and callback Secrets (label
+ * `metal.ironcore.dev/callback=true`), and an Event recorder. Used by the manager (in-process
+ * servers) and by the standalone `registry` / `bootserver` entry points. Holds no state of its own.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { type BootServerOptions, startBootServer } from '../bootserver/server.js';
+import { type RegistryOptions, type RunningServer, startRegistry } from '../registry/server.js';
+import { KubeClient } from '../runtime/client.js';
+import { EventRecorder } from '../runtime/events.js';
+import { Informer } from '../runtime/informer.js';
+import { Resources } from '../runtime/resource.js';
+import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from './boot-target.js';
+
+/** Label carried by every callback Secret, so the signal servers cache only those Secrets. */
+export const CALLBACK_SECRET_LABEL = 'metal.ironcore.dev/callback';
+
+export interface SignalSources {
+  client: KubeClient;
+  servers: Informer<Server>;
+  sbcs: Informer<ServerBootConfiguration>;
+  secrets: Informer<SecretObject>;
+  events: EventRecorder;
+}
+
+/** Creates (not starts) the informers the signal servers read. */
+export function signalSources(client: KubeClient, log: Logger, events?: EventRecorder): SignalSources {
+  return {
+    client,
+    servers: new Informer<Server>(client, Resources.Server, {
+      indexers: { [SERVER_UUID_INDEX]: serverUUIDIndexer },
+      log,
+    }),
+    sbcs: new Informer<ServerBootConfiguration>(client, Resources.ServerBootConfiguration, { log }),
+    secrets: new Informer<SecretObject>(client, Resources.Secret, {
+      labelSelector: `${CALLBACK_SECRET_LABEL}=true`,
+      log,
+    }),
+    events: events ?? new EventRecorder(client, 'metal-signals', { log }),
+  };
+}
+
+export interface SignalStackOptions {
+  kubeConfig: KubeConfig;
+  log: Logger;
+  metrics?: Registry;
+  registry?: Omit<RegistryOptions, keyof SignalSources | 'log' | 'metrics'>;
+  bootServer?: Omit<BootServerOptions, keyof SignalSources | 'log' | 'metrics'>;
+}
+
+export interface SignalStack {
+  registry?: RunningServer;
+  bootServer?: RunningServer;
+  sources: SignalSources;
+  /** Prometheus registry holding the servers' request metrics. */
+  metrics: Registry;
+  close(): Promise<void>;
+}
+
+/** Starts informers (waiting for their first LIST), then the requested servers. */
+export async function startSignalStack(opts: SignalStackOptions): Promise<SignalStack> {
+  const client = new KubeClient(opts.kubeConfig, { fieldManager: 'metal-signals' });
+  const sources = signalSources(client, opts.log);
+  await Promise.all([sources.servers.start(), sources.sbcs.start(), sources.secrets.start()]);
+  const metrics = opts.metrics ?? new Registry();
+  const registry = opts.registry
+    ? await startRegistry({ ...sources, ...opts.registry, log: opts.log, metrics })
+    : undefined;
+  const bootServer = opts.bootServer
+    ? await startBootServer({ ...sources, ...opts.bootServer, log: opts.log, metrics })
+    : undefined;
+  return {
+    registry,
+    bootServer,
+    sources,
+    metrics,
+    async close() {
+      await Promise.all([registry?.close(), bootServer?.close()]);
+      sources.servers.stop();
+      sources.sbcs.stop();
+      sources.secrets.stop();
+      await sources.events.flush?.();
+      await client.close();
+    },
+  };
+}

@@ -1,0 +1,66 @@
+/**
+ * Standalone boot server (`node dist/src/cmd/bootserver.js`): stateless, several replicas may serve.
+ * Prints one JSON log line with its URL once listening. SIGTERM/SIGINT close it.
+ */
+import { readFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { ImageCatalog } from '../bootserver/image-catalog.js';
+import { startSignalStack } from '../bootsignals/signal-stack.js';
+import { startHealthServer } from '../runtime/health.js';
+import { newLogger } from '../runtime/logger.js';
+import { loadKubeConfig } from './kubeconfig.js';
+import { splitAddr } from './listen-address.js';
+
+const cmd = new Command('bootserver')
+  .description('metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}')
+  .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
+  .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
+  .option('--url <url>', 'URL hosts use to reach this boot server (default: the listen address)')
+  .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
+  .option('--image-catalog <file>', 'YAML image catalog (see src/bootserver/image-catalog.ts)')
+  .option('--no-pin-script-client', 'serve an attempt script to any client, not only the first')
+  .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
+  .parse();
+const o = cmd.opts<{
+  metricsAddr?: string;
+  kubeconfig?: string;
+  addr: string;
+  url?: string;
+  registryUrl: string;
+  imageCatalog?: string;
+  pinScriptClient: boolean;
+  injectBootstate: boolean;
+}>();
+const log = newLogger('bootserver');
+const [host, port] = splitAddr(o.addr);
+const catalog = o.imageCatalog
+  ? ImageCatalog.parse(readFileSync(o.imageCatalog, 'utf8'))
+  : ImageCatalog.empty();
+const stack = await startSignalStack({
+  kubeConfig: loadKubeConfig(o.kubeconfig),
+  log,
+  bootServer: {
+    host,
+    port,
+    externalUrl: o.url,
+    registryUrl: o.registryUrl,
+    catalog: () => catalog,
+    pinScriptClient: o.pinScriptClient,
+    injectBootstateUnit: o.injectBootstate,
+  },
+});
+log.info({ url: stack.bootServer!.url }, 'boot server listening');
+const health = o.metricsAddr
+  ? await startHealthServer({
+      host: splitAddr(o.metricsAddr)[0],
+      port: splitAddr(o.metricsAddr)[1],
+      registry: stack.metrics,
+      ready: () => true,
+    })
+  : undefined;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(sig, () => {
+    void Promise.all([stack.close(), health?.close()]).finally(() => process.exit(0));
+  });
+}

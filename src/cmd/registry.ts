@@ -1,0 +1,54 @@
+/**
+ * Standalone registry (`node dist/src/cmd/registry.js`): stateless, so several replicas can serve
+ * behind one Service. Prints one JSON log line with its URL once listening. SIGTERM/SIGINT close it.
+ */
+import { Command, Option } from 'commander';
+import { startSignalStack } from '../bootsignals/signal-stack.js';
+import { startHealthServer } from '../runtime/health.js';
+import { newLogger } from '../runtime/logger.js';
+import { loadKubeConfig } from './kubeconfig.js';
+import { splitAddr } from './listen-address.js';
+
+const cmd = new Command('registry')
+  .description(
+    'metal-operator registry: POST /register, GET /systems/{uuid}, DELETE /delete/{uuid}, POST /bootstate',
+  )
+  .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
+  .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option('--addr <host:port>', 'listen address', '127.0.0.1:10000')
+  .addOption(
+    new Option(
+      '--callback-auth <mode>',
+      'required: callbacks need the attempt token; optional: accept upstream unauthenticated bodies',
+    )
+      .choices(['required', 'optional'])
+      .default('required'),
+  )
+  .parse();
+const o = cmd.opts<{
+  metricsAddr?: string;
+  kubeconfig?: string;
+  addr: string;
+  callbackAuth: 'required' | 'optional';
+}>();
+const log = newLogger('registry');
+const [host, port] = splitAddr(o.addr);
+const stack = await startSignalStack({
+  kubeConfig: loadKubeConfig(o.kubeconfig),
+  log,
+  registry: { host, port, callbackAuth: o.callbackAuth },
+});
+log.info({ url: stack.registry!.url }, 'registry listening');
+const health = o.metricsAddr
+  ? await startHealthServer({
+      host: splitAddr(o.metricsAddr)[0],
+      port: splitAddr(o.metricsAddr)[1],
+      registry: stack.metrics,
+      ready: () => true,
+    })
+  : undefined;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(sig, () => {
+    void Promise.all([stack.close(), health?.close()]).finally(() => process.exit(0));
+  });
+}

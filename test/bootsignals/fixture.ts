@@ -1,0 +1,226 @@
+/**
+ * Test fixture for the registry and the boot server: seeds what the controllers would have made
+ * (a Server pointing at its current SBC, the SBC Ready, the callback Secret of attempt 1), rotates
+ * attempts as the claim controller does, and runs the signal servers in-process or as child
+ * processes (for SIGKILL tests). Everything talks to the real API server of the test run.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import {
+  type CallbackSecretData,
+  decodeCallbackSecret,
+  encodeCallbackSecret,
+  initialCallbackData,
+  rotateCallbackData,
+} from '../../src/bootauth/callback-token.js';
+import { ImageCatalog } from '../../src/bootserver/image-catalog.js';
+import type { SecretObject } from '../../src/bootsignals/boot-target.js';
+import {
+  CALLBACK_SECRET_LABEL,
+  type SignalStack,
+  startSignalStack,
+} from '../../src/bootsignals/signal-stack.js';
+import { KubeClient } from '../../src/runtime/client.js';
+import { newLogger } from '../../src/runtime/logger.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { freePorts, waitFor } from '../harness/control-plane.js';
+
+export const API = 'metal.ironcore.dev/v1alpha1';
+export const TEST_IMAGE = 'test/os:1.0';
+
+export interface Seeded {
+  uuid: string;
+  server: Server;
+  sbc: ServerBootConfiguration;
+  secretName: string;
+  token: string;
+}
+
+/** A catalog with {@link TEST_IMAGE} pointing at small files in a temp folder. */
+export function testCatalog(): ImageCatalog {
+  const dir = mkdtempSync(join(tmpdir(), 'metal-img-'));
+  writeFileSync(join(dir, 'vmlinuz'), randomBytes(4096));
+  writeFileSync(join(dir, 'initrd'), randomBytes(2048));
+  return ImageCatalog.parse(
+    `images:\n  ${TEST_IMAGE}:\n    kernel: ${join(dir, 'vmlinuz')}\n    initrd: ${join(dir, 'initrd')}\n    cmdline: console=ttyS0\n`,
+  );
+}
+
+/** Creates Server + callback Secret + SBC (state Ready, attempt 1). `uuid` may be in any case. */
+export async function seedBootTarget(
+  client: KubeClient,
+  namespace: string,
+  opts: {
+    uuid?: string;
+    policy?: 'NetBootAlways' | 'NetBootOnce';
+    image?: string;
+    withIgnition?: boolean;
+  } = {},
+): Promise<Seeded> {
+  const uuid = opts.uuid ?? randomUUID();
+  const name = `srv-${uuid.toLowerCase().slice(0, 8)}-${randomBytes(2).toString('hex')}`;
+  const sbcName = `${name}-boot`;
+  const secretName = `${sbcName}-callback`;
+  const data = initialCallbackData(1);
+  await client.create<SecretObject>(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: secretName, namespace, labels: { [CALLBACK_SECRET_LABEL]: 'true' } },
+    data: encodeCallbackSecret(data),
+  });
+  if (opts.withIgnition) {
+    await client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: `${sbcName}-ignition`, namespace },
+      data: {
+        format: Buffer.from('ignition').toString('base64'),
+        ignition: Buffer.from(
+          JSON.stringify({ ignition: { version: '3.4.0' }, passwd: { users: [{ name: 'core' }] } }),
+        ).toString('base64'),
+      },
+    });
+  }
+  const created = await client.create<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
+    apiVersion: API,
+    kind: 'ServerBootConfiguration',
+    metadata: { name: sbcName, namespace },
+    spec: {
+      serverRef: { name },
+      image: opts.image ?? TEST_IMAGE,
+      bootAttempt: 1,
+      bootPolicy: opts.policy ?? 'NetBootAlways',
+      callbackSecretRef: { name: secretName },
+      ...(opts.withIgnition ? { ignitionSecretRef: { name: `${sbcName}-ignition` } } : {}),
+    },
+  });
+  const sbc = await client.mergePatch<ServerBootConfiguration>(
+    Resources.ServerBootConfiguration,
+    sbcName,
+    namespace,
+    { status: { state: 'Ready', attemptGeneration: created.metadata.generation } },
+    { subresource: 'status' },
+  );
+  const server = await client.create<Server>(Resources.Server, {
+    apiVersion: API,
+    kind: 'Server',
+    metadata: { name },
+    spec: { systemUUID: uuid, bootConfigurationRef: { name: sbcName, namespace } },
+  });
+  return { uuid, server, sbc, secretName, token: data.token };
+}
+
+/** Starts the next attempt as the claim controller does: rotate the token, bump bootAttempt, record attemptGeneration. */
+export async function nextAttempt(
+  client: KubeClient,
+  s: Seeded,
+): Promise<{ token: string; attempt: number }> {
+  const ns = s.sbc.metadata.namespace!;
+  const secret = await client.get<SecretObject>(Resources.Secret, s.secretName, ns);
+  const current = decodeCallbackSecret(secret!.data) as CallbackSecretData;
+  const next = rotateCallbackData(current, current.attempt + 1);
+  await client.mergePatch(Resources.Secret, s.secretName, ns, { data: encodeCallbackSecret(next) });
+  const bumped = await client.mergePatch<ServerBootConfiguration>(
+    Resources.ServerBootConfiguration,
+    s.sbc.metadata.name!,
+    ns,
+    {
+      spec: { bootAttempt: next.attempt },
+    },
+  );
+  await client.mergePatch(
+    Resources.ServerBootConfiguration,
+    s.sbc.metadata.name!,
+    ns,
+    { status: { attemptGeneration: bumped.metadata.generation } },
+    { subresource: 'status' },
+  );
+  return { token: next.token, attempt: next.attempt };
+}
+
+/** Reads the SBC and returns one condition (or undefined). */
+export async function sbcCondition(client: KubeClient, s: Seeded, type: string) {
+  const sbc = await client.get<ServerBootConfiguration>(
+    Resources.ServerBootConfiguration,
+    s.sbc.metadata.name!,
+    s.sbc.metadata.namespace,
+  );
+  return { sbc: sbc!, cond: sbc?.status?.conditions?.find((c) => c.type === type) };
+}
+
+/** In-process registry + boot server on free loopback ports. */
+export async function startTestStack(
+  kc: KubeConfig,
+  opts: { callbackAuth?: 'required' | 'optional'; pin?: boolean } = {},
+): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
+  const [rp, bp] = await freePorts(2);
+  const registryUrl = `http://127.0.0.1:${rp}`;
+  const stack = await startSignalStack({
+    kubeConfig: kc,
+    log: newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
+    registry: { host: '127.0.0.1', port: rp!, callbackAuth: opts.callbackAuth ?? 'required' },
+    bootServer: {
+      host: '127.0.0.1',
+      port: bp!,
+      registryUrl,
+      catalog: (() => {
+        const c = testCatalog();
+        return () => c;
+      })(),
+      pinScriptClient: opts.pin ?? true,
+    },
+  });
+  return { ...stack, registryUrl, bootUrl: stack.bootServer!.url };
+}
+
+/** A registry child process (`dist/src/cmd/registry.js`) on a fixed port, for SIGKILL tests. */
+export async function spawnRegistry(kubeconfigPath: string, port: number): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      join(process.cwd(), 'dist', 'src', 'cmd', 'registry.js'),
+      '--kubeconfig',
+      kubeconfigPath,
+      '--addr',
+      `127.0.0.1:${port}`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'warn' } },
+  );
+  child.stdout!.on('data', () => undefined);
+  child.stderr!.on('data', () => undefined);
+  // Listening is the signal: the registry starts listening only after its caches synced.
+  await waitFor('registry child listening', 30_000, async () => {
+    if (child.exitCode !== null) return true;
+    try {
+      await (await fetch(`http://127.0.0.1:${port}/systems/x`)).arrayBuffer();
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  if (child.exitCode !== null) throw new Error(`registry exited with ${child.exitCode}`);
+  return child;
+}
+
+/** POST JSON; returns status, parsed body and headers. Never throws on HTTP status. */
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, text, headers: res.headers };
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+export function newTestClient(kc: KubeConfig): KubeClient {
+  return new KubeClient(kc, { fieldManager: 'metal-test' });
+}
