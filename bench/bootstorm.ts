@@ -50,7 +50,13 @@ try {
   const [port] = await freePorts(1);
   registry = spawn(
     process.execPath,
-    [join(process.cwd(), 'dist', 'src', 'cmd', 'registry.js'), '--kubeconfig', cp.kubeconfigPath, '--addr', `127.0.0.1:${port}`],
+    [
+      join(process.cwd(), 'dist', 'src', 'cmd', 'registry.js'),
+      '--kubeconfig',
+      cp.kubeconfigPath,
+      '--addr',
+      `127.0.0.1:${port}`,
+    ],
     { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, LOG_LEVEL: 'error' } },
   );
   const url = `http://127.0.0.1:${port}`;
@@ -130,7 +136,14 @@ try {
           metadata: { name: s.sbc.metadata.name, namespace: ns },
           status: {
             conditions: [
-              { type: 'BaselineWrite', status: 'True', reason: 'Baseline', message: 'x', observedGeneration: 1, lastTransitionTime: now },
+              {
+                type: 'BaselineWrite',
+                status: 'True',
+                reason: 'Baseline',
+                message: 'x',
+                observedGeneration: 1,
+                lastTransitionTime: now,
+              },
             ],
           },
         }),
@@ -143,7 +156,9 @@ try {
   const baseSeconds = (performance.now() - baseStart) / 1000;
 
   // --- verify: every callback recorded once ---
-  const list = await client.list<ServerBootConfiguration>(Resources.ServerBootConfiguration, { namespace: ns });
+  const list = await client.list<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
+    namespace: ns,
+  });
   let recorded = 0;
   let duplicates = 0;
   for (const sbc of list.items) {

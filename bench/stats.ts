@@ -15,7 +15,12 @@ export interface LatencySummary {
 export function summarize(ms: number[]): LatencySummary {
   const s = [...ms].sort((a, b) => a - b);
   const r = (x: number) => Math.round(x * 10) / 10;
-  return { p50: r(percentile(s, 50)), p95: r(percentile(s, 95)), p99: r(percentile(s, 99)), max: r(s[s.length - 1] ?? Number.NaN) };
+  return {
+    p50: r(percentile(s, 50)),
+    p95: r(percentile(s, 95)),
+    p99: r(percentile(s, 99)),
+    max: r(s[s.length - 1] ?? Number.NaN),
+  };
 }
 
 /** Prints rows as an aligned text table. */
@@ -25,7 +30,11 @@ export function printTable(rows: [string, string | number][]): void {
 }
 
 /** Runs `task` for each item with at most `concurrency` in flight. */
-export async function pool<T>(items: T[], concurrency: number, task: (item: T) => Promise<void>): Promise<void> {
+export async function pool<T>(
+  items: T[],
+  concurrency: number,
+  task: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, items.length) }, async () => {
