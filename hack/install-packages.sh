@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the QEMU end-to-end stack needs. Idempotent: when every package is
+# already installed it does nothing and never touches apt. `apt-get update` runs only when the
+# first install attempt fails (typically a missing or stale package list).
+set -euo pipefail
+
+PACKAGES=(
+  qemu-system-x86   # qemu-system-x86_64 (TCG; KVM when /dev/kvm exists)
+  qemu-utils        # qemu-img, for the empty disk that Hdd boots sit on
+  ipxe-qemu         # /usr/lib/ipxe/qemu/pxe-virtio.rom, the NIC option ROM that network-boots
+  busybox-static    # the whole userland of the test initramfs
+  cpio              # packs the initramfs
+  gzip
+  kmod              # depmod-free modules.dep reading is enough, but modinfo helps debugging
+)
+
+log() { echo "[install-packages] $*" >&2; }
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  # An installed package reports "install ok installed"; a removed one may still be known to dpkg
+  # with another status, so the status text is what counts, not the exit code.
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  log "all present: ${PACKAGES[*]}"
+  exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { log "not root and no sudo: install ${missing[*]} yourself"; exit 1; }
+  SUDO=(sudo)
+fi
+
+install() {
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+log "installing: ${missing[*]}"
+if ! install; then
+  log "install failed; refreshing package lists and retrying"
+  "${SUDO[@]}" apt-get update
+  install
+fi
+log "done"

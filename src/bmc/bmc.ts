@@ -1,0 +1,241 @@
+/**
+ * The BMC seam: what the controllers may ask of a baseboard management controller.
+ *
+ * Every method is one bounded exchange with the BMC (a few HTTP requests within a time budget). None
+ * waits for a power transition to finish: a caller (a reconcile) starts an action, requeues, and reads
+ * {@link BMC.powerState} on its next pass. Protocol facts quoted here come from the DMTF Redfish
+ * schemas `ComputerSystem.v1_22_0`, `Resource.v1_19_0` (PowerState, ResetType) and `Manager.v1_19_0`.
+ */
+
+/** `Resource.PowerState` (Redfish). `PoweringOn`/`PoweringOff` are transitional. */
+export type PowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff' | 'Paused';
+
+export const POWER_STATES: readonly PowerState[] = ['On', 'Off', 'PoweringOn', 'PoweringOff', 'Paused'];
+
+/** True while the BMC reports a power transition in progress. */
+export function isTransitionalPowerState(state: PowerState): boolean {
+  return state === 'PoweringOn' || state === 'PoweringOff';
+}
+
+/** `Resource.ResetType` (Redfish), the parameter of `ComputerSystem.Reset`. */
+export type ResetType =
+  | 'On'
+  | 'ForceOff'
+  | 'GracefulShutdown'
+  | 'GracefulRestart'
+  | 'ForceRestart'
+  | 'Nmi'
+  | 'ForceOn'
+  | 'PushPowerButton'
+  | 'PowerCycle'
+  | 'Suspend'
+  | 'Pause'
+  | 'Resume'
+  | 'FullPowerCycle';
+
+export const RESET_TYPES: readonly ResetType[] = [
+  'On',
+  'ForceOff',
+  'GracefulShutdown',
+  'GracefulRestart',
+  'ForceRestart',
+  'Nmi',
+  'ForceOn',
+  'PushPowerButton',
+  'PowerCycle',
+  'Suspend',
+  'Pause',
+  'Resume',
+  'FullPowerCycle',
+];
+
+/** `ComputerSystem.BootSource` (Redfish), values of `Boot.BootSourceOverrideTarget`. */
+export type BootSourceOverrideTarget =
+  | 'None'
+  | 'Pxe'
+  | 'Floppy'
+  | 'Cd'
+  | 'Usb'
+  | 'Hdd'
+  | 'BiosSetup'
+  | 'Utilities'
+  | 'Diags'
+  | 'UefiShell'
+  | 'UefiTarget'
+  | 'SDCard'
+  | 'UefiHttp'
+  | 'RemoteDrive'
+  | 'UefiBootNext'
+  | 'Recovery';
+
+export const BOOT_SOURCE_OVERRIDE_TARGETS: readonly BootSourceOverrideTarget[] = [
+  'None',
+  'Pxe',
+  'Floppy',
+  'Cd',
+  'Usb',
+  'Hdd',
+  'BiosSetup',
+  'Utilities',
+  'Diags',
+  'UefiShell',
+  'UefiTarget',
+  'SDCard',
+  'UefiHttp',
+  'RemoteDrive',
+  'UefiBootNext',
+  'Recovery',
+];
+
+/**
+ * `ComputerSystem.BootSourceOverrideEnabled` (Redfish). `Once` is reset to `Disabled` by the service
+ * after the next boot used the override; `Continuous` applies to every boot until changed.
+ */
+export type BootSourceOverrideEnabled = 'Disabled' | 'Once' | 'Continuous';
+
+export const BOOT_SOURCE_OVERRIDE_ENABLED: readonly BootSourceOverrideEnabled[] = [
+  'Disabled',
+  'Once',
+  'Continuous',
+];
+
+/** `ComputerSystem.BootSourceOverrideMode` (Redfish). */
+export type BootSourceOverrideMode = 'Legacy' | 'UEFI';
+
+export const BOOT_SOURCE_OVERRIDE_MODES: readonly BootSourceOverrideMode[] = ['Legacy', 'UEFI'];
+
+/** A member of a Redfish collection. */
+export interface ResourceRef {
+  /** Last path segment of the URI, e.g. `437XR1138R2`. */
+  id: string;
+  /** Absolute Redfish URI (`@odata.id`), e.g. `/redfish/v1/Systems/437XR1138R2`. */
+  uri: string;
+}
+
+/** The `Boot` object of a ComputerSystem; a property the service does not report is `undefined`. */
+export interface BootSettings {
+  target: BootSourceOverrideTarget | undefined;
+  enabled: BootSourceOverrideEnabled | undefined;
+  /** `undefined` on older services that do not expose the property (and reject PATCHes that set it). */
+  mode: BootSourceOverrideMode | undefined;
+  /** `BootSourceOverrideTarget@Redfish.AllowableValues`; `undefined` when not advertised. */
+  allowedTargets: BootSourceOverrideTarget[] | undefined;
+}
+
+/** What {@link BMC.getSystem} reads from a ComputerSystem resource. */
+export interface ComputerSystemInfo {
+  id: string;
+  uri: string;
+  /** SMBIOS UUID, canonical lower-case 8-4-4-4-12. */
+  uuid: string;
+  serialNumber: string | undefined;
+  manufacturer: string | undefined;
+  model: string | undefined;
+  powerState: PowerState;
+  boot: BootSettings;
+  /** `MemorySummary.TotalSystemMemoryGiB` (GiB). */
+  memoryGiB: number | undefined;
+  /** `ProcessorSummary.Count` (sockets). */
+  processorCount: number | undefined;
+}
+
+/** What {@link BMC.getManager} reads from a Manager resource. */
+export interface ManagerInfo {
+  id: string;
+  uri: string;
+  /** Canonical lower-case UUID, `undefined` when the manager does not report one. */
+  uuid: string | undefined;
+  managerType: string | undefined;
+  manufacturer: string | undefined;
+  model: string | undefined;
+  firmwareVersion: string | undefined;
+}
+
+/** Desired boot override; `mode` is left as it is when omitted. */
+export interface BootOverride {
+  target: BootSourceOverrideTarget;
+  enabled: BootSourceOverrideEnabled;
+  mode?: BootSourceOverrideMode;
+}
+
+/** Outcome of a power action. The action is started, never awaited: check {@link BMC.powerState} later. */
+export interface PowerActionResult {
+  /** The power state read just before deciding. */
+  observed: PowerState;
+  /** The ResetType posted, or `undefined` when nothing was sent. */
+  sent: ResetType | undefined;
+  /**
+   * Why nothing was sent: the system is already in (`already`) or moving to (`in-progress`) the wanted
+   * state. `undefined` when an action was sent.
+   */
+  skipped: 'already' | 'in-progress' | undefined;
+}
+
+/** Outcome of {@link BMC.setBootOverride}. */
+export interface BootOverrideResult {
+  /** False when the system already had the wanted override and no PATCH was sent. */
+  changed: boolean;
+  /** URI that received the PATCH (the resource itself or its `@Redfish.Settings` SettingsObject). */
+  patchedUri: string | undefined;
+  /** The `Boot` properties sent. */
+  sentFields: Partial<
+    Record<'BootSourceOverrideTarget' | 'BootSourceOverrideEnabled' | 'BootSourceOverrideMode', string>
+  >;
+  /** Requested properties the service cannot take (e.g. `mode` on a service without the property). */
+  ignored: Array<'mode'>;
+}
+
+/** Per-call controls. */
+export interface CallOptions {
+  /** Aborts the call (all its requests and backoff sleeps). */
+  signal?: AbortSignal;
+  /** Total budget of this call in ms (all requests, retries and backoff); overrides the client default. */
+  budgetMs?: number;
+}
+
+export interface GracefulShutdownOptions extends CallOptions {
+  /** Send `ForceOff` when the system offers no graceful reset type. Default false: throw instead. */
+  fallbackToForceOff?: boolean;
+}
+
+export interface RestartOptions extends CallOptions {
+  /** `GracefulRestart` (OS shuts down first) instead of `ForceRestart`. Default false. */
+  graceful?: boolean;
+  /** With `graceful`, send `ForceRestart` when the system offers no graceful restart. Default false. */
+  fallbackToForce?: boolean;
+}
+
+/**
+ * A BMC managing one or more ComputerSystems, addressed by their Redfish URI (the upstream
+ * `Server.spec.systemURI`). Errors: `RedfishHttpError`, `RedfishTransportError`,
+ * `RedfishBudgetExceededError`, `RedfishAuthError`, `RedfishParseError`, `ResetTypeNotSupportedError`,
+ * `BootTargetNotSupportedError` (all in `./errors.js` / `./parse.js`).
+ */
+export interface BMC {
+  /** Members of `/redfish/v1/Systems`. */
+  listSystems(opts?: CallOptions): Promise<ResourceRef[]>;
+  /** Members of `/redfish/v1/Managers`. */
+  listManagers(opts?: CallOptions): Promise<ResourceRef[]>;
+  /** Reads a ComputerSystem. Throws `RedfishParseError` (field `UUID`) for a system without a valid UUID. */
+  getSystem(systemUri: string, opts?: CallOptions): Promise<ComputerSystemInfo>;
+  /** The system's canonical UUID; throws `RedfishParseError` (field `UUID`) when missing or malformed. */
+  systemUUID(systemUri: string, opts?: CallOptions): Promise<string>;
+  /** Reads a Manager. */
+  getManager(managerUri: string, opts?: CallOptions): Promise<ManagerInfo>;
+  /** One read of `PowerState`; never waits for a transition. Works for systems without a UUID. */
+  powerState(systemUri: string, opts?: CallOptions): Promise<PowerState>;
+  /** Starts powering on (`On`, else `ForceOn`, else `PushPowerButton`, as the system allows). */
+  powerOn(systemUri: string, opts?: CallOptions): Promise<PowerActionResult>;
+  /** Asks the OS to shut down (ACPI). Whether it does is for the caller to check later. */
+  gracefulShutdown(systemUri: string, opts?: GracefulShutdownOptions): Promise<PowerActionResult>;
+  /** Cuts power at once. */
+  forceOff(systemUri: string, opts?: CallOptions): Promise<PowerActionResult>;
+  /** Restarts a running system; powers on a system that is off. */
+  restart(systemUri: string, opts?: RestartOptions): Promise<PowerActionResult>;
+  /** Posts one `ComputerSystem.Reset` with exactly `resetType`, if the system allows it. */
+  reset(systemUri: string, resetType: ResetType, opts?: CallOptions): Promise<PowerActionResult>;
+  /** Sets the boot override; sends only changed properties, nothing when nothing changes. */
+  setBootOverride(systemUri: string, override: BootOverride, opts?: CallOptions): Promise<BootOverrideResult>;
+  /** Ends the session (if any) and closes connections. Idempotent. */
+  close(): Promise<void>;
+}

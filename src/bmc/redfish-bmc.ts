@@ -1,0 +1,292 @@
+/**
+ * {@link BMC} over Redfish. Each method is one short exchange sharing one time budget
+ * (`CallOptions.budgetMs`, default from the client): typically a GET of the ComputerSystem followed by
+ * at most one action POST or PATCH. Power actions return as soon as the BMC accepted them; nothing here
+ * polls `PowerState`.
+ *
+ * Schema sources: ComputerSystem.v1_22_0 (`Boot`, `Actions.#ComputerSystem.Reset`), Resource.v1_19_0
+ * (`PowerState`, `ResetType`), ActionInfo.v1_4_0, Settings.v1_3_5 (`@Redfish.Settings`).
+ */
+
+import type {
+  BMC,
+  BootOverride,
+  BootOverrideResult,
+  CallOptions,
+  ComputerSystemInfo,
+  GracefulShutdownOptions,
+  ManagerInfo,
+  PowerActionResult,
+  PowerState,
+  ResetType,
+  ResourceRef,
+  RestartOptions,
+} from './bmc.js';
+import { BootTargetNotSupportedError, RedfishHttpError, ResetTypeNotSupportedError } from './errors.js';
+import {
+  asObject,
+  parseBoot,
+  parseCollection,
+  parseComputerSystem,
+  parseManager,
+  parsePowerState,
+  parseResetAction,
+  parseResetActionInfo,
+  parseSettingsUri,
+  parseSystemUUID,
+  type ResetActionInfo,
+} from './parse.js';
+import { RedfishClient, type RedfishClientOptions } from './redfish-client.js';
+import type { Budget } from './retry.js';
+import { quirksForManufacturer, quirksForVendor, type VendorName, type VendorQuirks } from './vendor.js';
+
+/** Fixed URIs of the top-level collections (Redfish spec, "Resource URI patterns"). */
+const SYSTEMS_URI = '/redfish/v1/Systems';
+const MANAGERS_URI = '/redfish/v1/Managers';
+
+/** Reset types after which the system is in the same state however often they are sent. */
+const IDEMPOTENT_RESETS: ReadonlySet<ResetType> = new Set(['On', 'ForceOn', 'ForceOff', 'GracefulShutdown']);
+
+/** `@Message.ExtendedInfo` ids (Base registry) meaning "this ResetType value is not accepted". */
+const VALUE_REJECTED =
+  /\.(ActionParameterValueNotInList|PropertyValueNotInList|ActionParameterNotSupported)$/;
+
+export interface RedfishBMCOptions extends RedfishClientOptions {
+  /** Use this vendor profile instead of detecting one from the system's `Manufacturer`. */
+  vendor?: VendorName;
+}
+
+/** What a power action needs to know about a system; unlike `getSystem` it does not require a UUID. */
+interface PowerView {
+  uri: string;
+  powerState: PowerState;
+  reset: ResetActionInfo | undefined;
+  quirks: VendorQuirks;
+}
+
+export class RedfishBMC implements BMC {
+  readonly client: RedfishClient;
+  private readonly vendor: VendorName | undefined;
+  /** ActionInfo URI → allowed ResetTypes; ActionInfo resources do not change while a BMC runs. */
+  private readonly actionInfo = new Map<string, ResetType[]>();
+
+  constructor(options: RedfishBMCOptions) {
+    this.client = new RedfishClient(options);
+    this.vendor = options.vendor;
+  }
+
+  async listSystems(opts?: CallOptions): Promise<ResourceRef[]> {
+    const res = await this.client.get(SYSTEMS_URI, { budget: this.client.budget(opts) });
+    return parseCollection(res.body, SYSTEMS_URI);
+  }
+
+  async listManagers(opts?: CallOptions): Promise<ResourceRef[]> {
+    const res = await this.client.get(MANAGERS_URI, { budget: this.client.budget(opts) });
+    return parseCollection(res.body, MANAGERS_URI);
+  }
+
+  async getSystem(systemUri: string, opts?: CallOptions): Promise<ComputerSystemInfo> {
+    const res = await this.client.get(systemUri, { budget: this.client.budget(opts) });
+    return parseComputerSystem(res.body, systemUri).info;
+  }
+
+  async systemUUID(systemUri: string, opts?: CallOptions): Promise<string> {
+    const res = await this.client.get(systemUri, { budget: this.client.budget(opts) });
+    return parseSystemUUID(res.body, systemUri);
+  }
+
+  async getManager(managerUri: string, opts?: CallOptions): Promise<ManagerInfo> {
+    const res = await this.client.get(managerUri, { budget: this.client.budget(opts) });
+    return parseManager(res.body, managerUri);
+  }
+
+  async powerState(systemUri: string, opts?: CallOptions): Promise<PowerState> {
+    const res = await this.client.get(systemUri, { budget: this.client.budget(opts) });
+    return parsePowerState(res.body, systemUri);
+  }
+
+  async powerOn(systemUri: string, opts?: CallOptions): Promise<PowerActionResult> {
+    const budget = this.client.budget(opts);
+    const view = await this.readPowerView(systemUri, budget);
+    if (view.powerState === 'On') return skipped(view, 'already');
+    if (view.powerState === 'PoweringOn') return skipped(view, 'in-progress');
+    // PushPowerButton toggles: only safe when the system is known to be off.
+    const candidates: ResetType[] =
+      view.powerState === 'Off' ? ['On', 'ForceOn', 'PushPowerButton'] : ['On', 'ForceOn'];
+    return this.postReset(view, await this.choose(view, candidates, budget), budget);
+  }
+
+  async gracefulShutdown(systemUri: string, opts?: GracefulShutdownOptions): Promise<PowerActionResult> {
+    const budget = this.client.budget(opts);
+    const view = await this.readPowerView(systemUri, budget);
+    if (view.powerState === 'Off') return skipped(view, 'already');
+    if (view.powerState === 'PoweringOff') return skipped(view, 'in-progress');
+    const candidates: ResetType[] = ['GracefulShutdown'];
+    if (view.powerState === 'On') candidates.push(...view.quirks.gracefulShutdownAlternatives);
+    if (opts?.fallbackToForceOff) candidates.push('ForceOff');
+    const type = await this.choose(view, candidates, budget);
+    try {
+      return await this.postReset(view, type, budget);
+    } catch (err) {
+      // Some services advertise no list and reject the value instead: the fallback still applies.
+      if (opts?.fallbackToForceOff && type !== 'ForceOff' && isValueRejected(err)) {
+        return this.postReset(view, 'ForceOff', budget);
+      }
+      throw err;
+    }
+  }
+
+  async forceOff(systemUri: string, opts?: CallOptions): Promise<PowerActionResult> {
+    const budget = this.client.budget(opts);
+    const view = await this.readPowerView(systemUri, budget);
+    if (view.powerState === 'Off') return skipped(view, 'already');
+    // A PoweringOff system may be stuck in a graceful shutdown: cutting power is what was asked.
+    return this.postReset(view, await this.choose(view, ['ForceOff'], budget), budget);
+  }
+
+  async restart(systemUri: string, opts?: RestartOptions): Promise<PowerActionResult> {
+    const budget = this.client.budget(opts);
+    const view = await this.readPowerView(systemUri, budget);
+    if (view.powerState === 'PoweringOn' || view.powerState === 'PoweringOff')
+      return skipped(view, 'in-progress');
+    if (view.powerState === 'Off') {
+      // Restarting a system that is off means booting it; several BMCs reject resets of an off system.
+      return this.postReset(
+        view,
+        await this.choose(view, ['On', 'ForceOn', 'PushPowerButton'], budget),
+        budget,
+      );
+    }
+    const candidates: ResetType[] = opts?.graceful
+      ? ['GracefulRestart', ...(opts.fallbackToForce ? (['ForceRestart', 'PowerCycle'] as const) : [])]
+      : ['ForceRestart', 'PowerCycle'];
+    return this.postReset(view, await this.choose(view, candidates, budget), budget);
+  }
+
+  async reset(systemUri: string, resetType: ResetType, opts?: CallOptions): Promise<PowerActionResult> {
+    const budget = this.client.budget(opts);
+    const view = await this.readPowerView(systemUri, budget);
+    return this.postReset(view, await this.choose(view, [resetType], budget), budget);
+  }
+
+  async setBootOverride(
+    systemUri: string,
+    override: BootOverride,
+    opts?: CallOptions,
+  ): Promise<BootOverrideResult> {
+    const budget = this.client.budget(opts);
+    // One more round after a 412/428: the resource changed (or wants If-Match) between GET and PATCH.
+    for (let round = 0; ; round++) {
+      const res = await this.client.get(systemUri, { budget });
+      const obj = asObject(res.body, systemUri);
+      const boot = parseBoot(obj['Boot'], systemUri);
+      const quirks = this.quirks(obj);
+      if (boot.allowedTargets !== undefined && !boot.allowedTargets.includes(override.target)) {
+        throw new BootTargetNotSupportedError(systemUri, override.target, boot.allowedTargets);
+      }
+      const sent: BootOverrideResult['sentFields'] = {};
+      const ignored: BootOverrideResult['ignored'] = [];
+      if (boot.target !== override.target) sent.BootSourceOverrideTarget = override.target;
+      if (boot.enabled !== override.enabled) sent.BootSourceOverrideEnabled = override.enabled;
+      if (override.mode !== undefined) {
+        // Older services lack the property and reject a PATCH that carries it.
+        if (boot.mode === undefined) ignored.push('mode');
+        else if (boot.mode !== override.mode) sent.BootSourceOverrideMode = override.mode;
+      }
+      if (Object.keys(sent).length === 0)
+        return { changed: false, patchedUri: undefined, sentFields: {}, ignored };
+      if (quirks.bootOverrideMode === 'always-when-reported' && boot.mode !== undefined) {
+        sent.BootSourceOverrideMode ??= override.mode ?? boot.mode;
+      }
+
+      let target = systemUri;
+      let etag = res.etag;
+      const settingsUri = parseSettingsUri(obj, systemUri);
+      if (settingsUri !== undefined) {
+        target = settingsUri;
+        etag = (await this.client.get(settingsUri, { budget })).etag;
+      }
+      const ifMatch = etag ?? (round > 0 ? '*' : quirks.ifMatchWithoutETag);
+      try {
+        await this.client.patch(
+          target,
+          { Boot: sent },
+          { budget, headers: ifMatch === undefined ? {} : { 'if-match': ifMatch } },
+        );
+        return { changed: true, patchedUri: target, sentFields: sent, ignored };
+      } catch (err) {
+        if (round === 0 && err instanceof RedfishHttpError && (err.status === 412 || err.status === 428))
+          continue;
+        throw err;
+      }
+    }
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+
+  private async readPowerView(uri: string, budget: Budget): Promise<PowerView> {
+    const res = await this.client.get(uri, { budget });
+    const obj = asObject(res.body, uri);
+    return {
+      uri,
+      powerState: parsePowerState(obj, uri),
+      reset: parseResetAction(obj, uri),
+      quirks: this.quirks(obj),
+    };
+  }
+
+  private quirks(system: Record<string, unknown>): VendorQuirks {
+    if (this.vendor !== undefined) return quirksForVendor(this.vendor);
+    const m = system['Manufacturer'];
+    return quirksForManufacturer(typeof m === 'string' ? m : undefined);
+  }
+
+  /** First of `candidates` the system allows; with no advertised list, the first candidate. */
+  private async choose(
+    view: PowerView,
+    candidates: readonly ResetType[],
+    budget: Budget,
+  ): Promise<ResetType> {
+    if (view.reset === undefined) throw new ResetTypeNotSupportedError(view.uri, candidates, []);
+    const allowed = await this.allowedResetTypes(view.reset, budget);
+    const type = allowed === undefined ? candidates[0] : candidates.find((c) => allowed.includes(c));
+    if (type === undefined) throw new ResetTypeNotSupportedError(view.uri, candidates, allowed ?? []);
+    return type;
+  }
+
+  private async allowedResetTypes(reset: ResetActionInfo, budget: Budget): Promise<ResetType[] | undefined> {
+    if (reset.allowed !== undefined) return reset.allowed;
+    if (reset.actionInfoUri === undefined) return undefined;
+    let allowed = this.actionInfo.get(reset.actionInfoUri);
+    if (allowed === undefined) {
+      const res = await this.client.get(reset.actionInfoUri, { budget });
+      allowed = parseResetActionInfo(res.body, reset.actionInfoUri);
+      this.actionInfo.set(reset.actionInfoUri, allowed);
+    }
+    return allowed;
+  }
+
+  private async postReset(view: PowerView, type: ResetType, budget: Budget): Promise<PowerActionResult> {
+    if (view.reset === undefined) throw new ResetTypeNotSupportedError(view.uri, [type], []);
+    await this.client.post(
+      view.reset.target,
+      { ResetType: type },
+      { budget, idempotent: IDEMPOTENT_RESETS.has(type) },
+    );
+    return { observed: view.powerState, sent: type, skipped: undefined };
+  }
+}
+
+function skipped(view: PowerView, why: 'already' | 'in-progress'): PowerActionResult {
+  return { observed: view.powerState, sent: undefined, skipped: why };
+}
+
+function isValueRejected(err: unknown): boolean {
+  return (
+    err instanceof RedfishHttpError &&
+    err.status === 400 &&
+    err.info.messageIds.some((id) => VALUE_REJECTED.test(id))
+  );
+}

@@ -1,0 +1,118 @@
+/**
+ * Fault knobs of the virtual BMC: the ways real BMCs misbehave that the operator must survive
+ * (boot-flow case C09). Counters ("the next N requests") count HTTP requests in arrival order,
+ * including the service root and session logins, restricted to `onlyMethods` when that is set.
+ */
+
+export interface FaultKnobs {
+  /** The next N requests are answered `503 Service Unavailable` with `Retry-After`, without being processed. */
+  unavailableRequests: number;
+  /** `Retry-After` of those 503s, in seconds (HTTP delay-seconds, RFC 9110 §10.2.3). */
+  retryAfterSeconds: number;
+  /** The next N requests get their TCP connection destroyed without any response, without being processed. */
+  dropConnections: number;
+  /** Every response is sent this many ms after the request was processed. */
+  responseDelayMs: number;
+  /** The next N requests are processed at once but answered `slowResponseMs` later (on top of `responseDelayMs`). */
+  slowRequests: number;
+  /** Extra delay of the `slowRequests`, ms. */
+  slowResponseMs: number;
+  /**
+   * After `ComputerSystem.Reset` was answered 204, the host acts only this many ms later; until then
+   * `PowerState` keeps its old value (or a transitional one, see `reportTransitionalState`).
+   */
+  powerTransitionMs: number;
+  /** During a pending transition report `PoweringOn`/`PoweringOff` instead of the old state. */
+  reportTransitionalState: boolean;
+  /** The next N PATCHes find the resource modified by another client first (its ETag changes): 412 with If-Match. */
+  concurrentWrites: number;
+  /** HTTP methods the counted faults (drop, unavailable, slow) apply to; empty: all methods. */
+  onlyMethods: string[];
+}
+
+export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
+  unavailableRequests: 0,
+  retryAfterSeconds: 1,
+  dropConnections: 0,
+  responseDelayMs: 0,
+  slowRequests: 0,
+  slowResponseMs: 0,
+  powerTransitionMs: 0,
+  reportTransitionalState: false,
+  concurrentWrites: 0,
+  onlyMethods: [],
+};
+
+/** What happens to one incoming request before it is processed. */
+export type RequestFate =
+  | { kind: 'drop' }
+  | { kind: 'unavailable'; retryAfterSeconds: number }
+  | { kind: 'serve' };
+
+/** Live fault settings; counters are consumed as requests arrive. */
+export class FaultState {
+  private knobs: FaultKnobs;
+
+  constructor(initial: Partial<FaultKnobs> = {}) {
+    this.knobs = { ...DEFAULT_FAULTS };
+    this.set(initial);
+  }
+
+  /** Merges `f` into the current knobs (a counter set here replaces the remaining count). */
+  set(f: Partial<FaultKnobs>): void {
+    for (const [k, v] of Object.entries(f) as Array<[keyof FaultKnobs, unknown]>) {
+      if (v === undefined) continue;
+      if (k === 'reportTransitionalState') {
+        if (typeof v !== 'boolean') throw new TypeError(`fault knob ${k} must be a boolean`);
+      } else if (k === 'onlyMethods') {
+        if (!Array.isArray(v) || !v.every((m) => typeof m === 'string')) {
+          throw new TypeError(`fault knob ${k} must be a list of HTTP methods`);
+        }
+        this.knobs.onlyMethods = v.map((m: string) => m.toUpperCase());
+        continue;
+      } else if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+        throw new TypeError(`fault knob ${k} must be a number >= 0`);
+      }
+      (this.knobs as unknown as Record<string, unknown>)[k] = v;
+    }
+  }
+
+  get current(): Readonly<FaultKnobs> {
+    return this.knobs;
+  }
+
+  /** Decides, and consumes counters for, a request that just arrived. */
+  admit(method: string): RequestFate {
+    if (!this.applies(method)) return { kind: 'serve' };
+    if (this.knobs.dropConnections > 0) {
+      this.knobs.dropConnections--;
+      return { kind: 'drop' };
+    }
+    if (this.knobs.unavailableRequests > 0) {
+      this.knobs.unavailableRequests--;
+      return { kind: 'unavailable', retryAfterSeconds: this.knobs.retryAfterSeconds };
+    }
+    return { kind: 'serve' };
+  }
+
+  /** Delay (ms) before sending the response of a processed request; consumes one slow request. */
+  responseDelay(method: string): number {
+    let delay = this.knobs.responseDelayMs;
+    if (this.knobs.slowRequests > 0 && this.applies(method)) {
+      this.knobs.slowRequests--;
+      delay += this.knobs.slowResponseMs;
+    }
+    return delay;
+  }
+
+  private applies(method: string): boolean {
+    return this.knobs.onlyMethods.length === 0 || this.knobs.onlyMethods.includes(method.toUpperCase());
+  }
+
+  /** Whether this PATCH meets a concurrent writer; consumes one. */
+  takeConcurrentWrite(): boolean {
+    if (this.knobs.concurrentWrites <= 0) return false;
+    this.knobs.concurrentWrites--;
+    return true;
+  }
+}

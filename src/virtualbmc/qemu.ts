@@ -1,0 +1,562 @@
+/**
+ * The `qemu` back end of the virtual BMC: every {@link Host} is a `qemu-system-x86_64` VM whose
+ * firmware (SeaBIOS + Debian's iPXE option ROM for virtio-net) network-boots from the boot server.
+ *
+ * Per VM: q35 machine, TCG (KVM when `/dev/kvm` is usable), memory and CPU count from the
+ * identity, SMBIOS types 1 and 2 from the identity (UUID in upper case, as BMCs print it), one
+ * virtio-net NIC on QEMU user networking whose DHCP boot file is `<boot server>/ipxe`, one sparse
+ * virtio-blk disk without an OS, the serial console appended to a log file, and a QMP socket for
+ * power control. From inside the VM the host's loopback is 10.0.2.2, so loopback boot server URLs
+ * are rewritten to that address for the guest.
+ *
+ * Boot devices map to firmware boot order (`-boot strict=on`, `bootindex`):
+ * - `Pxe`: NIC first, then disk.
+ * - `Hdd`: disk only; the NIC carries no option ROM, so no network fetch can happen.
+ * - `None`: the machine's own order: disk first, then network (option `noneBoot`).
+ * The order is fixed for the lifetime of a QEMU process: a guest-initiated reboot boots from
+ * the same device again; {@link QemuHost.reset} with another device restarts the process.
+ */
+
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { accessSync, constants as fsConstants, mkdtempSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { BootDevice, Host, HostIdentity, HostPowerState } from './host.js';
+import { QmpClient, type QmpEvent } from './qmp.js';
+
+/** Debian's (package ipxe-qemu) iPXE ROM for virtio-net; it matches only the modern device ID 1af4:1041. */
+export const DEFAULT_IPXE_ROM = '/usr/lib/ipxe/qemu/pxe-virtio.rom';
+export const DEFAULT_QEMU_BINARY = 'qemu-system-x86_64';
+/** The host as seen from a guest on QEMU user networking (slirp). */
+export const GUEST_HOST_ADDRESS = '10.0.2.2';
+
+export interface QemuHostOptions {
+  /**
+   * Base URL of the boot server as this process reaches it, e.g. `http://127.0.0.1:8082` (or a
+   * function returning it, read at every power-on). The VM's DHCP boot file is `<url>/ipxe`;
+   * loopback hosts become {@link GUEST_HOST_ADDRESS}.
+   */
+  bootServerUrl: string | (() => string);
+  /** Default {@link DEFAULT_QEMU_BINARY} (looked up in PATH). */
+  qemuBinary?: string;
+  /** Default {@link DEFAULT_IPXE_ROM}. */
+  ipxeRom?: string;
+  /** `auto` (default) uses KVM when /dev/kvm is readable and writable, else TCG. */
+  accel?: 'auto' | 'kvm' | 'tcg';
+  /** Size of the sparse, empty disk in bytes (default 8 GiB; it takes no space until written). */
+  diskBytes?: number;
+  /** Boot order for `None`: `disk-then-network` (default, like a server whose BIOS lists the NIC after the disk) or `disk`. */
+  noneBoot?: 'disk-then-network' | 'disk';
+  /** Folder for the disk image, serial log and QMP socket. Default: a new temporary folder, removed by close(); a given folder is left in place. */
+  workDir?: string;
+  /** How long QEMU may take to open its QMP socket after spawn, in ms (default 15000). */
+  startTimeoutMs?: number;
+  /** How long forceOff waits after SIGTERM before SIGKILL, in ms (default 5000). */
+  stopTimeoutMs?: number;
+  /** SeaBIOS retries booting this many ms after every boot device failed (default 30000; -1 never). */
+  rebootTimeoutMs?: number;
+  /** Appended to the QEMU command line (debugging). */
+  extraArgs?: string[];
+}
+
+/** How the last QEMU process of a host ended. */
+export interface QemuExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Whether this module asked for it (forceOff, reset, close) rather than the guest powering off or QEMU failing. */
+  requested: boolean;
+  /** Last lines QEMU wrote to stderr. */
+  stderr: string;
+  at: Date;
+}
+
+interface Run {
+  proc: ChildProcess;
+  device: BootDevice;
+  phase: 'starting' | 'on' | 'stopping';
+  qmp?: QmpClient;
+  exited: Promise<QemuExit>;
+  stopRequested: boolean;
+  stderr: string[];
+}
+
+const STDERR_LINES = 40;
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => {
+  try {
+    accessSync(p, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+});
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/** Kills every VM that is still running when this Node.js process exits, so none outlive it. */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const proc of live) proc.kill('SIGKILL');
+  });
+}
+
+/**
+ * Rewrites a URL that points at this machine's loopback so that a guest on QEMU user networking
+ * reaches the same server: `http://127.0.0.1:8082/x` → `http://10.0.2.2:8082/x`. Other URLs are
+ * returned unchanged (without a trailing slash).
+ * @throws TypeError when `url` is not a URL.
+ */
+export function guestUrl(url: string): string {
+  const u = new URL(url);
+  if (['127.0.0.1', 'localhost', '[::1]', '::1', '0.0.0.0', '[::]'].includes(u.hostname)) {
+    u.hostname = GUEST_HOST_ADDRESS;
+  }
+  return u.toString().replace(/\/$/, '');
+}
+
+/**
+ * Checks that the QEMU back end can run here: the QEMU binary and the iPXE ROM.
+ * @returns the problems found, empty when everything is in place.
+ */
+export function qemuPrerequisiteProblems(
+  options: Pick<QemuHostOptions, 'qemuBinary' | 'ipxeRom'> = {},
+): string[] {
+  const problems: string[] = [];
+  const binary = options.qemuBinary ?? DEFAULT_QEMU_BINARY;
+  const probe = spawnSync(binary, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  if (probe.error || probe.status !== 0) {
+    problems.push(`${binary} is not runnable (${probe.error?.message ?? `exit ${probe.status}`})`);
+  }
+  const rom = options.ipxeRom ?? DEFAULT_IPXE_ROM;
+  try {
+    accessSync(rom, fsConstants.R_OK);
+  } catch {
+    problems.push(`iPXE ROM ${rom} is missing`);
+  }
+  return problems;
+}
+
+/**
+ * Throws when {@link qemuPrerequisiteProblems} finds anything, naming the script that fixes it.
+ * @throws Error listing the missing pieces.
+ */
+export function assertQemuPrerequisites(options: Pick<QemuHostOptions, 'qemuBinary' | 'ipxeRom'> = {}): void {
+  const problems = qemuPrerequisiteProblems(options);
+  if (problems.length > 0) {
+    throw new Error(
+      `QEMU back end not usable: ${problems.join('; ')}. Run hack/install-packages.sh (as root) first.`,
+    );
+  }
+}
+
+/**
+ * A deterministic identity for test VM number `index` (0-based): UUID
+ * `5e1f0000-0000-4000-8000-<index as 12 hex digits>`, MAC `52:54:00:<index as 3 bytes>` (QEMU's
+ * OUI), 512 MiB, 1 CPU. `overrides` replaces any field.
+ */
+export function qemuHostIdentity(index: number, overrides: Partial<HostIdentity> = {}): HostIdentity {
+  if (!Number.isInteger(index) || index < 0 || index > 0xffffff) {
+    throw new RangeError(`index must be an integer in [0, ${0xffffff}], got ${index}`);
+  }
+  const hex = index.toString(16).padStart(12, '0');
+  const b = index.toString(16).padStart(6, '0');
+  return {
+    uuid: `5e1f0000-0000-4000-8000-${hex}`,
+    serialNumber: `QVM${index.toString().padStart(5, '0')}`,
+    macAddress: `52:54:00:${b.slice(0, 2)}:${b.slice(2, 4)}:${b.slice(4, 6)}`,
+    manufacturer: 'Metal Virtual',
+    model: 'QEMU q35 netboot',
+    memoryMiB: 512,
+    cpus: 1,
+    ...overrides,
+  };
+}
+
+/** QEMU option values escape commas by doubling them. */
+function optValue(value: string): string {
+  return value.replaceAll(',', ',,');
+}
+
+function kvmUsable(): boolean {
+  try {
+    accessSync('/dev/kvm', fsConstants.R_OK | fsConstants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A {@link Host} backed by a QEMU process. Power state follows the process: no process is `Off`,
+ * `PoweringOn` until QEMU answers on QMP, `On` while it runs, `PoweringOff` while it is being
+ * stopped or after the guest asked for power-off. Operations run one at a time in call order.
+ */
+export class QemuHost implements Host {
+  readonly identity: HostIdentity;
+  /** Folder holding disk, serial log and QMP socket. */
+  readonly workDir: string;
+  /** The VM's serial console (kernel and `metal:` lines of the test image), appended across power cycles. */
+  readonly serialLogPath: string;
+  private readonly diskPath: string;
+  private readonly qmpPath: string;
+  private readonly ownsWorkDir: boolean;
+  private run: Run | undefined;
+  private chain: Promise<unknown> = Promise.resolve();
+  private closing: Promise<void> | undefined;
+  private prerequisitesChecked = false;
+  private exitInfo: QemuExit | undefined;
+
+  /**
+   * Creates the host powered off. Creates the work folder synchronously; starts nothing.
+   * @throws Error when the identity's UUID or MAC is malformed.
+   */
+  constructor(
+    identity: HostIdentity,
+    private readonly options: QemuHostOptions,
+  ) {
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(identity.uuid)) {
+      throw new Error(`identity.uuid is not a UUID: ${identity.uuid}`);
+    }
+    if (!/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(identity.macAddress)) {
+      throw new Error(`identity.macAddress is not a MAC address: ${identity.macAddress}`);
+    }
+    this.identity = {
+      ...identity,
+      uuid: identity.uuid.toLowerCase(),
+      macAddress: identity.macAddress.toLowerCase(),
+    };
+    this.ownsWorkDir = options.workDir === undefined;
+    this.workDir = options.workDir ?? mkdtempSyncShort(`metal-qemu-${this.identity.uuid.slice(0, 8)}-`);
+    this.serialLogPath = path.join(this.workDir, 'serial.log');
+    this.diskPath = path.join(this.workDir, 'disk.raw');
+    // Unix socket paths are limited to 107 bytes; a long workDir gets its socket elsewhere.
+    const sock = path.join(this.workDir, 'qmp.sock');
+    this.qmpPath = sock.length < 100 ? sock : path.join(mkdtempSyncShort('metal-qmp-'), 'qmp.sock');
+  }
+
+  /** PID of the running QEMU process, if any. */
+  get pid(): number | undefined {
+    return this.run?.proc.pid;
+  }
+
+  /** Boot device of the running QEMU process, if any. */
+  get bootDevice(): BootDevice | undefined {
+    return this.run?.device;
+  }
+
+  /** How the last QEMU process ended (undefined until one did). */
+  get lastExit(): QemuExit | undefined {
+    return this.exitInfo;
+  }
+
+  powerState(): HostPowerState {
+    switch (this.run?.phase) {
+      case undefined:
+        return 'Off';
+      case 'starting':
+        return 'PoweringOn';
+      case 'on':
+        return 'On';
+      case 'stopping':
+        return 'PoweringOff';
+    }
+  }
+
+  /**
+   * Starts QEMU booting from `device`; a running VM is left alone. Resolves once QEMU answers on
+   * QMP (the guest firmware is then running), not when an OS is up.
+   * @throws Error when QEMU is missing, exits during start-up or does not open QMP in time.
+   */
+  powerOn(device: BootDevice): Promise<void> {
+    return this.serialize(async () => {
+      // A guest that just powered itself off is still exiting; wait for it rather than ignore the request.
+      if (this.run?.phase === 'stopping') await this.stop();
+      if (this.run) return;
+      await this.start(device);
+    });
+  }
+
+  /** Presses the ACPI power button (QMP `system_powerdown`). The test image powers off on it; QEMU then exits. No-op when off. */
+  gracefulShutdown(): Promise<void> {
+    return this.serialize(async () => {
+      const run = this.run;
+      if (!run?.qmp || run.phase !== 'on') return;
+      await run.qmp.execute('system_powerdown');
+    });
+  }
+
+  /** Stops QEMU: SIGTERM (QEMU quits without involving the guest), SIGKILL after `stopTimeoutMs`. Resolves when the process is gone. */
+  forceOff(): Promise<void> {
+    return this.serialize(() => this.stop());
+  }
+
+  /**
+   * Hard reset booting from `device`: QMP `system_reset` when the running VM already boots from
+   * `device`, otherwise a restart of QEMU with the new boot order. A powered-off host is started.
+   */
+  reset(device: BootDevice): Promise<void> {
+    return this.serialize(async () => {
+      const run = this.run;
+      if (run?.qmp && run.phase === 'on' && run.device === device) {
+        this.mark(`reset, boot ${device}`);
+        await run.qmp.execute('system_reset');
+        return;
+      }
+      if (run) await this.stop();
+      await this.start(device);
+    });
+  }
+
+  /** Kills QEMU (SIGKILL), closes QMP and, when this host created it, removes the work folder. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.kill();
+      await this.chain.catch(() => undefined);
+      // A start that was past its closing check when close() began has spawned by now.
+      await this.kill();
+      if (this.ownsWorkDir) await fs.rm(this.workDir, { recursive: true, force: true });
+      if (path.dirname(this.qmpPath) !== this.workDir) {
+        await fs.rm(path.dirname(this.qmpPath), { recursive: true, force: true });
+      }
+    })();
+    return this.closing;
+  }
+
+  /** The QEMU command line (without the binary) used to boot from `device`; exposed for diagnostics. */
+  qemuArgs(device: BootDevice): string[] {
+    const id = this.identity;
+    const accel = this.accel();
+    const bootUrl = `${guestUrl(this.bootServerUrl())}/ipxe`;
+    const rom = this.options.ipxeRom ?? DEFAULT_IPXE_ROM;
+    const nic = ['virtio-net-pci', 'netdev=n0', `mac=${id.macAddress}`, 'disable-legacy=on'];
+    const disk = ['virtio-blk-pci', 'drive=d0', `serial=${optValue(`D${id.serialNumber}`.slice(0, 20))}`];
+    const noneBoot = this.options.noneBoot ?? 'disk-then-network';
+    if (device === 'Pxe') {
+      nic.push(`romfile=${rom}`, 'bootindex=1');
+      disk.push('bootindex=2');
+    } else if (device === 'Hdd' || noneBoot === 'disk') {
+      // Without its option ROM the NIC is invisible to the firmware as a boot device.
+      nic.push('romfile=');
+      disk.push('bootindex=1');
+    } else {
+      nic.push(`romfile=${rom}`, 'bootindex=2');
+      disk.push('bootindex=1');
+    }
+    const smbios = [
+      'type=1',
+      `manufacturer=${optValue(id.manufacturer)}`,
+      `product=${optValue(id.model)}`,
+      `serial=${optValue(id.serialNumber)}`,
+    ];
+    return [
+      '-nodefaults',
+      '-no-user-config',
+      '-name',
+      `metal-${id.uuid}`,
+      '-machine',
+      'q35',
+      '-accel',
+      accel,
+      ...(accel === 'kvm' ? ['-cpu', 'host'] : []),
+      '-m',
+      String(id.memoryMiB),
+      '-smp',
+      String(id.cpus),
+      '-uuid',
+      id.uuid.toUpperCase(),
+      '-smbios',
+      smbios.join(','),
+      '-smbios',
+      `type=2,manufacturer=${optValue(id.manufacturer)},product=${optValue(id.model)}`,
+      '-display',
+      'none',
+      '-chardev',
+      `file,id=serial0,path=${optValue(this.serialLogPath)},append=on`,
+      '-serial',
+      'chardev:serial0',
+      '-netdev',
+      `user,id=n0,bootfile=${optValue(bootUrl)}`,
+      '-device',
+      nic.join(','),
+      '-drive',
+      `if=none,id=d0,format=raw,file=${optValue(this.diskPath)}`,
+      '-device',
+      disk.join(','),
+      '-boot',
+      `strict=on,menu=off,reboot-timeout=${this.options.rebootTimeoutMs ?? 30_000}`,
+      '-qmp',
+      `unix:${optValue(this.qmpPath)},server=on,wait=off`,
+      ...(this.options.extraArgs ?? []),
+    ];
+  }
+
+  private bootServerUrl(): string {
+    const u = this.options.bootServerUrl;
+    return typeof u === 'function' ? u() : u;
+  }
+
+  private accel(): 'kvm' | 'tcg' {
+    const a = this.options.accel ?? 'auto';
+    if (a !== 'auto') return a;
+    return kvmUsable() ? 'kvm' : 'tcg';
+  }
+
+  private serialize<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closing) return Promise.reject(new Error(`host ${this.identity.uuid} is closed`));
+    const result = this.chain.then(fn, fn);
+    this.chain = result.catch(() => undefined);
+    return result;
+  }
+
+  private mark(what: string): void {
+    // Separates power cycles in the serial log; QEMU appends to the same file.
+    void fs
+      .appendFile(this.serialLogPath, `\n--- virtual BMC: ${what} at ${new Date().toISOString()} ---\n`)
+      .catch(() => undefined);
+  }
+
+  private async start(device: BootDevice): Promise<void> {
+    if (!this.prerequisitesChecked) {
+      assertQemuPrerequisites(this.options);
+      this.prerequisitesChecked = true;
+    }
+    await fs.mkdir(this.workDir, { recursive: true });
+    const handle = await fs.open(this.diskPath, 'a');
+    try {
+      const size = (await handle.stat()).size;
+      if (size === 0) await handle.truncate(this.options.diskBytes ?? 8 * 1024 ** 3);
+    } finally {
+      await handle.close();
+    }
+    await fs.rm(this.qmpPath, { force: true });
+    const args = this.qemuArgs(device);
+    await fs.appendFile(
+      this.serialLogPath,
+      `\n--- virtual BMC: power on, boot ${device} at ${new Date().toISOString()} ---\n`,
+    );
+
+    if (this.closing) throw new Error(`host ${this.identity.uuid} is closed`);
+    installExitHook();
+    const binary = this.options.qemuBinary ?? DEFAULT_QEMU_BINARY;
+    // The exit hook does not run when Node.js dies from a signal; the kernel's parent-death
+    // signal (util-linux setpriv execs QEMU in place, same pid) covers that case.
+    const proc = SETPRIV
+      ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', binary, ...args], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        })
+      : spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    live.add(proc);
+    const stderr: string[] = [];
+    proc.stderr?.setEncoding('utf8');
+    proc.stderr?.on('data', (chunk: string) => {
+      stderr.push(...chunk.split('\n').filter((l) => l.trim() !== ''));
+      if (stderr.length > STDERR_LINES) stderr.splice(0, stderr.length - STDERR_LINES);
+    });
+    let resolveExit: (info: QemuExit) => void = () => undefined;
+    const run: Run = {
+      proc,
+      device,
+      phase: 'starting',
+      exited: new Promise<QemuExit>((resolve) => {
+        resolveExit = resolve;
+      }),
+      stopRequested: false,
+      stderr,
+    };
+    const aborter = new AbortController();
+    let finished = false;
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      if (finished) return;
+      finished = true;
+      live.delete(proc);
+      aborter.abort();
+      run.qmp?.close();
+      const info: QemuExit = {
+        code,
+        signal,
+        requested: run.stopRequested,
+        stderr: stderr.join('\n'),
+        at: new Date(),
+      };
+      this.exitInfo = info;
+      if (this.run === run) this.run = undefined;
+      resolveExit(info);
+    };
+    // 'close' rather than 'exit': it comes after stderr is drained, so start-up errors are complete.
+    proc.once('close', finish);
+    proc.once('error', (err) => {
+      stderr.push(err.message);
+      finish(null, null);
+    });
+    this.run = run;
+
+    try {
+      run.qmp = await QmpClient.connect(this.qmpPath, {
+        timeoutMs: this.options.startTimeoutMs ?? 15_000,
+        signal: aborter.signal,
+        onEvent: (e) => this.onQmpEvent(run, e),
+      });
+    } catch (err) {
+      if (aborter.signal.aborted) {
+        const info = await run.exited;
+        throw new Error(
+          `QEMU for ${this.identity.uuid} exited during start-up (code ${info.code}, signal ${info.signal}): ${info.stderr || 'no output'}`,
+        );
+      }
+      run.stopRequested = true;
+      proc.kill('SIGKILL');
+      await withTimeout(run.exited, 5000);
+      throw new Error(`QEMU for ${this.identity.uuid} did not open QMP: ${(err as Error).message}`);
+    }
+    if (this.run === run) run.phase = 'on';
+  }
+
+  private async kill(): Promise<void> {
+    const run = this.run;
+    if (!run) return;
+    run.stopRequested = true;
+    run.phase = 'stopping';
+    run.proc.kill('SIGKILL');
+    await withTimeout(run.exited, 10_000);
+    run.qmp?.close();
+  }
+
+  private onQmpEvent(run: Run, event: QmpEvent): void {
+    // The guest powered off (ACPI S5): QEMU is about to exit on its own.
+    if (event.event === 'SHUTDOWN' && run.phase === 'on') run.phase = 'stopping';
+  }
+
+  private async stop(): Promise<void> {
+    const run = this.run;
+    if (!run) return;
+    run.stopRequested = true;
+    run.phase = 'stopping';
+    run.proc.kill('SIGTERM');
+    if (!(await withTimeout(run.exited, this.options.stopTimeoutMs ?? 5000))) {
+      run.proc.kill('SIGKILL');
+      if (!(await withTimeout(run.exited, 10_000))) {
+        throw new Error(`QEMU for ${this.identity.uuid} (pid ${run.proc.pid}) did not exit after SIGKILL`);
+      }
+    }
+  }
+}
+
+/** Resolves with the value of `p`, or undefined when `ms` passes first. */
+async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function mkdtempSyncShort(prefix: string): string {
+  // Under os.tmpdir() (normally /tmp) so that the QMP socket path stays short.
+  return mkdtempSync(path.join(os.tmpdir(), prefix));
+}

@@ -1,0 +1,192 @@
+/**
+ * JSON documents of the virtual BMC's Redfish service. Shapes follow the DMTF schemas named in each
+ * `@odata.type` (ServiceRoot.v1_16_1, ComputerSystem.v1_22_0, EthernetInterface.v1_12_0,
+ * Manager.v1_19_0, SessionService.v1_1_8, Session.v1_7_1, ActionInfo.v1_4_0) and the DMTF
+ * public-rackmount1 mockup; only properties the project reads or a client commonly expects are present.
+ */
+
+import type { ServiceProfile } from './profile.js';
+import { SUPPORTED_BOOT_TARGETS, type VirtualSystem } from './system.js';
+
+type Json = Record<string, unknown>;
+
+export const ROOT_URI = '/redfish/v1/';
+export const SYSTEMS_URI = '/redfish/v1/Systems';
+export const MANAGERS_URI = '/redfish/v1/Managers';
+export const MANAGER_ID = 'BMC';
+export const MANAGER_URI = `${MANAGERS_URI}/${MANAGER_ID}`;
+export const SESSION_SERVICE_URI = '/redfish/v1/SessionService';
+export const SESSIONS_URI = `${SESSION_SERVICE_URI}/Sessions`;
+
+const link = (uri: string): Json => ({ '@odata.id': uri });
+
+export function serviceRoot(serviceUuid: string, profile: ServiceProfile): Json {
+  return {
+    '@odata.type': '#ServiceRoot.v1_16_1.ServiceRoot',
+    '@odata.id': ROOT_URI,
+    Id: 'RootService',
+    Name: 'Root Service',
+    RedfishVersion: '1.15.0',
+    UUID: serviceUuid,
+    Vendor: 'metal-operator virtual BMC',
+    Product: 'virtual-bmc',
+    Systems: link(SYSTEMS_URI),
+    Managers: link(MANAGERS_URI),
+    ...(profile.sessions
+      ? { SessionService: link(SESSION_SERVICE_URI), Links: { Sessions: link(SESSIONS_URI) } }
+      : { Links: {} }),
+  };
+}
+
+export function collection(type: string, name: string, uri: string, members: string[]): Json {
+  return {
+    '@odata.type': `#${type}.${type}`,
+    '@odata.id': uri,
+    Name: name,
+    'Members@odata.count': members.length,
+    Members: members.map(link),
+  };
+}
+
+export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powerState: string): Json {
+  const id = sys.host.identity;
+  const boot: Json = {
+    BootSourceOverrideEnabled: sys.boot.enabled,
+    BootSourceOverrideTarget: sys.boot.target,
+    'BootSourceOverrideTarget@Redfish.AllowableValues': SUPPORTED_BOOT_TARGETS,
+  };
+  if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
+  const reset: Json = { target: `${sys.uri}/Actions/ComputerSystem.Reset` };
+  if (profile.resetTypesAdvertised === 'action-info')
+    reset['@Redfish.ActionInfo'] = `${sys.uri}/ResetActionInfo`;
+  if (profile.resetTypesAdvertised === 'inline')
+    reset['ResetType@Redfish.AllowableValues'] = profile.resetTypes;
+  return {
+    '@odata.type': '#ComputerSystem.v1_22_0.ComputerSystem',
+    '@odata.id': sys.uri,
+    ...(profile.etags ? { '@odata.etag': sys.etag } : {}),
+    Id: sys.id,
+    Name: `Virtual system ${id.serialNumber}`,
+    SystemType: 'Physical',
+    Manufacturer: id.manufacturer,
+    Model: id.model,
+    SerialNumber: id.serialNumber,
+    // BMCs commonly report the SMBIOS UUID in upper case (boot-flow case C01).
+    ...(profile.omitSystemUUID ? {} : { UUID: id.uuid.toUpperCase() }),
+    PowerState: powerState,
+    Status: { State: 'Enabled', Health: 'OK' },
+    Boot: boot,
+    MemorySummary: { TotalSystemMemoryGiB: id.memoryMiB / 1024 },
+    ProcessorSummary: { Count: 1, CoreCount: id.cpus, LogicalProcessorCount: id.cpus },
+    EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`),
+    Links: { ManagedBy: [link(MANAGER_URI)] },
+    Actions: { '#ComputerSystem.Reset': reset },
+    ...(profile.settingsObject
+      ? { '@Redfish.Settings': { SettingsObject: link(`${sys.uri}/Settings`) } }
+      : {}),
+  };
+}
+
+/** The pending-settings resource of a system (only Boot is settable). */
+export function systemSettings(sys: VirtualSystem, profile: ServiceProfile): Json {
+  const boot: Json = {
+    BootSourceOverrideEnabled: sys.boot.enabled,
+    BootSourceOverrideTarget: sys.boot.target,
+  };
+  if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
+  return {
+    '@odata.type': '#ComputerSystem.v1_22_0.ComputerSystem',
+    '@odata.id': `${sys.uri}/Settings`,
+    ...(profile.etags ? { '@odata.etag': sys.etag } : {}),
+    Id: 'Settings',
+    Name: 'Pending settings',
+    Boot: boot,
+  };
+}
+
+export function resetActionInfo(sys: VirtualSystem, profile: ServiceProfile): Json {
+  return {
+    '@odata.type': '#ActionInfo.v1_4_0.ActionInfo',
+    '@odata.id': `${sys.uri}/ResetActionInfo`,
+    Id: 'ResetActionInfo',
+    Name: 'Reset Action Info',
+    Parameters: [
+      { Name: 'ResetType', Required: true, DataType: 'String', AllowableValues: profile.resetTypes },
+    ],
+  };
+}
+
+/** Id of the system's single NIC: its MAC without separators, upper case (as in the DMTF mockup). */
+export function nicId(sys: VirtualSystem): string {
+  return sys.host.identity.macAddress.replace(/:/g, '').toUpperCase();
+}
+
+export function ethernetInterface(sys: VirtualSystem): Json {
+  const mac = sys.host.identity.macAddress.toUpperCase();
+  return {
+    '@odata.type': '#EthernetInterface.v1_12_0.EthernetInterface',
+    '@odata.id': `${sys.uri}/EthernetInterfaces/${nicId(sys)}`,
+    Id: nicId(sys),
+    Name: 'Ethernet Interface',
+    Status: { State: 'Enabled', Health: 'OK' },
+    EthernetInterfaceType: 'Physical',
+    LinkStatus: 'LinkUp',
+    PermanentMACAddress: mac,
+    MACAddress: mac,
+    SpeedMbps: 1000,
+  };
+}
+
+export function manager(serviceUuid: string, systems: VirtualSystem[]): Json {
+  return {
+    '@odata.type': '#Manager.v1_19_0.Manager',
+    '@odata.id': MANAGER_URI,
+    Id: MANAGER_ID,
+    Name: 'Manager',
+    ManagerType: 'BMC',
+    Manufacturer: 'metal-operator',
+    Model: 'virtual-bmc',
+    FirmwareVersion: '1.0.0',
+    ServiceEntryPointUUID: serviceUuid,
+    UUID: serviceUuid,
+    PowerState: 'On',
+    Status: { State: 'Enabled', Health: 'OK' },
+    Links: { ManagerForServers: systems.map((s) => link(s.uri)) },
+  };
+}
+
+export function sessionService(profile: ServiceProfile): Json {
+  return {
+    '@odata.type': '#SessionService.v1_1_8.SessionService',
+    '@odata.id': SESSION_SERVICE_URI,
+    Id: 'SessionService',
+    Name: 'Session Service',
+    ServiceEnabled: true,
+    SessionTimeout: profile.sessionTimeoutSeconds,
+    Sessions: link(SESSIONS_URI),
+  };
+}
+
+export function session(id: string, userName: string): Json {
+  return {
+    '@odata.type': '#Session.v1_7_1.Session',
+    '@odata.id': `${SESSIONS_URI}/${id}`,
+    Id: id,
+    Name: 'User Session',
+    UserName: userName,
+  };
+}
+
+/** Redfish error body (Redfish spec "Error responses") with one Base registry message. */
+export function redfishError(messageId: string, message: string): Json {
+  const id = `Base.1.18.${messageId}`;
+  return {
+    error: {
+      code: id,
+      message,
+      '@Message.ExtendedInfo': [
+        { '@odata.type': '#Message.v1_1_2.Message', MessageId: id, Message: message, Severity: 'Warning' },
+      ],
+    },
+  };
+}

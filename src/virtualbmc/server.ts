@@ -1,0 +1,582 @@
+/**
+ * Virtual BMC: one Redfish service on loopback managing N ComputerSystems, each backed by a
+ * {@link Host} (a simulated host, or a QEMU VM). It implements the parts of Redfish the operator uses,
+ * with the semantics real BMCs have (see `system.ts`), plus fault knobs (see `faults.ts`) and service
+ * variations (see `profile.ts`).
+ *
+ * Endpoints (all under `/redfish/v1`; authentication by HTTP Basic or `X-Auth-Token` except where noted):
+ * - `GET /redfish`, `GET /redfish/v1/` (no auth): version document, ServiceRoot
+ * - `GET /Systems`, `GET|PATCH /Systems/{id}` (PATCH: `Boot` only; `If-Match` checked → 412/428),
+ *   `POST /Systems/{id}/Actions/ComputerSystem.Reset` (204), `GET /Systems/{id}/EthernetInterfaces[/{nic}]`,
+ *   `GET|PATCH /Systems/{id}/Settings` and `GET /Systems/{id}/ResetActionInfo` when the profile enables them
+ * - `GET /Managers`, `GET /Managers/BMC`
+ * - `GET /SessionService`, `GET|POST /SessionService/Sessions` (POST: no auth, 201 + `X-Auth-Token` +
+ *   `Location`), `GET|DELETE /SessionService/Sessions/{id}`
+ * Errors use the Redfish error body with Base registry message ids: 400 (malformed JSON, unknown or
+ * read-only property, bad value), 401, 404, 405, 409, 412, 413 (body over 64 KiB), 415, 428, 503.
+ */
+
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { type Logger, pino } from 'pino';
+import {
+  BOOT_SOURCE_OVERRIDE_ENABLED,
+  BOOT_SOURCE_OVERRIDE_MODES,
+  type BootSourceOverrideEnabled,
+  type BootSourceOverrideMode,
+  type BootSourceOverrideTarget,
+  RESET_TYPES,
+  type ResetType,
+} from '../bmc/bmc.js';
+import { type FaultKnobs, FaultState } from './faults.js';
+import type { Host } from './host.js';
+import { DEFAULT_PROFILE, type ServiceProfile } from './profile.js';
+import {
+  collection,
+  computerSystem,
+  ethernetInterface,
+  MANAGER_ID,
+  MANAGERS_URI,
+  manager,
+  nicId,
+  redfishError,
+  resetActionInfo,
+  SESSIONS_URI,
+  SYSTEMS_URI,
+  serviceRoot,
+  session,
+  sessionService,
+  systemSettings,
+} from './resources.js';
+import { type BootOverrideState, SUPPORTED_BOOT_TARGETS, VirtualSystem } from './system.js';
+
+export type { FaultKnobs } from './faults.js';
+export type { ServiceProfile } from './profile.js';
+
+export interface VirtualBmcOptions {
+  hosts: Host[];
+  username: string;
+  password: string;
+  /** TCP port on 127.0.0.1; 0 (default) picks a free one. */
+  port?: number;
+  faults?: Partial<FaultKnobs>;
+  /** Variations of the Redfish service (see {@link ServiceProfile}); defaults in `DEFAULT_PROFILE`. */
+  profile?: Partial<ServiceProfile>;
+  /** PEM key and certificate: serve HTTPS instead of HTTP. */
+  tls?: { key: string; cert: string };
+  logger?: Logger;
+}
+
+/** One request as the service saw it, for tests. Passwords in bodies are replaced by `***`. */
+export interface RequestRecord {
+  method: string;
+  path: string;
+  /** HTTP status sent; 0 when the connection was dropped by the `dropConnections` fault. */
+  status: number;
+  auth: 'none' | 'basic' | 'session';
+  ifMatch: string | undefined;
+  body: unknown;
+}
+
+export interface VirtualBmc {
+  /** Base URL, e.g. `http://127.0.0.1:40123`. */
+  url: string;
+  setFaults(f: Partial<FaultKnobs>): void;
+  /** Stops serving, cancels pending transitions, and closes every host. */
+  close(): Promise<void>;
+  /** The systems served, in the order of `hosts`. */
+  readonly systems: ReadonlyArray<{ id: string; uri: string; host: Host }>;
+  /** The most recent requests (at most 10,000), oldest first. */
+  requests(): RequestRecord[];
+  clearRequests(): void;
+}
+
+interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+interface SessionEntry {
+  id: string;
+  user: string;
+  lastUsed: number;
+}
+
+const MAX_BODY_BYTES = 64 * 1024;
+const MAX_SESSIONS = 1024;
+const MAX_RECORDS = 10_000;
+const BOOT_PROPERTIES = [
+  'BootSourceOverrideTarget',
+  'BootSourceOverrideEnabled',
+  'BootSourceOverrideMode',
+] as const;
+
+class HttpFailure extends Error {
+  constructor(readonly reply: Reply) {
+    super(`HTTP ${reply.status}`);
+  }
+}
+
+const fail = (
+  status: number,
+  messageId: string,
+  message: string,
+  headers?: Record<string, string>,
+): never => {
+  throw new HttpFailure({ status, body: redfishError(messageId, message), ...(headers ? { headers } : {}) });
+};
+
+/** Starts the service; resolves once it listens. */
+export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualBmc> {
+  const log = (opts.logger ?? pino({ level: 'silent' })).child({ component: 'virtual-bmc' });
+  const profile: ServiceProfile = { ...DEFAULT_PROFILE, ...opts.profile };
+  const faults = new FaultState(opts.faults);
+  const serviceUuid = randomUUID();
+  const systems = opts.hosts.map((h) => new VirtualSystem(h, log));
+  const byId = new Map<string, VirtualSystem>();
+  for (const s of systems) {
+    if (byId.has(s.id)) throw new Error(`two hosts share the UUID ${s.id}`);
+    byId.set(s.id, s);
+  }
+  const sessions = new Map<string, SessionEntry>(); // token → session
+  const records: RequestRecord[] = [];
+  const delays = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  const credentialDigest = digest(`${opts.username}\0${opts.password}`);
+
+  const record = (r: RequestRecord): void => {
+    records.push(r);
+    if (records.length > MAX_RECORDS) records.splice(0, records.length - MAX_RECORDS);
+  };
+
+  const checkCredentials = (user: string, password: string): boolean =>
+    timingSafeEqual(digest(`${user}\0${password}`), credentialDigest);
+
+  const authenticate = (req: IncomingMessage): 'basic' | 'session' | undefined => {
+    const token = req.headers['x-auth-token'];
+    if (typeof token === 'string') {
+      const s = sessions.get(token);
+      if (s === undefined) return undefined;
+      if (Date.now() - s.lastUsed > profile.sessionTimeoutSeconds * 1000) {
+        sessions.delete(token);
+        return undefined;
+      }
+      s.lastUsed = Date.now();
+      return 'session';
+    }
+    const auth = req.headers.authorization;
+    if (auth?.startsWith('Basic ')) {
+      const decoded = Buffer.from(auth.slice(6), 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      if (colon >= 0 && checkCredentials(decoded.slice(0, colon), decoded.slice(colon + 1))) return 'basic';
+    }
+    return undefined;
+  };
+
+  const systemOr404 = (id: string): VirtualSystem =>
+    byId.get(id.toLowerCase()) ?? fail(404, 'ResourceMissingAtURI', `no system ${id}`);
+
+  const methods = (method: string, allowed: string[]): void => {
+    if (!allowed.includes(method)) {
+      fail(405, 'OperationNotAllowed', `${method} is not allowed here`, { allow: allowed.join(', ') });
+    }
+  };
+
+  const route = (
+    req: IncomingMessage,
+    path: string,
+    body: unknown,
+    rec: RequestRecord,
+  ): Promise<Reply> | Reply => {
+    const method = req.method ?? 'GET';
+    if (path === '/redfish') {
+      methods(method, ['GET']);
+      return { status: 200, body: { v1: '/redfish/v1/' } };
+    }
+    if (!path.startsWith('/redfish/v1')) fail(404, 'ResourceMissingAtURI', `${path} does not exist`);
+    const seg = path
+      .slice('/redfish/v1'.length)
+      .split('/')
+      .filter((s) => s !== '')
+      .map((s) => {
+        try {
+          return decodeURIComponent(s);
+        } catch {
+          return fail(400, 'ResourceMissingAtURI', `malformed path ${path}`);
+        }
+      });
+    if (seg.length === 0) {
+      methods(method, ['GET']);
+      return { status: 200, body: serviceRoot(serviceUuid, profile) };
+    }
+    const isLogin =
+      seg.length === 2 && seg[0] === 'SessionService' && seg[1] === 'Sessions' && method === 'POST';
+    if (isLogin) return login(body);
+
+    const auth = authenticate(req);
+    if (auth === undefined) {
+      fail(401, 'InsufficientPrivilege', 'authentication required', {
+        'www-authenticate': 'Basic realm="virtual-bmc"',
+      });
+    }
+    rec.auth = auth ?? 'none';
+
+    const [top, id, sub, leaf, extra] = seg;
+    if (top === 'Systems') {
+      if (id === undefined) {
+        methods(method, ['GET']);
+        return ok(
+          collection(
+            'ComputerSystemCollection',
+            'Computer System Collection',
+            SYSTEMS_URI,
+            systems.map((s) => s.uri),
+          ),
+        );
+      }
+      const sys = systemOr404(id);
+      if (sub === undefined) {
+        methods(method, ['GET', 'PATCH']);
+        if (method === 'GET') return systemReply(sys);
+        if (profile.settingsObject)
+          fail(405, 'OperationNotAllowed', `PATCH the settings object ${sys.uri}/Settings`);
+        return patchBoot(sys, body, rec.ifMatch);
+      }
+      if (sub === 'Settings' && profile.settingsObject && leaf === undefined) {
+        methods(method, ['GET', 'PATCH']);
+        if (method === 'GET')
+          return { status: 200, body: systemSettings(sys, profile), headers: etagHeader(sys) };
+        return patchBoot(sys, body, rec.ifMatch);
+      }
+      if (sub === 'ResetActionInfo' && profile.resetTypesAdvertised === 'action-info' && leaf === undefined) {
+        methods(method, ['GET']);
+        return ok(resetActionInfo(sys, profile));
+      }
+      if (sub === 'Actions' && leaf === 'ComputerSystem.Reset' && extra === undefined) {
+        methods(method, ['POST']);
+        return resetAction(sys, body);
+      }
+      if (sub === 'EthernetInterfaces' && extra === undefined) {
+        methods(method, ['GET']);
+        if (leaf === undefined) {
+          return ok(
+            collection(
+              'EthernetInterfaceCollection',
+              'Ethernet Interface Collection',
+              `${sys.uri}/EthernetInterfaces`,
+              [`${sys.uri}/EthernetInterfaces/${nicId(sys)}`],
+            ),
+          );
+        }
+        if (leaf.toUpperCase() === nicId(sys)) return ok(ethernetInterface(sys));
+      }
+    } else if (top === 'Managers') {
+      if (id === undefined) {
+        methods(method, ['GET']);
+        return ok(
+          collection('ManagerCollection', 'Manager Collection', MANAGERS_URI, [
+            `${MANAGERS_URI}/${MANAGER_ID}`,
+          ]),
+        );
+      }
+      if (id === MANAGER_ID && sub === undefined) {
+        methods(method, ['GET']);
+        return ok(manager(serviceUuid, systems));
+      }
+    } else if (top === 'SessionService' && profile.sessions) {
+      if (id === undefined) {
+        methods(method, ['GET']);
+        return ok(sessionService(profile));
+      }
+      if (id === 'Sessions' && sub === undefined) {
+        methods(method, ['GET', 'POST']);
+        return ok(
+          collection(
+            'SessionCollection',
+            'Session Collection',
+            SESSIONS_URI,
+            [...sessions.values()].map((s) => `${SESSIONS_URI}/${s.id}`),
+          ),
+        );
+      }
+      if (id === 'Sessions' && leaf === undefined && sub !== undefined) {
+        methods(method, ['GET', 'DELETE']);
+        const entry = [...sessions.entries()].find(([, s]) => s.id === sub);
+        if (entry === undefined) fail(404, 'ResourceMissingAtURI', `no session ${sub}`);
+        const [token, s] = entry!;
+        if (method === 'DELETE') {
+          sessions.delete(token);
+          return { status: 204 };
+        }
+        return ok(session(s.id, s.user));
+      }
+    }
+    return fail(404, 'ResourceMissingAtURI', `${path} does not exist`);
+  };
+
+  const login = (body: unknown): Reply => {
+    if (!profile.sessions) fail(404, 'ResourceMissingAtURI', 'this service has no SessionService');
+    const b = asObject(body);
+    const user = b['UserName'];
+    const password = b['Password'];
+    if (typeof user !== 'string' || typeof password !== 'string') {
+      fail(400, 'PropertyMissing', 'UserName and Password are required strings');
+    }
+    if (!checkCredentials(user as string, password as string))
+      fail(401, 'NoValidSession', 'invalid credentials');
+    if (sessions.size >= MAX_SESSIONS)
+      fail(503, 'SessionLimitExceeded', 'too many sessions', { 'retry-after': '5' });
+    const token = randomBytes(24).toString('hex');
+    const id = randomBytes(8).toString('hex');
+    sessions.set(token, { id, user: user as string, lastUsed: Date.now() });
+    return {
+      status: 201,
+      body: session(id, user as string),
+      headers: { 'x-auth-token': token, location: `${SESSIONS_URI}/${id}` },
+    };
+  };
+
+  const systemReply = (sys: VirtualSystem): Reply => ({
+    status: 200,
+    body: computerSystem(sys, profile, sys.powerState(faults.current.reportTransitionalState)),
+    headers: etagHeader(sys),
+  });
+
+  const etagHeader = (sys: VirtualSystem): Record<string, string> =>
+    profile.etags ? { etag: sys.etag } : {};
+
+  const patchBoot = (sys: VirtualSystem, body: unknown, ifMatch: string | undefined): Reply => {
+    if (faults.takeConcurrentWrite()) sys.touch();
+    if (ifMatch === undefined && profile.requireIfMatch)
+      fail(428, 'PreconditionRequired', 'If-Match is required');
+    if (ifMatch !== undefined && !etagMatches(ifMatch, sys.etag)) {
+      fail(412, 'PreconditionFailed', 'the resource has changed since the ETag was read');
+    }
+    const changes = parseBootPatch(asObject(body), profile);
+    sys.setBoot(changes);
+    return { status: 204, headers: etagHeader(sys) };
+  };
+
+  const resetAction = async (sys: VirtualSystem, body: unknown): Promise<Reply> => {
+    const type = asObject(body)['ResetType'];
+    if (type === undefined) fail(400, 'ActionParameterMissing', 'ResetType is required');
+    if (
+      typeof type !== 'string' ||
+      !(RESET_TYPES as readonly string[]).includes(type) ||
+      !profile.resetTypes.includes(type as ResetType)
+    ) {
+      fail(
+        400,
+        'ActionParameterValueNotInList',
+        `ResetType ${String(type)} is not one of ${profile.resetTypes.join(', ')}`,
+      );
+    }
+    try {
+      await sys.reset(type as ResetType, faults.current.powerTransitionMs);
+    } catch (err) {
+      log.error({ err, system: sys.id, type }, 'host failed to execute reset');
+      fail(500, 'InternalError', 'the host failed to execute the reset');
+    }
+    return { status: 204 };
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://virtual-bmc');
+    const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+    const ifMatch = req.headers['if-match'];
+    const rec: RequestRecord = {
+      method: req.method ?? 'GET',
+      path,
+      status: 0,
+      auth: 'none',
+      ifMatch: typeof ifMatch === 'string' ? ifMatch : undefined,
+      body: undefined,
+    };
+    record(rec);
+    const fate = faults.admit(rec.method);
+    if (fate.kind === 'drop') {
+      log.debug({ method: rec.method, path }, 'fault: dropping connection');
+      req.socket.destroy();
+      return;
+    }
+    let reply: Reply;
+    if (fate.kind === 'unavailable') {
+      reply = {
+        status: 503,
+        body: redfishError('ServiceTemporarilyUnavailable', 'the service is temporarily unavailable'),
+        headers: { 'retry-after': String(fate.retryAfterSeconds) },
+      };
+    } else {
+      try {
+        const body = await readBody(req);
+        rec.body = redact(body);
+        reply = await route(req, path, body, rec);
+      } catch (err) {
+        if (err instanceof HttpFailure) reply = err.reply;
+        else {
+          log.error({ err, method: rec.method, path }, 'request failed');
+          reply = { status: 500, body: redfishError('InternalError', 'internal error') };
+        }
+      }
+    }
+    rec.status = reply.status;
+    const delay = faults.responseDelay(rec.method);
+    if (delay > 0) await pause(delay);
+    if (res.destroyed || res.writableEnded) return;
+    const payload = reply.body === undefined ? undefined : JSON.stringify(reply.body);
+    res.writeHead(reply.status, {
+      'odata-version': '4.0',
+      ...(payload === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' }),
+      ...reply.headers,
+    });
+    res.end(payload);
+  };
+
+  const pause = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const entry = {
+        timer: setTimeout(() => {
+          delays.delete(entry);
+          resolve();
+        }, ms),
+        resolve,
+      };
+      delays.add(entry);
+    });
+
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    handle(req, res).catch((err: unknown) => {
+      log.error({ err }, 'unhandled request error');
+      if (!res.headersSent) res.writeHead(500).end();
+    });
+  };
+  const server: Server = opts.tls
+    ? createHttpsServer({ key: opts.tls.key, cert: opts.tls.cert }, listener)
+    : createHttpServer(listener);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  log.info({ url, systems: systems.length }, 'virtual BMC listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    systems: systems.map((s) => ({ id: s.id, uri: s.uri, host: s.host })),
+    setFaults: (f) => faults.set(f),
+    requests: () => records.slice(),
+    clearRequests: () => {
+      records.length = 0;
+    },
+    close: () => {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        for (const d of delays) {
+          clearTimeout(d.timer);
+          d.resolve();
+        }
+        delays.clear();
+        await closed;
+        await Promise.all(systems.map((s) => s.close()));
+        await Promise.all(opts.hosts.map((h) => h.close()));
+      })();
+      return closing;
+    },
+  };
+}
+
+function ok(body: unknown): Reply {
+  return { status: 200, body };
+}
+
+/** Validates a PATCH body for the Boot object (ComputerSystem.v1_22_0 `Boot`). */
+function parseBootPatch(body: Record<string, unknown>, profile: ServiceProfile): Partial<BootOverrideState> {
+  for (const key of Object.keys(body)) {
+    if (key !== 'Boot' && !key.startsWith('@'))
+      fail(400, 'PropertyNotWritable', `property ${key} is read-only`);
+  }
+  const boot = body['Boot'];
+  if (typeof boot !== 'object' || boot === null || Array.isArray(boot)) {
+    return fail(400, 'PropertyValueTypeError', 'Boot must be an object');
+  }
+  const changes: Partial<BootOverrideState> = {};
+  for (const [key, value] of Object.entries(boot)) {
+    if (
+      !(BOOT_PROPERTIES as readonly string[]).includes(key) ||
+      (key === 'BootSourceOverrideMode' && !profile.reportBootMode)
+    ) {
+      fail(400, 'PropertyUnknown', `property Boot/${key} is not supported`);
+    }
+    if (key === 'BootSourceOverrideTarget') {
+      if (!(SUPPORTED_BOOT_TARGETS as readonly unknown[]).includes(value))
+        fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
+      changes.target = value as BootSourceOverrideTarget;
+    } else if (key === 'BootSourceOverrideEnabled') {
+      if (!(BOOT_SOURCE_OVERRIDE_ENABLED as readonly unknown[]).includes(value))
+        fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
+      changes.enabled = value as BootSourceOverrideEnabled;
+    } else {
+      if (!(BOOT_SOURCE_OVERRIDE_MODES as readonly unknown[]).includes(value))
+        fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
+      changes.mode = value as BootSourceOverrideMode;
+    }
+  }
+  return changes;
+}
+
+/** `If-Match` evaluation (RFC 9110 §13.1.1): `*` or a list of entity tags, strong comparison. */
+function etagMatches(header: string, current: string): boolean {
+  return header.split(',').some((t) => {
+    const tag = t.trim();
+    return tag === '*' || tag === current;
+  });
+}
+
+function asObject(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return fail(400, 'MalformedJSON', 'the request body must be a JSON object');
+  }
+  return body as Record<string, unknown>;
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) fail(413, 'PayloadTooLarge', `request body over ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  if (size === 0) return undefined;
+  const type = req.headers['content-type'];
+  if (type !== undefined && !/^application\/json\b/i.test(type)) {
+    fail(415, 'UnsupportedMediaType', `content type ${type} is not application/json`);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return fail(400, 'MalformedJSON', 'the request body is not valid JSON');
+  }
+}
+
+function redact(body: unknown): unknown {
+  if (typeof body === 'object' && body !== null && 'Password' in body) return { ...body, Password: '***' };
+  return body;
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}

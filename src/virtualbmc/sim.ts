@@ -1,0 +1,442 @@
+/**
+ * `sim` back end: a simulated host that does over HTTP what firmware and an OS would do, without a VM.
+ *
+ * Powered on with boot device `Pxe`, it
+ * 1. waits `firmwareMs` (POST, DHCP), then `GET {bootServerUrl}/ipxe/{uuid}` (UUID in the configured case);
+ * 2. parses the iPXE script (see `ipxe.ts` for the kernel command-line keys); a script without a kernel
+ *    means local boot; the kernel and initrd themselves are not downloaded;
+ * 3. fetches `ignition.config.url` when the command line names one;
+ * 4. waits `kernelMs` (+ the `callbackDelayMs` fault), then, as the agent in the booted image:
+ *    - `metal.mode=probe`: `POST {registry}/register` `{"systemUUID", "data"}`, data in the shape of
+ *      upstream metal-operator's `registry.Server` (see {@link registrationData});
+ *    - `metal.mode=os`: `POST {registry}/bootstate` `{"systemUUID", "booted": true}` with
+ *      `Authorization: Bearer <token>` (none with `metal.callback=skip`).
+ * Every HTTP step is retried like a real agent: on 5xx, 429 and connection errors, with exponential backoff
+ * (or the server's `Retry-After`), for up to `retryBudgetMs` per step; any other 4xx ends the boot as failed.
+ * With `Hdd`/`None` it boots from disk and uses no network.
+ *
+ * Cost: no timers or sockets while idle; a boot in progress holds one timer or one request at a time,
+ * so a thousand hosts fit in one process.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Logger, pino } from 'pino';
+import { type Dispatcher, request } from 'undici';
+import { isRetryableStatus, parseRetryAfter } from '../bmc/retry.js';
+import { Backoff } from '../runtime/backoff.js';
+import type { BootDevice, Host, HostIdentity, HostPowerState } from './host.js';
+import { parseIpxeScript } from './ipxe.js';
+
+export interface SimHostFaults {
+  /** Boot normally (script, ignition) but never post the callback. */
+  neverCallBack: boolean;
+  /** Extra ms between kernel start and the callback. */
+  callbackDelayMs: number;
+  /** The ignition fetch fails (no request reaches the boot server); the boot stops there. */
+  failIgnitionFetch: boolean;
+  /** Boot from disk even when the BMC hands over `Pxe`. */
+  bootFromDisk: boolean;
+  /** The OS ignores the ACPI power button: graceful shutdown does nothing. */
+  ignoreGracefulShutdown: boolean;
+}
+
+export const DEFAULT_SIM_FAULTS: Readonly<SimHostFaults> = {
+  neverCallBack: false,
+  callbackDelayMs: 0,
+  failIgnitionFetch: false,
+  bootFromDisk: false,
+  ignoreGracefulShutdown: false,
+};
+
+/** Durations of the simulated boot, ms. */
+export interface SimTiming {
+  /** Power-on to the iPXE request. */
+  firmwareMs: number;
+  /** Kernel start to the agent's callback. */
+  kernelMs: number;
+  /** ACPI power button to power off. */
+  shutdownMs: number;
+  /** Timeout of one HTTP request. */
+  requestTimeoutMs: number;
+  /** Bounds of the backoff between retries. */
+  retryInitialMs: number;
+  retryMaxMs: number;
+  /** Time one step (script, ignition, callback) keeps retrying before the boot counts as failed. */
+  retryBudgetMs: number;
+}
+
+export const DEFAULT_SIM_TIMING: Readonly<SimTiming> = {
+  firmwareMs: 20,
+  kernelMs: 50,
+  shutdownMs: 50,
+  requestTimeoutMs: 10_000,
+  retryInitialMs: 100,
+  retryMaxMs: 2_000,
+  retryBudgetMs: 120_000,
+};
+
+export interface SimHostOptions {
+  identity: HostIdentity;
+  /** Boot server base URL, e.g. `http://127.0.0.1:8082`. */
+  bootServerUrl: string;
+  /** Case of the UUID in `/ipxe/{uuid}`; firmware differs. Default `lower`. */
+  uuidCase?: 'lower' | 'upper';
+  faults?: Partial<SimHostFaults>;
+  timing?: Partial<SimTiming>;
+  /** Connection pool, shared by many hosts; undici's global dispatcher when omitted. */
+  dispatcher?: Dispatcher;
+  logger?: Logger;
+}
+
+export type BootPhase =
+  | 'firmware'
+  | 'ipxe'
+  | 'ignition'
+  | 'kernel'
+  | 'callback'
+  | 'up'
+  | 'failed'
+  | 'aborted';
+
+/** What happened during the most recent boot. */
+export interface BootRecord {
+  /** Sequence number of the boot (1 = first). */
+  seq: number;
+  device: BootDevice;
+  phase: BootPhase;
+  /** Where the OS came from: network (iPXE script with a kernel) or local disk. */
+  source: 'network' | 'disk' | undefined;
+  mode: 'probe' | 'os' | undefined;
+  /** HTTP status of the callback, once posted. */
+  callbackStatus: number | undefined;
+  error: string | undefined;
+}
+
+export type BootListener = (host: SimHost, boot: BootRecord) => void;
+
+class BootFailure extends Error {}
+
+export class SimHost implements Host {
+  readonly identity: HostIdentity;
+  private readonly opts: SimHostOptions;
+  private readonly timing: SimTiming;
+  private faults: SimHostFaults;
+  private readonly log: Logger;
+  private state: HostPowerState = 'Off';
+  /** Aborts the boot or shutdown in progress. */
+  private activity: AbortController | undefined;
+  private seq = 0;
+  private last: BootRecord | undefined;
+  private readonly listeners = new Set<BootListener>();
+
+  constructor(opts: SimHostOptions) {
+    this.identity = opts.identity;
+    this.opts = opts;
+    this.timing = { ...DEFAULT_SIM_TIMING, ...opts.timing };
+    this.faults = { ...DEFAULT_SIM_FAULTS, ...opts.faults };
+    this.log = (opts.logger ?? pino({ level: 'silent' })).child({ host: opts.identity.uuid });
+  }
+
+  /** The most recent boot, or `undefined` before the first. */
+  get lastBoot(): BootRecord | undefined {
+    return this.last;
+  }
+
+  /** Number of boots started. */
+  get bootCount(): number {
+    return this.seq;
+  }
+
+  setFaults(f: Partial<SimHostFaults>): void {
+    this.faults = { ...this.faults, ...f };
+  }
+
+  /** Called whenever a boot reaches `up`, `failed` or `aborted`. */
+  onBootFinished(listener: BootListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  powerState(): HostPowerState {
+    return this.state;
+  }
+
+  async powerOn(device: BootDevice): Promise<void> {
+    if (this.state !== 'Off') return;
+    this.startBoot(device);
+  }
+
+  async gracefulShutdown(): Promise<void> {
+    if (this.state !== 'On' || this.faults.ignoreGracefulShutdown) return;
+    this.stopActivity();
+    this.state = 'PoweringOff';
+    const ac = new AbortController();
+    this.activity = ac;
+    sleep(this.timing.shutdownMs, undefined, { signal: ac.signal }).then(
+      () => {
+        if (this.activity === ac) {
+          this.activity = undefined;
+          this.state = 'Off';
+        }
+      },
+      () => undefined,
+    );
+  }
+
+  async forceOff(): Promise<void> {
+    this.stopActivity();
+    this.state = 'Off';
+  }
+
+  async reset(device: BootDevice): Promise<void> {
+    this.stopActivity();
+    this.state = 'Off';
+    this.startBoot(device);
+  }
+
+  async close(): Promise<void> {
+    this.stopActivity();
+    this.state = 'Off';
+    this.listeners.clear();
+  }
+
+  private stopActivity(): void {
+    this.activity?.abort();
+    this.activity = undefined;
+  }
+
+  private startBoot(device: BootDevice): void {
+    this.state = 'On';
+    const ac = new AbortController();
+    this.activity = ac;
+    const boot: BootRecord = {
+      seq: ++this.seq,
+      device,
+      phase: 'firmware',
+      source: undefined,
+      mode: undefined,
+      callbackStatus: undefined,
+      error: undefined,
+    };
+    this.last = boot;
+    this.runBoot(boot, ac.signal)
+      .catch((err: unknown) => {
+        if (ac.signal.aborted) {
+          boot.phase = 'aborted';
+        } else {
+          boot.phase = 'failed';
+          boot.error = err instanceof Error ? err.message : String(err);
+          this.log.warn({ boot: boot.seq, error: boot.error }, 'boot failed');
+        }
+      })
+      .finally(() => {
+        if (this.activity === ac) this.activity = undefined;
+        for (const l of this.listeners) l(this, boot);
+      });
+  }
+
+  private async runBoot(boot: BootRecord, signal: AbortSignal): Promise<void> {
+    if (boot.device !== 'Pxe' || this.faults.bootFromDisk) {
+      boot.source = 'disk';
+      boot.phase = 'up';
+      return;
+    }
+    await sleep(this.timing.firmwareMs, undefined, { signal });
+    boot.phase = 'ipxe';
+    const uuid =
+      this.opts.uuidCase === 'upper' ? this.identity.uuid.toUpperCase() : this.identity.uuid.toLowerCase();
+    const script = await this.http(
+      'GET',
+      `${this.opts.bootServerUrl.replace(/\/+$/, '')}/ipxe/${uuid}`,
+      signal,
+    );
+    const parsed = parseIpxeScript(script.text);
+    if (parsed.kernelUrl === undefined || parsed.cmdline === undefined) {
+      boot.source = 'disk';
+      boot.phase = 'up';
+      return;
+    }
+    boot.source = 'network';
+    const cmdline = parsed.cmdline;
+    boot.mode = cmdline.mode;
+    if (cmdline.ignitionUrl !== undefined) {
+      boot.phase = 'ignition';
+      if (this.faults.failIgnitionFetch) throw new BootFailure('ignition config fetch failed (fault)');
+      await this.http('GET', cmdline.ignitionUrl, signal);
+    }
+    boot.phase = 'kernel';
+    await sleep(this.timing.kernelMs + this.faults.callbackDelayMs, undefined, { signal });
+    if (this.faults.neverCallBack || cmdline.skipCallback) {
+      boot.phase = 'up';
+      return;
+    }
+    if (cmdline.registry === undefined) throw new BootFailure('no metal.registry on the kernel command line');
+    boot.phase = 'callback';
+    const systemUUID = (cmdline.uuid ?? this.identity.uuid).toLowerCase();
+    const registry = cmdline.registry.replace(/\/+$/, '');
+    const res =
+      cmdline.mode === 'probe'
+        ? await this.http('POST', `${registry}/register`, signal, {
+            body: { systemUUID, data: registrationData(this.identity) },
+          })
+        : await this.http('POST', `${registry}/bootstate`, signal, {
+            body: { systemUUID, booted: true },
+            ...(cmdline.token === undefined ? {} : { bearer: cmdline.token }),
+          });
+    boot.callbackStatus = res.status;
+    boot.phase = 'up';
+  }
+
+  /** One HTTP step with agent-style retries; 4xx throws {@link BootFailure}. */
+  private async http(
+    method: 'GET' | 'POST',
+    url: string,
+    signal: AbortSignal,
+    extra: { body?: unknown; bearer?: string } = {},
+  ): Promise<{ status: number; text: string }> {
+    const t = this.timing;
+    const started = performance.now();
+    const shown = withoutQuery(url);
+    const backoff = new Backoff({ initialMs: t.retryInitialMs, maxMs: t.retryMaxMs });
+    for (let attempt = 1; ; attempt++) {
+      let delay: number;
+      let problem: string;
+      try {
+        const headers: Record<string, string> = { 'user-agent': 'metal-operator-sim/1' };
+        if (extra.bearer !== undefined) headers['authorization'] = `Bearer ${extra.bearer}`;
+        let body: string | undefined;
+        if (extra.body !== undefined) {
+          headers['content-type'] = 'application/json';
+          body = JSON.stringify(extra.body);
+        }
+        const res = await request(url, {
+          method,
+          headers,
+          body,
+          signal: AbortSignal.any([signal, AbortSignal.timeout(t.requestTimeoutMs)]),
+          ...(this.opts.dispatcher ? { dispatcher: this.opts.dispatcher } : {}),
+        });
+        const text = await res.body.text();
+        if (res.statusCode < 400) return { status: res.statusCode, text };
+        if (!isRetryableStatus(res.statusCode, true)) {
+          throw new BootFailure(`${method} ${shown}: HTTP ${res.statusCode}`);
+        }
+        problem = `HTTP ${res.statusCode}`;
+        delay = parseRetryAfter(res.headers['retry-after']) ?? backoff.next();
+      } catch (err) {
+        if (signal.aborted || err instanceof BootFailure) throw err;
+        problem = err instanceof Error ? err.message : String(err);
+        delay = backoff.next();
+      }
+      if (performance.now() - started + delay > t.retryBudgetMs) {
+        throw new BootFailure(`${method} ${shown}: gave up after ${attempt} attempts (${problem})`);
+      }
+      this.log.debug({ method, url: shown, attempt, problem, delayMs: delay }, 'retrying');
+      await sleep(delay, undefined, { signal });
+    }
+  }
+}
+
+/**
+ * Registration data in upstream metalprobe's `RegistrationPayload.data` shape (metal-operator
+ * `internal/api/registry.Server`: `systemInfo`, `cpu`, `networkInterfaces`, `storage`, `memory`,
+ * `nics`), with exactly the keys the project's own probe agent (`hack/vm/init`) sends, so the registry
+ * sees one shape from simulated and virtual machines alike.
+ */
+export function registrationData(id: HostIdentity): Record<string, unknown> {
+  const ip = ipFromMac(id.macAddress);
+  return {
+    systemInfo: {
+      biosInformation: { vendor: 'SeaBIOS', version: '1.16.3', date: '04/01/2014' },
+      systemInformation: {
+        manufacturer: id.manufacturer,
+        productName: id.model,
+        version: '1.0',
+        serialNumber: id.serialNumber,
+        uuid: id.uuid.toLowerCase(),
+        skuNumber: '',
+        family: 'sim',
+      },
+      boardInformation: {
+        manufacturer: id.manufacturer,
+        product: id.model,
+        version: '1.0',
+        serialNumber: id.serialNumber,
+        assetTag: '',
+      },
+    },
+    cpu: [
+      {
+        id: 0,
+        totalCores: id.cpus,
+        totalHardwareThreads: id.cpus,
+        vendor: 'GenuineIntel',
+        model: 'Simulated CPU',
+        capabilities: ['fpu', 'sse2', 'avx2'],
+      },
+    ],
+    networkInterfaces: [{ name: 'eth0', ipAddresses: [ip], macAddress: id.macAddress, carrierStatus: 'up' }],
+    storage: [
+      {
+        path: '/dev/vda',
+        name: 'vda',
+        rotational: false,
+        removable: false,
+        readOnly: false,
+        vendor: '0x1af4',
+        model: 'Virtual disk',
+        serial: `${id.serialNumber}-D0`,
+        wwid: '',
+        physicalBlockSize: 512,
+        logicalBlockSize: 512,
+        hWSectorSize: 512,
+        sizeBytes: 64 * 1024 ** 3,
+        numaNodeID: 0,
+      },
+    ],
+    memory: [
+      {
+        size: id.memoryMiB * 1024 * 1024,
+        deviceSet: '',
+        deviceLocator: 'DIMM 0',
+        bankLocator: '',
+        memoryType: 'RAM',
+        speed: '',
+        vendor: 'Simulated',
+        serialNumber: '',
+        assetTag: '',
+        partNumber: '',
+        configuredMemorySpeed: '',
+        minimumVoltage: '',
+        maximumVoltage: '',
+        configuredVoltage: '',
+      },
+    ],
+    nics: [
+      {
+        name: 'eth0',
+        mac: id.macAddress,
+        pciAddress: '0000:00:03.0',
+        speed: '1000Mb/s',
+        linkModes: [],
+        supportedPorts: [],
+        firmwareVersion: '',
+      },
+    ],
+  };
+}
+
+/** A stable private address per host, 10.x.y.z from the MAC's last three bytes. */
+function ipFromMac(mac: string): string {
+  const b = mac
+    .split(':')
+    .slice(-3)
+    .map((h) => Number.parseInt(h, 16));
+  return `10.${b[0] ?? 0}.${b[1] ?? 0}.${b[2] ?? 1}`;
+}
+
+/** URL without query string: tokens travel in query parameters and must not reach logs. */
+function withoutQuery(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : `${url.slice(0, q)}?…`;
+}

@@ -1,0 +1,159 @@
+/**
+ * Redfish-side state of one ComputerSystem of the virtual BMC: the boot override, the ETag version,
+ * and the ResetType semantics on top of a {@link Host}. A real BMC behaves the same way: the override
+ * is BMC state, consumed when the host actually starts (`Once` then reads `Disabled`, ComputerSystem
+ * schema `BootSourceOverrideEnabled`), and a reset may take effect well after the action was accepted.
+ */
+
+import type { Logger } from 'pino';
+import type {
+  BootSourceOverrideEnabled,
+  BootSourceOverrideMode,
+  BootSourceOverrideTarget,
+  ResetType,
+} from '../bmc/bmc.js';
+import type { BootDevice, Host, HostPowerState } from './host.js';
+
+/** Boot targets the virtual systems accept. */
+export const SUPPORTED_BOOT_TARGETS: readonly BootSourceOverrideTarget[] = [
+  'None',
+  'Pxe',
+  'Hdd',
+  'Cd',
+  'Usb',
+  'BiosSetup',
+];
+
+export interface BootOverrideState {
+  target: BootSourceOverrideTarget;
+  enabled: BootSourceOverrideEnabled;
+  mode: BootSourceOverrideMode;
+}
+
+interface PendingTransition {
+  type: ResetType;
+  /** State to report while pending, when transitional states are reported. */
+  transitional: 'PoweringOn' | 'PoweringOff';
+  timer: NodeJS.Timeout;
+}
+
+export class VirtualSystem {
+  readonly id: string;
+  readonly uri: string;
+  readonly boot: BootOverrideState = { target: 'None', enabled: 'Disabled', mode: 'UEFI' };
+  /** Bumped on every change of the resource's writable state; the ETag is derived from it. */
+  private version = 1;
+  private pending: PendingTransition | undefined;
+  private closed = false;
+
+  constructor(
+    readonly host: Host,
+    private readonly log: Logger,
+  ) {
+    this.id = host.identity.uuid.toLowerCase();
+    this.uri = `/redfish/v1/Systems/${this.id}`;
+  }
+
+  /** Strong ETag of the system (and its settings object). */
+  get etag(): string {
+    return `"${this.version}"`;
+  }
+
+  /** Simulates another client changing the resource. */
+  touch(): void {
+    this.version++;
+  }
+
+  /** `PowerState` as the BMC reports it: the host's, or the old/transitional one while a reset is pending. */
+  powerState(reportTransitional: boolean): HostPowerState {
+    if (this.pending !== undefined && reportTransitional) return this.pending.transitional;
+    return this.host.powerState();
+  }
+
+  /** Applies validated Boot properties. */
+  setBoot(changes: Partial<BootOverrideState>): void {
+    Object.assign(this.boot, changes);
+    this.version++;
+  }
+
+  /**
+   * Accepts a reset. With `transitionMs` 0 the host acts before this resolves; otherwise it acts after
+   * `transitionMs` and this resolves at once. A second reset while one is pending replaces it, except
+   * the same type, which is a no-op (clients retry requests whose answer they did not see).
+   */
+  async reset(type: ResetType, transitionMs: number): Promise<void> {
+    if (this.pending !== undefined) {
+      if (this.pending.type === type) return;
+      clearTimeout(this.pending.timer);
+      this.pending = undefined;
+    }
+    if (transitionMs <= 0) {
+      await this.apply(type);
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.pending = undefined;
+      this.apply(type).catch((err: unknown) =>
+        this.log.error({ err, system: this.id, type }, 'reset failed on host'),
+      );
+    }, transitionMs);
+    this.pending = { type, transitional: this.transitionalFor(type), timer };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.pending !== undefined) clearTimeout(this.pending.timer);
+    this.pending = undefined;
+  }
+
+  private transitionalFor(type: ResetType): 'PoweringOn' | 'PoweringOff' {
+    if (type === 'ForceOff' || type === 'GracefulShutdown') return 'PoweringOff';
+    if (type === 'PushPowerButton' && this.host.powerState() !== 'Off') return 'PoweringOff';
+    return 'PoweringOn';
+  }
+
+  /** The reset's effect, decided by the host's state at the moment it takes effect. */
+  private async apply(type: ResetType): Promise<void> {
+    if (this.closed) return;
+    const off = this.host.powerState() === 'Off';
+    switch (type) {
+      case 'On':
+      case 'ForceOn':
+        if (off) await this.host.powerOn(this.consumeBootDevice());
+        return;
+      case 'ForceOff':
+        if (!off) await this.host.forceOff();
+        return;
+      case 'GracefulShutdown':
+        if (!off) await this.host.gracefulShutdown();
+        return;
+      case 'PushPowerButton':
+        if (off) await this.host.powerOn(this.consumeBootDevice());
+        else await this.host.gracefulShutdown();
+        return;
+      case 'GracefulRestart':
+      case 'ForceRestart':
+        if (off) await this.host.powerOn(this.consumeBootDevice());
+        else await this.host.reset(this.consumeBootDevice());
+        return;
+      case 'PowerCycle':
+      case 'FullPowerCycle':
+        if (!off) await this.host.forceOff();
+        await this.host.powerOn(this.consumeBootDevice());
+        return;
+      default:
+        // Nmi, Suspend, Pause, Resume: nothing a simulated or virtual host models.
+        return;
+    }
+  }
+
+  /** Resolves the override for the boot that is starting now; a `Once` override is used up by it. */
+  private consumeBootDevice(): BootDevice {
+    if (this.boot.enabled === 'Disabled') return 'None';
+    const device: BootDevice =
+      this.boot.target === 'Pxe' ? 'Pxe' : this.boot.target === 'Hdd' ? 'Hdd' : 'None';
+    if (this.boot.enabled === 'Once') this.setBoot({ enabled: 'Disabled' });
+    return device;
+  }
+}
