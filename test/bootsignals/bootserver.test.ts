@@ -1,0 +1,192 @@
+/**
+ * Boot server behaviour beyond the boot-flow cases: NetBootOnce local boot after completion, script
+ * pinning to the first client address, `booted: false` recorded, ignition hook and Butane handling.
+ */
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
+import type { SecretObject } from '../../src/bootsignals/boot-target.js';
+import type { KubeClient } from '../../src/runtime/client.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { waitFor } from '../harness/control-plane.js';
+import { sharedCluster, testNamespace } from '../harness/shared.js';
+import {
+  bearer,
+  newTestClient,
+  postJson,
+  type Seeded,
+  sbcCondition,
+  seedBootTarget,
+  startTestStack,
+} from './fixture.js';
+
+let client: KubeClient;
+let stack: Awaited<ReturnType<typeof startTestStack>>;
+let ns: { name: string; cleanup(): Promise<void> };
+
+/** GET from a chosen loopback source address (127.0.0.0/8 is all local on Linux). */
+function getFrom(url: string, localAddress: string): Promise<{ status: number; text: string }> {
+  return new Promise((ok, fail) => {
+    const req = request(url, { localAddress }, (res) => {
+      let text = '';
+      res.on('data', (c) => {
+        text += c;
+      });
+      res.on('end', () => ok({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', fail);
+    req.end();
+  });
+}
+
+async function cached(s: Seeded): Promise<void> {
+  await waitFor('caches', 10_000, () => {
+    const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name);
+    return !!stack.sources.secrets.get(s.secretName, ns.name) && sbc?.status?.state === 'Ready';
+  });
+}
+
+describe('boot server', () => {
+  before(async () => {
+    const kc = (await sharedCluster()).kubeConfig();
+    client = newTestClient(kc);
+    ns = await testNamespace(kc, 'boot');
+    stack = await startTestStack(kc);
+  });
+  after(async () => {
+    await stack?.close();
+    await ns?.cleanup();
+    await client?.close();
+  });
+
+  it('GET /ipxe chains to the UUID script through the iPXE uuid variable', async () => {
+    const res = await fetch(`${stack.bootUrl}/ipxe`);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), `#!ipxe\nchain --autofree ${stack.bootUrl}/ipxe/\${uuid}\n`);
+  });
+
+  it('NetBootOnce after completion: the script exits to local boot and records nothing', async () => {
+    const s = await seedBootTarget(client, ns.name, { policy: 'NetBootOnce' });
+    await cached(s);
+    const first = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    assert.match(await first.text(), /^kernel /m, 'provisioning attempt network-boots');
+    await client.apply(
+      Resources.ServerBootConfiguration,
+      {
+        apiVersion: API_VERSION,
+        kind: 'ServerBootConfiguration',
+        metadata: { name: s.sbc.metadata.name, namespace: ns.name },
+        status: {
+          conditions: [
+            {
+              type: 'BootCompleted',
+              status: 'True',
+              reason: 'BootCompleted',
+              message: '',
+              observedGeneration: 1,
+              lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+            },
+          ],
+        },
+      },
+      { subresource: 'status', fieldManager: 'test-claim', force: true },
+    );
+    await waitFor(
+      'BootCompleted cached',
+      5_000,
+      () =>
+        !!stack.sources.sbcs
+          .get(s.sbc.metadata.name!, ns.name)
+          ?.status?.conditions?.some((c) => c.type === 'BootCompleted'),
+    );
+    const before = (await sbcCondition(client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion;
+    const again = await fetch(`${stack.bootUrl}/ipxe/${s.uuid.toUpperCase()}`);
+    const text = await again.text();
+    assert.equal(again.status, 200);
+    assert.match(text, /^exit$/m);
+    assert.doesNotMatch(text, /kernel|metal\.token/);
+    assert.equal((await sbcCondition(client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion, before);
+  });
+
+  it('pins an attempt script to the first client address (403 for another)', async () => {
+    const s = await seedBootTarget(client, ns.name);
+    await cached(s);
+    const url = `${stack.bootUrl}/ipxe/${s.uuid}`;
+    assert.equal((await getFrom(url, '127.0.0.1')).status, 200);
+    await waitFor(
+      'pin cached',
+      5_000,
+      () =>
+        !!stack.sources.sbcs
+          .get(s.sbc.metadata.name!, ns.name)
+          ?.status?.conditions?.some((c) => c.type === 'IPXEScriptFetched'),
+    );
+    const other = await getFrom(url, '127.0.0.2');
+    assert.equal(other.status, 403, other.text);
+    assert.doesNotMatch(other.text, new RegExp(s.token));
+    assert.equal((await getFrom(url, '127.0.0.1')).status, 200, 'the pinned client may fetch again');
+  });
+
+  it('records booted=false as BootStateReceived=False reason BootFailed', async () => {
+    const s = await seedBootTarget(client, ns.name);
+    await cached(s);
+    const res = await postJson(
+      `${stack.registryUrl}/bootstate`,
+      { systemUUID: s.uuid, booted: false },
+      bearer(s.token),
+    );
+    assert.equal(res.status, 200, res.text);
+    const { cond } = await sbcCondition(client, s, 'BootStateReceived');
+    assert.equal(cond?.status, 'False');
+    assert.equal(cond?.reason, 'BootFailed');
+  });
+
+  it('serves Ignition v3 with the /bootstate unit merged in, and sets IgnitionDataFetched', async () => {
+    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
+    await cached(s);
+    const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    assert.equal(res.status, 200);
+    const cfg = (await res.json()) as {
+      ignition: { version: string };
+      passwd: unknown;
+      systemd: { units: { name: string }[] };
+      storage: { files: { path: string; contents: { source: string } }[] };
+    };
+    assert.equal(cfg.ignition.version, '3.4.0');
+    assert.deepEqual(cfg.passwd, { users: [{ name: 'core' }] }, 'stored config kept');
+    assert.ok(cfg.systemd.units.some((u) => u.name === 'metal-bootstate.service'));
+    const env = decodeURIComponent(
+      cfg.storage.files.find((f) => f.path === '/etc/metal/bootstate.env')!.contents.source,
+    );
+    assert.match(env, new RegExp(`METAL_TOKEN=${s.token}`));
+    assert.match(env, new RegExp(`METAL_REGISTRY=${stack.registryUrl}`));
+    const { cond } = await sbcCondition(client, s, 'IgnitionDataFetched');
+    assert.equal(cond?.status, 'True');
+  });
+
+  it('Butane (format fcos) without the butane tool: 503 ButaneUnavailable, no condition', async () => {
+    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
+    await client.mergePatch<SecretObject>(Resources.Secret, `${s.sbc.metadata.name}-ignition`, ns.name, {
+      data: {
+        format: Buffer.from('fcos').toString('base64'),
+        ignition: Buffer.from('variant: fcos\nversion: 1.3.0\n').toString('base64'),
+      },
+    });
+    await cached(s);
+    // The boot server runs in this process and looks butane up on PATH: hide it, whatever the machine has.
+    const path = process.env.PATH;
+    process.env.PATH = '/nonexistent';
+    let res: Response;
+    try {
+      res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    } finally {
+      process.env.PATH = path;
+    }
+    const body = (await res.json()) as { reason: string };
+    assert.equal(res.status, 503);
+    assert.equal(body.reason, 'ButaneUnavailable');
+    assert.ok(res.headers.get('retry-after'));
+    assert.equal((await sbcCondition(client, s, 'IgnitionDataFetched')).cond, undefined);
+  });
+});
