@@ -39,7 +39,8 @@ export interface AttemptScriptInput {
 export function imageFileUrl(bootServerUrl: string, image: ImageEntry, file: 'kernel' | 'initrd'): string {
   const src = image[file];
   if (/^https?:\/\//.test(src)) return src;
-  return `${bootServerUrl}/images/${encodeURIComponent(image.name)}/${file}`;
+  // Keep '/' readable: firmware decodes %2F anyway, and the route takes the name up to the last segment.
+  return `${bootServerUrl}/images/${image.name.split('/').map(encodeURIComponent).join('/')}/${file}`;
 }
 
 /** The attempt's script: kernel + initrd + a command line carrying the attempt token. */

@@ -222,8 +222,18 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     return parseIgnition(json);
   }
 
-  app.get('/images/:name/:file', async (req, reply) => {
-    const { name, file } = req.params as { name: string; file: string };
+  // Image names contain '/' (`metal/os:latest`) and firmware decodes %2F before requesting, so the
+  // name is everything between /images/ and the last segment.
+  app.get('/images/*', async (req, reply) => {
+    const rest = (req.params as { '*': string })['*'];
+    const cut = rest.lastIndexOf('/');
+    const file = rest.slice(cut + 1);
+    let name: string;
+    try {
+      name = decodeURIComponent(rest.slice(0, Math.max(cut, 0)));
+    } catch {
+      throw new HttpError(400, 'InvalidPath', 'image path is not valid percent-encoding');
+    }
     if (file !== 'kernel' && file !== 'initrd') throw new HttpError(404, 'NotFound', 'no such image file');
     const entry = opts.catalog().resolve(name);
     if (!entry.ok) throw new HttpError(404, entry.reason, entry.message);

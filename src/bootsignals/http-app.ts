@@ -66,6 +66,8 @@ export function createHttpApp(server: string, log: Logger, registry: Registry) {
     // Long garbage in a path parameter must reach our validator (400), not the router's 404.
     routerOptions: { maxParamLength: 16 * 1024 },
     trustProxy: false,
+    // Agents keep connections alive; closing must not wait out their keep-alive timeout.
+    forceCloseConnections: true,
   });
   // Only JSON bodies: Fastify answers 415 for any other content type once the text parser is gone.
   app.removeContentTypeParser('text/plain');
@@ -81,6 +83,7 @@ export function createHttpApp(server: string, log: Logger, registry: Registry) {
       client: req.socket.remoteAddress,
       status,
       ms: Math.round(reply.elapsedTime * 10) / 10,
+      reason: (req as { rejectReason?: string }).rejectReason,
     };
     if (status >= 400) req.log.info(entry, 'request rejected');
     else req.log.debug(entry, 'request served');
@@ -109,6 +112,7 @@ export function createHttpApp(server: string, log: Logger, registry: Registry) {
       message = 'internal error';
     }
     metrics.rejected.inc({ server, reason });
+    (req as { rejectReason?: string }).rejectReason = reason;
     void reply.code(status).type('application/json').send({ reason, message });
   });
 

@@ -8,10 +8,9 @@
  * (Kubernetes API conventions); `lastTransitionTime` moves only when `status` changes, and an
  * identical condition is not written again (repeating a callback is harmless).
  */
-import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { KubeClient } from '../runtime/client.js';
-import { findCondition } from '../runtime/conditions.js';
+import { applyCondition } from '../runtime/condition-writer.js';
 import { Resources } from '../runtime/resource.js';
 import { apiFailure } from './boot-target.js';
 
@@ -34,34 +33,16 @@ export async function recordSignal(
   cond: SignalCondition,
   now = new Date(),
 ): Promise<boolean> {
-  const generation = sbc.metadata.generation ?? 0;
-  const existing = findCondition(sbc.status?.conditions, cond.type);
-  if (
-    existing &&
-    existing.status === cond.status &&
-    existing.reason === cond.reason &&
-    existing.message === cond.message &&
-    (existing.observedGeneration ?? 0) >= generation
-  ) {
-    return false;
-  }
-  const lastTransitionTime =
-    existing && existing.status === cond.status
-      ? existing.lastTransitionTime
-      : now.toISOString().replace(/\.\d+Z$/, 'Z');
   try {
-    await client.apply(
+    return await applyCondition(
+      client,
       Resources.ServerBootConfiguration,
-      {
-        apiVersion: API_VERSION,
-        kind: 'ServerBootConfiguration',
-        metadata: { name: sbc.metadata.name, namespace: sbc.metadata.namespace },
-        status: { conditions: [{ ...cond, observedGeneration: generation, lastTransitionTime }] },
-      },
-      { subresource: 'status', fieldManager: `${component}-${cond.type}`, force: true },
+      sbc,
+      cond,
+      `${component}-${cond.type}`,
+      now,
     );
   } catch (err) {
     apiFailure(err, `recording ${cond.type}`);
   }
-  return true;
 }

@@ -7,8 +7,9 @@
  *    means local boot; the kernel and initrd themselves are not downloaded;
  * 3. fetches `ignition.config.url` when the command line names one;
  * 4. waits `kernelMs` (+ the `callbackDelayMs` fault), then, as the agent in the booted image:
- *    - `metal.mode=probe`: `POST {registry}/register` `{"systemUUID", "data"}`, data in the shape of
- *      upstream metal-operator's `registry.Server` (see {@link registrationData});
+ *    - `metal.mode=probe`: `POST {registry}/register` `{"systemUUID", "data"}` with
+ *      `Authorization: Bearer <token>`, data in the shape of upstream metal-operator's
+ *      `registry.Server` (see {@link registrationData});
  *    - `metal.mode=os`: `POST {registry}/bootstate` `{"systemUUID", "booted": true}` with
  *      `Authorization: Bearer <token>` (none with `metal.callback=skip`).
  * Every HTTP step is retried like a real agent: on 5xx, 429 and connection errors, with exponential backoff
@@ -278,6 +279,7 @@ export class SimHost implements Host {
       cmdline.mode === 'probe'
         ? await this.http('POST', `${registry}/register`, signal, {
             body: { systemUUID, data: registrationData(this.identity) },
+            ...(cmdline.token === undefined ? {} : { bearer: cmdline.token }),
           })
         : await this.http('POST', `${registry}/bootstate`, signal, {
             body: { systemUUID, booted: true },

@@ -109,6 +109,24 @@ describe('boot server', () => {
     assert.equal((await sbcCondition(client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion, before);
   });
 
+  it('serves the kernel and initrd the script names (image names with a slash, as firmware sends them)', async () => {
+    const s = await seedBootTarget(client, ns.name);
+    await cached(s);
+    const script = await (await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`)).text();
+    const kernelUrl = /^kernel (\S+)/m.exec(script)?.[1];
+    const initrdUrl = /^initrd --name initrd.img (\S+)/m.exec(script)?.[1];
+    assert.ok(kernelUrl && initrdUrl, script);
+    const kernel = await fetch(kernelUrl);
+    assert.equal(kernel.status, 200);
+    assert.equal((await kernel.arrayBuffer()).byteLength, 4096);
+    // iPXE decodes %2F and %3A before sending the request.
+    const decoded = await fetch(decodeURIComponent(initrdUrl));
+    assert.equal(decoded.status, 200);
+    assert.equal((await decoded.arrayBuffer()).byteLength, 2048);
+    assert.equal((await fetch(`${stack.bootUrl}/images/test/os:1.0/etc-passwd`)).status, 404);
+    assert.equal((await fetch(`${stack.bootUrl}/images/no/such:image/kernel`)).status, 404);
+  });
+
   it('pins an attempt script to the first client address (403 for another)', async () => {
     const s = await seedBootTarget(client, ns.name);
     await cached(s);

@@ -120,10 +120,11 @@ describe('registry restart safety', () => {
     const t0 = Date.now();
     let kills = 0;
     let done = 0;
+    // Kill at a quarter, half and three quarters of the stream, so every kill lands mid-stream
+    // whatever the machine's speed.
     const killer = (async () => {
-      while (kills < 3) {
-        await new Promise((ok) => setTimeout(ok, 700));
-        if (done >= N) break;
+      for (const share of [0.25, 0.5, 0.75]) {
+        while (done < N * share) await new Promise((ok) => setTimeout(ok, 10));
         registry.kill('SIGKILL');
         await new Promise((ok) => registry.once('exit', ok));
         kills++;

@@ -1,0 +1,160 @@
+/**
+ * Where end-to-end boot time goes: one QEMU VM (iPXE firmware, TCG), one claim from creation to
+ * Booted, split into phases. Our code's share (bind, boot configuration, power-on request, and from
+ * the boot-state callback to the claim's Booted) is separated from the time spent in firmware,
+ * kernel and the agent (power-on → script fetch → ignition fetch → callback).
+ *
+ * Event times: the API objects as a 20 ms poll observes them, and the manager's own JSON log lines
+ * (millisecond timestamps) for power-on and the three signals.
+ *
+ * Usage: node dist/bench/e2e.js [--runs 3]
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import type { Server } from '../src/api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../src/api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
+import { LocalStack } from '../src/localstack/local-stack.js';
+import { OS_IMAGE } from '../src/localstack/vm-artefacts.js';
+import { Resources } from '../src/runtime/resource.js';
+import { printTable, summarize } from './stats.js';
+
+const o = new Command('e2e')
+  .option('--runs <n>', 'claims booted one after another', (v) => Number(v), 3)
+  .parse()
+  .opts<{ runs: number }>();
+
+interface LogLine {
+  time?: string;
+  msg?: string;
+  systemUUID?: string;
+  server?: string;
+}
+
+function logTimes(stack: LocalStack, uuid: string, since: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const raw of readFileSync(stack.managerLog, 'utf8').split('\n')) {
+    if (!raw) continue;
+    let l: LogLine;
+    try {
+      l = JSON.parse(raw);
+    } catch {
+      continue;
+    }
+    const t = Date.parse(l.time ?? '');
+    if (!(t >= since) || l.systemUUID !== uuid) continue;
+    for (const [key, msg] of [
+      ['powerOn', 'boot started'],
+      ['script', 'iPXE script served'],
+      ['ignition', 'ignition served'],
+      ['bootstate', 'boot state recorded'],
+    ] as const) {
+      if (l.msg === msg && out[key] === undefined) out[key] = t;
+    }
+  }
+  return out;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'metal-bench-e2e-'));
+const stack = await LocalStack.start({
+  servers: 1,
+  backend: 'qemu',
+  dir,
+  progress: (l) => console.error(`[e2e] ${l}`),
+});
+const phases: Record<string, number[]> = {};
+const add = (k: string, ms: number) => {
+  phases[k] ??= [];
+  phases[k].push(ms);
+};
+try {
+  const [srv] = await stack.waitForDiscovery(1, 300_000);
+  const server = srv!;
+  await stack.client.create(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'bench-ignition', namespace: 'default' },
+    data: { ignition: Buffer.from('{"ignition":{"version":"3.4.0"}}').toString('base64') },
+  });
+  for (let run = 1; run <= o.runs; run++) {
+    const name = `bench-e2e-${run}`;
+    const t0 = Date.now();
+    await stack.client.create(Resources.ServerClaim, {
+      apiVersion: API_VERSION,
+      kind: 'ServerClaim',
+      metadata: { name, namespace: 'default' },
+      spec: {
+        power: 'On',
+        image: OS_IMAGE,
+        serverRef: { name: server.metadata.name },
+        ignitionSecretRef: { name: 'bench-ignition' },
+      },
+    });
+    const seen: Record<string, number> = {};
+    while (!seen.booted) {
+      const [claim, s] = await Promise.all([
+        stack.client.get<ServerClaim>(Resources.ServerClaim, name, 'default'),
+        stack.client.get<Server>(Resources.Server, server.metadata.name!),
+      ]);
+      const now = Date.now();
+      if (!seen.bound && claim?.status?.conditions?.some((c) => c.type === 'Bound' && c.status === 'True'))
+        seen.bound = now;
+      const ref = s?.spec.bootConfigurationRef;
+      if (!seen.sbcReady && ref && s?.spec.serverClaimRef?.name === name) {
+        const sbc = await stack.client.get<ServerBootConfiguration>(
+          Resources.ServerBootConfiguration,
+          ref.name,
+          ref.namespace,
+        );
+        if (sbc?.status?.state === 'Ready') seen.sbcReady = Date.now();
+      }
+      if (claim?.status?.conditions?.some((c) => c.type === 'Booted' && c.status === 'True'))
+        seen.booted = now;
+      if (now - t0 > 300_000) throw new Error(`claim ${name} not Booted after 300 s`);
+      await new Promise((ok) => setTimeout(ok, 20));
+    }
+    const log = logTimes(stack, server.spec.systemUUID, t0);
+    for (const k of ['powerOn', 'script', 'ignition', 'bootstate'])
+      if (log[k] === undefined) throw new Error(`no ${k} log line`);
+    // Ours: everything before the power-on request, and from the callback to the claim's condition.
+    const ours = log.powerOn! - t0 + (seen.booted - log.bootstate!);
+    add('1 bind (claim created → Bound)', seen.bound! - t0);
+    add('2 SBC Ready (→ boot configuration Ready)', seen.sbcReady! - t0);
+    add('3 power on requested (→ Reset sent)', log.powerOn! - t0);
+    add('4 iPXE script fetched (firmware: POST, DHCP, iPXE)', log.script! - log.powerOn!);
+    add('5 ignition fetched (kernel + initramfs boot)', log.ignition! - log.script!);
+    add('6 boot state received (agent)', log.bootstate! - log.ignition!);
+    add('7 claim Booted (callback → claim condition)', seen.booted - log.bootstate!);
+    add('total', seen.booted - t0);
+    add('firmware + kernel + agent', log.bootstate! - log.powerOn!);
+    add('our code', ours);
+    console.error(`[e2e] run ${run}: ${seen.booted - t0} ms, ours ${ours} ms`);
+    // Free the server for the next run.
+    await stack.client.delete(Resources.ServerClaim, name, 'default');
+    const end = Date.now() + 180_000;
+    for (;;) {
+      const s = await stack.client.get<Server>(Resources.Server, server.metadata.name!);
+      if (s?.status?.state === 'Available' && !s.spec.serverClaimRef) break;
+      if (Date.now() > end) throw new Error('server did not return to Available');
+      await new Promise((ok) => setTimeout(ok, 200));
+    }
+  }
+  const rows: [string, string][] = Object.entries(phases).map(([k, v]) => {
+    const s = summarize(v);
+    return [k, `median ${Math.round(s.p50)} ms   (max ${Math.round(s.max)} ms)`];
+  });
+  printTable([['runs', String(o.runs)], ...rows]);
+  console.log(
+    JSON.stringify({
+      bench: 'e2e',
+      runs: o.runs,
+      medianMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(summarize(v).p50)])),
+    }),
+  );
+} finally {
+  await stack.stop();
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,456 @@
+/**
+ * The manager (`node dist/src/cmd/manager.js`): the controllers (BMC, Server, ServerClaim,
+ * ServerBootConfiguration), optionally leader-elected, plus the registry and the boot server
+ * in-process, all reading the same informer caches. SIGTERM/SIGINT stop it gracefully.
+ *
+ * `parseManagerConfig` turns flags into a {@link ManagerConfig} (pure, throws on bad input);
+ * `runManager` parses, starts everything and returns a handle (tests start it in-process).
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import type pino from 'pino';
+import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
+import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
+import { startBootServer } from '../bootserver/server.js';
+import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
+import { formatDuration, parseDuration } from '../controllers/duration.js';
+import { type ConfigMapObject, ImageCatalogSource } from '../controllers/image-catalog-source.js';
+import { setupControllers } from '../controllers/setup.js';
+import { type CallbackAuth, startRegistry } from '../registry/server.js';
+import { newLogger } from '../runtime/logger.js';
+import { Manager } from '../runtime/manager.js';
+import { Resources } from '../runtime/resource.js';
+import { loadKubeConfig } from './kubeconfig.js';
+import { splitAddr } from './listen-address.js';
+
+export interface ManagerConfig {
+  kubeconfig?: string;
+  controllers: ControllerConfig;
+  callbackAuth: CallbackAuth;
+  imageCatalogFile?: string;
+  imageCatalogConfigMap?: { namespace: string; name: string };
+  /** Port of /metrics, /healthz, /readyz; 0 picks a free one. */
+  metricsPort: number;
+  leaderElect: boolean;
+  registry: { host: string; port: number; url?: string };
+  bootServer: { host: string; port: number; url?: string };
+}
+
+const DURATION = (v: string): number => {
+  try {
+    return parseDuration(v);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};
+const POSITIVE_INT = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${v} is not a positive integer`);
+  return n;
+};
+const PORT = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`${v} is not a port`);
+  return n;
+};
+const CONDITIONS = (v: string): string[] => {
+  const list = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const re = new RegExp(CONDITION_TYPE_PATTERN);
+  const bad = list.filter((c) => !re.test(c));
+  if (list.length === 0 || bad.length)
+    throw new InvalidArgumentError(`not condition types: ${bad.join(', ') || '(empty)'}`);
+  return list;
+};
+const LABELS = (v: string): Record<string, string> => {
+  const out: Record<string, string> = {};
+  for (const part of v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const m = /^([A-Za-z0-9][-A-Za-z0-9_./]*)=([-A-Za-z0-9_.]*)$/.exec(part);
+    if (!m)
+      throw new InvalidArgumentError(
+        `${part}: only equality selectors (key=value) can scope created objects`,
+      );
+    out[m[1] as string] = m[2] as string;
+  }
+  return out;
+};
+
+/** An option whose parsed default differs from what `--help` should print. */
+function opt<T>(
+  flags: string,
+  description: string,
+  parse: (v: string) => T,
+  value: T,
+  shown: string,
+): Option {
+  return new Option(flags, description).argParser(parse).default(value, shown);
+}
+
+function command(): Command {
+  const d = DEFAULT_CONTROLLER_CONFIG;
+  const dur = (flags: string, description: string, ms: number) =>
+    opt(flags, description, DURATION, ms, formatDuration(ms));
+  return new Command('manager')
+    .description('metal-operator manager: controllers, registry and boot server')
+    .exitOverride()
+    .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .option(
+      '--manager-namespace <ns>',
+      'namespace of discovery boot configurations and the leader Lease',
+      d.managerNamespace,
+    )
+    .option('--probe-image <image>', 'image catalog name booted for discovery', d.probeImage)
+    .addOption(
+      new Option('--default-boot-policy <policy>', 'boot policy of claims without spec.bootPolicy')
+        .choices([...BOOT_POLICIES])
+        .default(d.defaultBootPolicy),
+    )
+    .addOption(
+      opt(
+        '--boot-completion-conditions <types>',
+        'comma-separated SBC conditions that must all be True for the current attempt',
+        CONDITIONS,
+        [...d.bootCompletionConditions],
+        d.bootCompletionConditions.join(','),
+      ),
+    )
+    .addOption(
+      dur('--boot-timeout <duration>', 'per-attempt boot deadline of claims (Go duration)', d.bootTimeoutMs),
+    )
+    .addOption(
+      opt(
+        '--boot-max-attempts <n>',
+        'boot attempts per series (first boot + retries)',
+        POSITIVE_INT,
+        d.bootMaxAttempts,
+        String(d.bootMaxAttempts),
+      ),
+    )
+    .addOption(
+      dur(
+        '--discovery-timeout <duration>',
+        'per-attempt discovery deadline (Go duration)',
+        d.discoveryTimeoutMs,
+      ),
+    )
+    .addOption(
+      opt(
+        '--discovery-max-attempts <n>',
+        'discovery attempts before a Server goes to Error',
+        POSITIVE_INT,
+        d.discoveryMaxAttempts,
+        String(d.discoveryMaxAttempts),
+      ),
+    )
+    .addOption(
+      new Option(
+        '--callback-auth <mode>',
+        'required: callbacks need the attempt token; optional: also accept upstream unauthenticated bodies',
+      )
+        .choices(['required', 'optional'])
+        .default('required'),
+    )
+    .option('--image-catalog <file>', 'YAML image catalog file (see src/bootserver/image-catalog.ts)')
+    .option(
+      '--image-catalog-configmap <ns/name>',
+      'ConfigMap holding the image catalog under key images.yaml (followed live)',
+    )
+    .addOption(
+      opt(
+        '--metrics-port <port>',
+        'port of /metrics, /healthz and /readyz (0: any free port)',
+        PORT,
+        8080,
+        '8080',
+      ),
+    )
+    .option(
+      '--leader-elect',
+      'run controllers only while holding the Lease in --manager-namespace (several replicas)',
+      false,
+    )
+    .option('--registry-addr <host:port>', 'listen address of the registry', '0.0.0.0:10000')
+    .option('--registry-url <url>', 'URL hosts use to reach the registry (default: from --registry-addr)')
+    .option('--bootserver-addr <host:port>', 'listen address of the boot server', '0.0.0.0:8082')
+    .option(
+      '--bootserver-url <url>',
+      'URL hosts use to reach the boot server (default: from --bootserver-addr)',
+    )
+    .addOption(
+      opt(
+        '--object-selector <k=v,...>',
+        'handle only objects with these labels, and put them on created objects (several operators per cluster)',
+        LABELS,
+        {},
+        'none',
+      ),
+    )
+    .addOption(
+      dur(
+        '--power-resend-after <duration>',
+        'wait this long for a requested power state before sending the action again',
+        d.powerActionResendMs,
+      ),
+    )
+    .addOption(
+      dur(
+        '--bmc-call-budget <duration>',
+        'time budget of one BMC call from a reconcile, retries included',
+        d.bmc.callBudgetMs,
+      ),
+    )
+    .addOption(
+      dur('--bmc-request-timeout <duration>', 'timeout of one HTTP request to a BMC', d.bmc.requestTimeoutMs),
+    )
+    .addOption(dur('--bmc-resync <duration>', 're-read every BMC this often', d.bmcResyncMs))
+    .addOption(
+      dur(
+        '--server-resync <duration>',
+        're-read the power state of idle Servers this often',
+        d.serverResyncMs,
+      ),
+    );
+}
+
+/** The `--help` text (flags with their defaults). */
+export function managerHelp(): string {
+  return command().helpInformation();
+}
+
+/** Parses manager flags (without `node` and the script). Throws `CommanderError` for bad or unknown flags and for `--help`. */
+export function parseManagerConfig(argv: readonly string[], opts: { silent?: boolean } = {}): ManagerConfig {
+  const cmd = command();
+  if (opts.silent) cmd.configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
+  cmd.parse([...argv], { from: 'user' });
+  const o = cmd.opts<{
+    kubeconfig?: string;
+    managerNamespace: string;
+    probeImage: string;
+    defaultBootPolicy: BootPolicy;
+    bootCompletionConditions: string[];
+    bootTimeout: number;
+    bootMaxAttempts: number;
+    discoveryTimeout: number;
+    discoveryMaxAttempts: number;
+    callbackAuth: CallbackAuth;
+    imageCatalog?: string;
+    imageCatalogConfigmap?: string;
+    metricsPort: number;
+    leaderElect: boolean;
+    registryAddr: string;
+    registryUrl?: string;
+    bootserverAddr: string;
+    bootserverUrl?: string;
+    objectSelector: Record<string, string>;
+    powerResendAfter: number;
+    bmcCallBudget: number;
+    bmcRequestTimeout: number;
+    bmcResync: number;
+    serverResync: number;
+  }>();
+  let configMap: ManagerConfig['imageCatalogConfigMap'];
+  if (o.imageCatalogConfigmap) {
+    const [namespace, name, ...rest] = o.imageCatalogConfigmap.split('/');
+    if (!namespace || !name || rest.length) {
+      throw new CommanderError(
+        1,
+        'manager.invalidConfigMap',
+        `--image-catalog-configmap wants namespace/name, got ${o.imageCatalogConfigmap}`,
+      );
+    }
+    configMap = { namespace, name };
+  }
+  if (o.imageCatalog && configMap) {
+    throw new CommanderError(
+      1,
+      'manager.conflictingCatalog',
+      '--image-catalog and --image-catalog-configmap exclude each other',
+    );
+  }
+  const addr = (flag: string, v: string): [string, number] => {
+    try {
+      return splitAddr(v);
+    } catch {
+      throw new CommanderError(1, 'manager.invalidAddress', `${flag}: bad address ${v}`);
+    }
+  };
+  const [rHost, rPort] = addr('--registry-addr', o.registryAddr);
+  const [bHost, bPort] = addr('--bootserver-addr', o.bootserverAddr);
+  return {
+    kubeconfig: o.kubeconfig,
+    controllers: {
+      managerNamespace: o.managerNamespace,
+      probeImage: o.probeImage,
+      defaultBootPolicy: o.defaultBootPolicy,
+      bootCompletionConditions: o.bootCompletionConditions,
+      bootTimeoutMs: o.bootTimeout,
+      bootMaxAttempts: o.bootMaxAttempts,
+      discoveryTimeoutMs: o.discoveryTimeout,
+      discoveryMaxAttempts: o.discoveryMaxAttempts,
+      powerActionResendMs: o.powerResendAfter,
+      bmcResyncMs: o.bmcResync,
+      serverResyncMs: o.serverResync,
+      bmc: {
+        ...DEFAULT_CONTROLLER_CONFIG.bmc,
+        callBudgetMs: o.bmcCallBudget,
+        requestTimeoutMs: o.bmcRequestTimeout,
+      },
+      scopeLabels: o.objectSelector,
+    },
+    callbackAuth: o.callbackAuth,
+    imageCatalogFile: o.imageCatalog,
+    imageCatalogConfigMap: configMap,
+    metricsPort: o.metricsPort,
+    leaderElect: o.leaderElect,
+    registry: { host: rHost, port: rPort, url: o.registryUrl },
+    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+  };
+}
+
+export interface RunningManager {
+  config: ManagerConfig;
+  manager: Manager;
+  registryUrl: string;
+  bootServerUrl: string;
+  /** Port of /metrics, /healthz, /readyz. */
+  metricsPort: number | undefined;
+  /** Stops the servers and the manager (controllers drain, Lease released). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Parses `argv`, starts the manager (informers synced, controllers running or campaigning), the
+ * registry and the boot server, and resolves once all listen. Throws `CommanderError` for bad flags,
+ * and errors of loading the kubeconfig or the image catalog file.
+ */
+export async function runManager(
+  argv: readonly string[],
+  opts: { kubeConfig?: KubeConfig; log?: pino.Logger } = {},
+): Promise<RunningManager> {
+  const cfg = parseManagerConfig(argv);
+  const log = opts.log ?? newLogger('metal-operator');
+  const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
+  const mgr = new Manager({
+    kubeConfig,
+    name: 'metal-operator',
+    leaderElection: cfg.leaderElect ? { namespace: cfg.controllers.managerNamespace } : false,
+    metricsPort: cfg.metricsPort,
+    log,
+  });
+  let catalog: ImageCatalogSource;
+  if (cfg.imageCatalogFile) catalog = ImageCatalogSource.fromFile(cfg.imageCatalogFile, log);
+  else if (cfg.imageCatalogConfigMap) {
+    const { namespace, name } = cfg.imageCatalogConfigMap;
+    catalog = ImageCatalogSource.fromConfigMap(
+      mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace }),
+      name,
+      log,
+    );
+  } else {
+    log.warn(
+      'no image catalog (--image-catalog or --image-catalog-configmap): every boot configuration will be in Error',
+    );
+    catalog = ImageCatalogSource.empty(log);
+  }
+  const setup = setupControllers(mgr, { config: cfg.controllers, catalog });
+  await mgr.start();
+  const sources = {
+    client: mgr.client,
+    servers: setup.servers,
+    sbcs: setup.sbcs,
+    secrets: setup.callbackSecrets,
+    events: mgr.events,
+  };
+  const registry = await startRegistry({
+    ...sources,
+    log: log.child({ component: 'registry' }),
+    host: cfg.registry.host,
+    port: cfg.registry.port,
+    callbackAuth: cfg.callbackAuth,
+    metrics: mgr.metrics.registry,
+  });
+  const registryUrl = cfg.registry.url ?? reachable(registry.url);
+  const bootServer = await startBootServer({
+    ...sources,
+    log: log.child({ component: 'bootserver' }),
+    host: cfg.bootServer.host,
+    port: cfg.bootServer.port,
+    externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port),
+    registryUrl,
+    catalog: () => catalog.current(),
+    metrics: mgr.metrics.registry,
+  });
+  const bootServerUrl = cfg.bootServer.url ?? reachable(bootServer.url);
+  log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
+  let stopping: Promise<void> | undefined;
+  return {
+    config: cfg,
+    manager: mgr,
+    registryUrl,
+    bootServerUrl,
+    metricsPort: mgr.healthPort,
+    stop() {
+      stopping ??= (async () => {
+        await closeWithin(SERVER_CLOSE_GRACE_MS, [registry.close(), bootServer.close()], log);
+        await mgr.stop();
+        await setup.connections.closeAll();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * How long stopping waits for the registry and boot server to close. Fastify waits for every
+ * keep-alive connection that was busy when close began (up to its 72 s keep-alive timeout); a
+ * stopping manager need not: its exit closes them.
+ */
+const SERVER_CLOSE_GRACE_MS = 5_000;
+
+async function closeWithin(ms: number, closing: Promise<unknown>[], log: pino.Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((ok) => {
+    timer = setTimeout(() => ok('late'), ms);
+  });
+  const outcome = await Promise.race([Promise.allSettled(closing), late]);
+  clearTimeout(timer);
+  if (outcome === 'late')
+    log.warn({ graceMs: ms }, 'registry / boot server still draining connections; stopping anyway');
+}
+
+/** A URL hosts can use for a listen URL: the wildcard address becomes 127.0.0.1 (right for a local stack; behind a Service pass --registry-url / --bootserver-url). */
+function reachable(url: string): string {
+  const u = new URL(url);
+  if (u.hostname === '0.0.0.0' || u.hostname === '[::]') u.hostname = '127.0.0.1';
+  return u.origin;
+}
+
+/** The boot server's URL for its scripts when its port is known before it listens; otherwise it uses its bound URL. */
+function plannedUrl(host: string, port: number): string | undefined {
+  return port === 0 ? undefined : reachable(`http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+}
+
+async function main(): Promise<void> {
+  let running: RunningManager;
+  try {
+    running = await runManager(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof CommanderError) process.exit(err.exitCode);
+    throw err;
+  }
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(sig, () => {
+      void running.stop().finally(() => process.exit(0));
+    });
+  }
+}
+
+const invoked = process.argv[1] ? realpathSync(process.argv[1]) : '';
+if (invoked === realpathSync(fileURLToPath(import.meta.url))) await main();

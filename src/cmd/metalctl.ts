@@ -1,0 +1,90 @@
+#!/usr/bin/env node
+/**
+ * metalctl: the local stack and a fleet view.
+ *
+ * - `local up [--servers 2] [--backend qemu|sim]`: builds what is missing, starts (as a background
+ *   daemon) control plane, manager, virtual BMC with N machines, BMC objects and image catalog,
+ *   waits for discovery, applies an example ServerClaim and shows a live table until it is Booted.
+ * - `local down`, `local status`; `local serve` is the daemon itself.
+ * - `get servers|claims`: kubectl-like columns. `boots <claim> [--watch]`: the claim's signal timeline.
+ *
+ * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import {
+  bootsCommand,
+  getCommand,
+  localDown,
+  localServe,
+  localStatus,
+  localUp,
+} from '../localstack/commands.js';
+import { defaultLocalDir } from '../localstack/local-state.js';
+
+const int = (min: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`must be an integer >= ${min}`);
+  return n;
+};
+
+const program = new Command('metalctl')
+  .description('metal-operator: local stack and fleet view')
+  .showHelpAfterError();
+const local = program.command('local').description('run the whole system on this machine');
+const dirOpt = () =>
+  new Option('--dir <path>', 'state and work folder of the local stack').default(defaultLocalDir());
+
+local
+  .command('up')
+  .description(
+    'start the local stack (or reuse a running one), boot an example claim, show the fleet until it is Booted',
+  )
+  .addOption(dirOpt())
+  .option('--servers <n>', 'machines behind the virtual BMC', int(1), 2)
+  .addOption(
+    new Option('--backend <backend>', 'qemu: VMs with iPXE firmware; sim: simulated hosts')
+      .choices(['qemu', 'sim'])
+      .default('qemu'),
+  )
+  .option('--timeout <seconds>', 'give up after this many seconds', int(1), 900)
+  .option('--no-claim', 'do not apply the example ServerClaim')
+  .action(async (o) => process.exit(await localUp(o)));
+
+local
+  .command('serve', { hidden: true })
+  .addOption(dirOpt())
+  .option('--servers <n>', 'machines', int(1), 2)
+  .addOption(new Option('--backend <backend>').choices(['qemu', 'sim']).default('qemu'))
+  .action(async (o) => localServe(o));
+
+local
+  .command('down')
+  .description('stop everything local up started')
+  .addOption(dirOpt())
+  .action(async (o) => process.exit(await localDown(o)));
+
+local
+  .command('status')
+  .description('where the local stack runs, and its servers and claims')
+  .addOption(dirOpt())
+  .action(async (o) => process.exit(await localStatus(o)));
+
+program
+  .command('get')
+  .description('list servers or claims with kubectl-like columns')
+  .argument('<what>', 'servers | claims')
+  .option('--kubeconfig <path>', 'kubeconfig (default: the local stack, else KUBECONFIG / ~/.kube/config)')
+  .addOption(dirOpt())
+  .action(async (what, o) => process.exit(await getCommand(what, o)));
+
+program
+  .command('boots')
+  .description("timeline of a claim's boot signals, attempt by attempt")
+  .argument('<claim>', 'ServerClaim name')
+  .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
+  .option('--watch', 'keep following until the claim is Booted or out of attempts')
+  .option('--kubeconfig <path>', 'kubeconfig (default: the local stack, else KUBECONFIG / ~/.kube/config)')
+  .addOption(dirOpt())
+  .action(async (claim, o) => process.exit(await bootsCommand(claim, o)));
+
+await program.parseAsync();

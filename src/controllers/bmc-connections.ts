@@ -1,0 +1,266 @@
+/**
+ * Redfish clients for BMC objects and the Servers they manage, cached per BMC so that reconciles reuse
+ * one session and one connection pool instead of logging in every time. A client is replaced when
+ * what it was built from changes (address, credentials), and closed when its BMC goes away.
+ *
+ * Also turns the BMC layer's typed errors into condition reasons and requeue delays.
+ */
+import { createHash } from 'node:crypto';
+import type pino from 'pino';
+import type { BMC as BMCObject } from '../api/v1alpha1/bmc.js';
+import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
+import type { Endpoint } from '../api/v1alpha1/endpoint.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { BMC } from '../bmc/bmc.js';
+import {
+  BmcError,
+  BootTargetNotSupportedError,
+  RedfishAuthError,
+  RedfishBudgetExceededError,
+  RedfishHttpError,
+  RedfishTransportError,
+  ResetTypeNotSupportedError,
+} from '../bmc/errors.js';
+import { RedfishParseError } from '../bmc/parse.js';
+import { RedfishBMC } from '../bmc/redfish-bmc.js';
+import type { Informer } from '../runtime/informer.js';
+import type { BmcConnectionSettings } from './config.js';
+
+/** The BMC cannot be reached because of how it is described (missing secret, no address): a condition, not a crash. */
+export class BmcAccessError extends Error {
+  override name = 'BmcAccessError';
+  constructor(
+    /** CamelCase condition reason, e.g. `BMCSecretNotFound`. */
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A Server's system as the BMC layer addresses it. */
+export interface SystemHandle {
+  bmc: BMC;
+  /** Redfish URI of the ComputerSystem (`Server.spec.systemURI`). */
+  systemUri: string;
+}
+
+/** What went wrong with a BMC call, for conditions, Events and the requeue decision. */
+export interface BmcFailure {
+  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
+  reason: string;
+  message: string;
+  /** When to try again, ms (the BMC's `Retry-After` when it gave one). */
+  retryAfterMs: number;
+  /** False only when the BMC certainly did not act on the request. */
+  maybeApplied: boolean;
+}
+
+/** Creates the BMC client; tests and embedders may replace it. */
+export type BmcFactory = (o: {
+  endpoint: string;
+  username: string;
+  password: string;
+  settings: BmcConnectionSettings;
+  log: pino.Logger;
+}) => BMC;
+
+const defaultFactory: BmcFactory = ({ endpoint, username, password, settings, log }) =>
+  new RedfishBMC({
+    endpoint,
+    username,
+    password,
+    insecureTLS: settings.insecureTLS,
+    requestTimeoutMs: settings.requestTimeoutMs,
+    budgetMs: settings.callBudgetMs,
+    logger: log,
+  });
+
+interface Entry {
+  fingerprint: string;
+  bmc: BMC;
+}
+
+export interface BmcConnectionsOptions {
+  bmcs: Informer<BMCObject>;
+  bmcSecrets: Informer<BMCSecret>;
+  endpoints: Informer<Endpoint>;
+  settings: BmcConnectionSettings;
+  log: pino.Logger;
+  factory?: BmcFactory;
+}
+
+export class BmcConnections {
+  private readonly cache = new Map<string, Entry>();
+  private readonly factory: BmcFactory;
+
+  constructor(private readonly opts: BmcConnectionsOptions) {
+    this.factory = opts.factory ?? defaultFactory;
+  }
+
+  /** The client of a BMC object. Throws {@link BmcAccessError} when its address or credentials are missing. */
+  forBmc(bmc: BMCObject): BMC {
+    const name = bmc.metadata.name ?? '';
+    const address = this.bmcAddress(bmc);
+    const endpoint = endpointUrl(address, bmc.spec.protocol);
+    return this.client(`bmc/${name}`, endpoint, this.credentials(bmc.spec.bmcSecretRef?.name));
+  }
+
+  /**
+   * The client and system URI of a Server: through `spec.bmcRef` (the BMC controller's Servers), or
+   * the inline `spec.bmc`. Throws {@link BmcAccessError} when neither leads to a usable BMC.
+   */
+  forServer(server: Server): SystemHandle {
+    const systemUri = server.spec.systemURI;
+    if (!systemUri) throw new BmcAccessError('NoSystemURI', 'spec.systemURI is not set');
+    const ref = server.spec.bmcRef?.name;
+    if (ref) {
+      const bmc = this.opts.bmcs.get(ref);
+      if (!bmc) throw new BmcAccessError('BMCNotFound', `BMC ${ref} does not exist`);
+      return { bmc: this.forBmc(bmc), systemUri };
+    }
+    const inline = server.spec.bmc;
+    if (inline) {
+      const endpoint = endpointUrl(inline.address, inline.protocol);
+      const bmc = this.client(
+        `server/${server.metadata.name}`,
+        endpoint,
+        this.credentials(inline.bmcSecretRef?.name),
+      );
+      return { bmc, systemUri };
+    }
+    throw new BmcAccessError('NoBMC', 'the Server has neither spec.bmcRef nor spec.bmc');
+  }
+
+  /** Closes and forgets the client of BMC `name` (its object was deleted, or a login was refused). */
+  async release(name: string): Promise<void> {
+    await this.drop(`bmc/${name}`);
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.cache.keys()];
+    await Promise.all(all.map((k) => this.drop(k)));
+  }
+
+  private async drop(key: string): Promise<void> {
+    const e = this.cache.get(key);
+    this.cache.delete(key);
+    await e?.bmc.close().catch(() => undefined);
+  }
+
+  private client(key: string, endpoint: string, cred: { username: string; password: string }): BMC {
+    // The digest only tells "same inputs?" apart; credentials never leave this function.
+    const fingerprint = createHash('sha256')
+      .update(`${endpoint}\0${cred.username}\0${cred.password}`)
+      .digest('hex');
+    const cached = this.cache.get(key);
+    if (cached?.fingerprint === fingerprint) return cached.bmc;
+    if (cached) void cached.bmc.close().catch(() => undefined);
+    const bmc = this.factory({
+      endpoint,
+      ...cred,
+      settings: this.opts.settings,
+      log: this.opts.log.child({ bmcClient: key }),
+    });
+    this.cache.set(key, { fingerprint, bmc });
+    return bmc;
+  }
+
+  private bmcAddress(bmc: BMCObject): string {
+    if (bmc.spec.access?.ip) return bmc.spec.access.ip;
+    const ep = bmc.spec.endpointRef?.name;
+    if (ep) {
+      const endpoint = this.opts.endpoints.get(ep);
+      if (!endpoint) throw new BmcAccessError('EndpointNotFound', `Endpoint ${ep} does not exist`);
+      if (!endpoint.spec?.ip) throw new BmcAccessError('EndpointHasNoIP', `Endpoint ${ep} has no spec.ip`);
+      return endpoint.spec.ip;
+    }
+    if (bmc.spec.hostname) return bmc.spec.hostname;
+    throw new BmcAccessError('NoAddress', 'the BMC has neither spec.access.ip nor spec.endpointRef');
+  }
+
+  /** username/password from a BMCSecret: `data` (base64) first, `stringData` otherwise. */
+  private credentials(secretName: string | undefined): { username: string; password: string } {
+    if (!secretName) throw new BmcAccessError('BMCSecretNotSet', 'spec.bmcSecretRef.name is empty');
+    const secret = this.opts.bmcSecrets.get(secretName);
+    if (!secret) throw new BmcAccessError('BMCSecretNotFound', `BMCSecret ${secretName} does not exist`);
+    const read = (key: string): string | undefined => {
+      const b64 = secret.data?.[key];
+      if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
+      return secret.stringData?.[key];
+    };
+    const username = read('username');
+    const password = read('password');
+    if (!username || password === undefined) {
+      throw new BmcAccessError('BMCSecretIncomplete', `BMCSecret ${secretName} lacks username or password`);
+    }
+    return { username, password };
+  }
+}
+
+/**
+ * `scheme://host:port`. The scheme is `protocol.scheme` when set, else `http` for `RedfishLocal`
+ * (upstream's local emulator protocol) and `https` otherwise. IPv6 literals get brackets.
+ */
+export function endpointUrl(
+  address: string,
+  protocol: { name: string; port: number; scheme?: string },
+): string {
+  const scheme = protocol.scheme || (protocol.name === 'RedfishLocal' ? 'http' : 'https');
+  const host = address.includes(':') && !address.startsWith('[') ? `[${address}]` : address;
+  return `${scheme}://${host}:${protocol.port}`;
+}
+
+/** Maps a failure of a BMC call to a reason, a message and when to retry. */
+export function classifyBmcFailure(err: unknown): BmcFailure {
+  if (err instanceof BmcAccessError) {
+    return { reason: err.reason, message: err.message, retryAfterMs: 30_000, maybeApplied: false };
+  }
+  if (err instanceof RedfishAuthError) {
+    return {
+      reason: 'BMCAuthenticationFailed',
+      message: err.message,
+      retryAfterMs: 60_000,
+      maybeApplied: false,
+    };
+  }
+  if (err instanceof RedfishBudgetExceededError) {
+    const cause = err.cause;
+    const maybeApplied =
+      cause instanceof RedfishTransportError ? cause.maybeApplied : !(cause instanceof RedfishHttpError);
+    const timeout = cause instanceof RedfishTransportError && cause.kind === 'timeout';
+    return {
+      reason: timeout ? 'BMCTimeout' : 'BMCUnavailable',
+      message: err.message,
+      retryAfterMs: Math.max(err.retryAfterMs ?? 0, 2_000),
+      maybeApplied,
+    };
+  }
+  if (err instanceof RedfishTransportError) {
+    return {
+      reason: err.kind === 'timeout' ? 'BMCTimeout' : 'BMCUnavailable',
+      message: err.message,
+      retryAfterMs: 5_000,
+      maybeApplied: err.maybeApplied,
+    };
+  }
+  if (err instanceof RedfishHttpError) {
+    const busy = err.status === 503 || err.status === 429 || err.status >= 500;
+    return {
+      reason: busy ? 'BMCUnavailable' : 'BMCRejected',
+      message: err.message,
+      retryAfterMs: Math.max(err.retryAfterMs ?? 0, busy ? 2_000 : 30_000),
+      maybeApplied: false,
+    };
+  }
+  if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {
+    return { reason: 'BMCUnsupported', message: err.message, retryAfterMs: 5 * 60_000, maybeApplied: false };
+  }
+  if (err instanceof RedfishParseError) {
+    return { reason: 'BMCInvalidResponse', message: err.message, retryAfterMs: 60_000, maybeApplied: false };
+  }
+  if (err instanceof BmcError) {
+    return { reason: 'BMCError', message: err.message, retryAfterMs: 10_000, maybeApplied: true };
+  }
+  throw err;
+}

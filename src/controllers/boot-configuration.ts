@@ -1,0 +1,303 @@
+/**
+ * The machinery shared by discovery (Server controller) and provisioning (ServerClaim controller):
+ * a ServerBootConfiguration (SBC) with its callback Secret, one boot attempt after another, and the
+ * question "which signals arrived for the current attempt?".
+ *
+ * Contract with the registry and the boot server (DESIGN.md sections 3 and 4):
+ * - `spec.callbackSecretRef` names a Secret (label `metal.ironcore.dev/callback=true`, owned by the
+ *   SBC) with `encodeCallbackSecret(...)` data whose `attempt` equals `spec.bootAttempt`;
+ * - a new attempt: rotate the Secret, then bump `spec.bootAttempt` (bumping `metadata.generation`),
+ *   then set `status.attemptGeneration` to that generation;
+ * - a signal counts for the attempt when its `observedGeneration >= status.attemptGeneration`.
+ *
+ * Attempts are identified by an opaque key chosen by the caller (e.g. `s2a3`: series 2, attempt 3),
+ * stored in the annotation {@link ATTEMPT_KEY_ANNOTATION} in the same write that bumps
+ * `spec.bootAttempt`, so a sync after a crash knows whether the attempt it wants has begun. Every
+ * write is guarded by the object's resourceVersion: a reconcile that read a stale cache fails with
+ * 409 and retries, and never starts an attempt twice.
+ */
+import type { BootPolicy } from '../api/v1alpha1/boot-policy.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import {
+  type CallbackSecretData,
+  decodeCallbackSecret,
+  encodeCallbackSecret,
+  initialCallbackData,
+  rotateCallbackData,
+} from '../bootauth/callback-token.js';
+import { BOOT_COMPLETED_CONDITION } from '../bootserver/server.js';
+import type { SecretObject } from '../bootsignals/boot-target.js';
+import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
+import { ApiError, type KubeClient } from '../runtime/client.js';
+import { findCondition, isTrueFor } from '../runtime/conditions.js';
+import type { Informer } from '../runtime/informer.js';
+import { controllerOwnerReference, isControlledBy } from '../runtime/ownerrefs.js';
+import { type KObject, Resources, type ResourceType } from '../runtime/resource.js';
+import { applyOwnedCondition } from './owned-conditions.js';
+
+/** Annotation on an SBC: the caller's key of the attempt that `spec.bootAttempt` currently is. */
+export const ATTEMPT_KEY_ANNOTATION = 'metal.ironcore.dev/attempt-key';
+/** SBC condition owned by the ServerBootConfiguration controller; `status.state` mirrors it. */
+export const SBC_READY_CONDITION = 'Ready';
+export { BOOT_COMPLETED_CONDITION };
+
+export interface DesiredBootConfiguration {
+  name: string;
+  namespace: string;
+  /** Controller owner of the SBC (a ServerClaim, or the Server for discovery). */
+  owner: { obj: KObject; rt: ResourceType };
+  serverName: string;
+  image: string;
+  ignitionSecretName?: string;
+  bootPolicy: BootPolicy;
+  /** Identity of the wanted attempt; a different key than the SBC's starts a new attempt. */
+  attemptKey: string;
+  labels: Record<string, string>;
+}
+
+export interface AttemptSignals {
+  arrived: string[];
+  missing: string[];
+}
+
+export interface Readiness {
+  ready: boolean;
+  /** `Pending`, `Ready`, or the SBC's error reason (e.g. `ImageNotFound`). */
+  reason: string;
+  message: string;
+}
+
+/** Name of an SBC's callback Secret. */
+export function callbackSecretName(sbcName: string): string {
+  return `${sbcName.slice(0, 244)}-callback`;
+}
+
+/**
+ * The signals of `types` that are True for the SBC's current attempt, and those that are not.
+ * Order follows `types`.
+ */
+export function attemptSignals(sbc: ServerBootConfiguration, types: readonly string[]): AttemptSignals {
+  const since = sbc.status?.attemptGeneration ?? sbc.metadata.generation ?? 0;
+  const arrived: string[] = [];
+  const missing: string[] = [];
+  for (const t of types) (isTrueFor(sbc.status?.conditions, t, since) ? arrived : missing).push(t);
+  return { arrived, missing };
+}
+
+/**
+ * Whether the SBC is Ready for its current spec: `status.state` Ready and a `Ready` condition written
+ * for the current generation (so a just-bumped attempt waits for one more evaluation).
+ */
+export function bootConfigurationReadiness(sbc: ServerBootConfiguration): Readiness {
+  const cond = findCondition(sbc.status?.conditions, SBC_READY_CONDITION);
+  const fresh = !!cond && (cond.observedGeneration ?? 0) >= (sbc.metadata.generation ?? 0);
+  if (sbc.status?.state === 'Ready' && cond?.status === 'True' && fresh) {
+    return { ready: true, reason: 'Ready', message: cond.message };
+  }
+  if (sbc.status?.state === 'Error' && cond?.status === 'False') {
+    return { ready: false, reason: cond.reason, message: cond.message };
+  }
+  return { ready: false, reason: 'Pending', message: 'the boot configuration has not been evaluated yet' };
+}
+
+export class BootConfigurations {
+  constructor(
+    private readonly client: KubeClient,
+    private readonly sbcs: Informer<ServerBootConfiguration>,
+    private readonly secrets: Informer<SecretObject>,
+  ) {}
+
+  /**
+   * Makes the SBC and its callback Secret match `d`, starting a new attempt when `d.attemptKey`
+   * differs from the SBC's. Returns the SBC as stored. Throws `ApiError` 409 when the cache was stale
+   * or the name belongs to an object controlled by someone else (the caller retries), and other API
+   * errors.
+   */
+  async sync(d: DesiredBootConfiguration): Promise<ServerBootConfiguration> {
+    const secretName = callbackSecretName(d.name);
+    let sbc = this.sbcs.get(d.name, d.namespace) ?? (await this.create(d, secretName));
+    if (sbc.metadata.deletionTimestamp || !isControlledBy(sbc, d.owner.obj)) {
+      throw new ApiError(
+        `ServerBootConfiguration ${d.namespace}/${d.name} is being deleted or belongs to another owner`,
+        409,
+        {
+          reason: 'Conflict',
+        },
+      );
+    }
+    const secret = this.secrets.get(secretName, d.namespace);
+    let data = decodeCallbackSecret(secret?.data);
+    const current = sbc.spec.bootAttempt ?? 1;
+    if (!secret || !data) {
+      data = await this.writeSecret(
+        sbc,
+        secretName,
+        secret,
+        initialCallbackData(current, data?.previous ?? []),
+        d.labels,
+      );
+    }
+    const spec = desiredSpec(d, secretName);
+    if (sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION] !== d.attemptKey) {
+      sbc = await this.beginAttempt(d, sbc, secretName, spec);
+    } else {
+      if (data.attempt !== current) {
+        data = await this.writeSecret(sbc, secretName, secret, rotateCallbackData(data, current), d.labels);
+      }
+      if (specDiffers(sbc, spec)) {
+        sbc = await this.client.mergePatch<ServerBootConfiguration>(
+          Resources.ServerBootConfiguration,
+          d.name,
+          d.namespace,
+          {
+            metadata: { resourceVersion: sbc.metadata.resourceVersion },
+            spec: specPatch(spec),
+          },
+        );
+      }
+    }
+    const generation = sbc.metadata.generation ?? 1;
+    if ((sbc.status?.attemptGeneration ?? 0) < generation) {
+      // Only this code changes an SBC's spec, always for a new attempt: the attempt begins here.
+      sbc = await this.client.mergePatch<ServerBootConfiguration>(
+        Resources.ServerBootConfiguration,
+        d.name,
+        d.namespace,
+        { status: { attemptGeneration: generation } },
+        { subresource: 'status' },
+      );
+    }
+    return sbc;
+  }
+
+  /**
+   * Starts the attempt `d.attemptKey`: rotates the token to `bootAttempt + 1`, then bumps
+   * `spec.bootAttempt` together with the key annotation. Reads both objects fresh (this runs once
+   * per attempt), so a lagging cache can neither skip nor repeat the rotation.
+   */
+  private async beginAttempt(
+    d: DesiredBootConfiguration,
+    cached: ServerBootConfiguration,
+    secretName: string,
+    spec: ServerBootConfiguration['spec'],
+  ): Promise<ServerBootConfiguration> {
+    const sbc =
+      (await this.client.get<ServerBootConfiguration>(
+        Resources.ServerBootConfiguration,
+        d.name,
+        d.namespace,
+      )) ?? cached;
+    if (sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION] === d.attemptKey) return sbc;
+    const next = (sbc.spec.bootAttempt ?? 1) + 1;
+    const secret = await this.client.get<SecretObject>(Resources.Secret, secretName, d.namespace);
+    const data = decodeCallbackSecret(secret?.data) ?? initialCallbackData(next - 1);
+    if (data.attempt < next)
+      await this.writeSecret(sbc, secretName, secret, rotateCallbackData(data, next), d.labels);
+    return this.client.mergePatch<ServerBootConfiguration>(
+      Resources.ServerBootConfiguration,
+      d.name,
+      d.namespace,
+      {
+        metadata: {
+          resourceVersion: sbc.metadata.resourceVersion,
+          annotations: { [ATTEMPT_KEY_ANNOTATION]: d.attemptKey },
+        },
+        spec: { ...specPatch(spec), bootAttempt: next },
+      },
+    );
+  }
+
+  /** Sets the SBC's `BootCompleted` condition (read by the boot server for NetBootOnce). */
+  async setBootCompleted(sbc: ServerBootConfiguration, completed: boolean, message: string): Promise<void> {
+    await applyOwnedCondition(this.client, Resources.ServerBootConfiguration, sbc, {
+      type: BOOT_COMPLETED_CONDITION,
+      status: completed ? 'True' : 'False',
+      reason: completed ? 'ClaimBooted' : 'Provisioning',
+      message,
+    });
+  }
+
+  /** Deletes the SBC and its callback Secret (idempotent). */
+  async delete(name: string, namespace: string): Promise<void> {
+    await this.client.delete(Resources.ServerBootConfiguration, name, namespace);
+    await this.client.delete(Resources.Secret, callbackSecretName(name), namespace);
+  }
+
+  private async create(d: DesiredBootConfiguration, secretName: string): Promise<ServerBootConfiguration> {
+    try {
+      return await this.client.create<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
+        apiVersion: 'metal.ironcore.dev/v1alpha1',
+        kind: 'ServerBootConfiguration',
+        metadata: {
+          name: d.name,
+          namespace: d.namespace,
+          labels: d.labels,
+          annotations: { [ATTEMPT_KEY_ANNOTATION]: d.attemptKey },
+          ownerReferences: [controllerOwnerReference(d.owner.obj, d.owner.rt)],
+        },
+        spec: { ...desiredSpec(d, secretName), bootAttempt: 1 },
+      });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.conflict)) throw err;
+      const existing = await this.client.get<ServerBootConfiguration>(
+        Resources.ServerBootConfiguration,
+        d.name,
+        d.namespace,
+      );
+      if (!existing) throw err;
+      return existing;
+    }
+  }
+
+  /** Creates or replaces (resourceVersion-guarded) the callback Secret; returns what was written. */
+  private async writeSecret(
+    sbc: ServerBootConfiguration,
+    name: string,
+    existing: SecretObject | undefined,
+    data: CallbackSecretData,
+    labels: Record<string, string>,
+  ): Promise<CallbackSecretData> {
+    const body: SecretObject = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name,
+        namespace: sbc.metadata.namespace,
+        labels: { ...labels, [CALLBACK_SECRET_LABEL]: 'true' },
+        ownerReferences: [controllerOwnerReference(sbc, Resources.ServerBootConfiguration)],
+        ...(existing ? { resourceVersion: existing.metadata.resourceVersion } : {}),
+      },
+      type: 'Opaque',
+      data: encodeCallbackSecret(data),
+    };
+    if (existing) await this.client.update(Resources.Secret, body);
+    else await this.client.create(Resources.Secret, body);
+    return data;
+  }
+}
+
+function desiredSpec(d: DesiredBootConfiguration, secretName: string): ServerBootConfiguration['spec'] {
+  return {
+    serverRef: { name: d.serverName },
+    image: d.image,
+    ...(d.ignitionSecretName ? { ignitionSecretRef: { name: d.ignitionSecretName } } : {}),
+    bootPolicy: d.bootPolicy,
+    callbackSecretRef: { name: secretName },
+  };
+}
+
+/** Merge-patch form of a desired spec: an unwanted ignition reference is removed, not kept. */
+function specPatch(spec: ServerBootConfiguration['spec']): Record<string, unknown> {
+  return { ...spec, ignitionSecretRef: spec.ignitionSecretRef ?? null };
+}
+
+function specDiffers(sbc: ServerBootConfiguration, want: ServerBootConfiguration['spec']): boolean {
+  const s = sbc.spec;
+  return (
+    s.serverRef?.name !== want.serverRef.name ||
+    s.image !== want.image ||
+    (s.ignitionSecretRef?.name || undefined) !== (want.ignitionSecretRef?.name || undefined) ||
+    s.bootPolicy !== want.bootPolicy ||
+    s.callbackSecretRef?.name !== want.callbackSecretRef?.name
+  );
+}

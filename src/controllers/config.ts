@@ -1,0 +1,78 @@
+/**
+ * Settings shared by the controllers, filled from the manager's flags (src/cmd/manager.ts). Durations
+ * are milliseconds.
+ */
+import type { BootPolicy } from '../api/v1alpha1/boot-policy.js';
+import { BootSignal } from '../api/v1alpha1/boot-policy.js';
+
+export interface BmcConnectionSettings {
+  /** Timeout of one HTTP request to a BMC, ms. */
+  requestTimeoutMs: number;
+  /**
+   * Budget of one BMC call made from a reconcile (all retries and backoff), ms. Kept short so that a
+   * slow or failing BMC never holds a worker for long: the reconcile requeues and tries again.
+   */
+  callBudgetMs: number;
+  /** Accept self-signed BMC certificates (most BMCs ship one). */
+  insecureTLS: boolean;
+}
+
+export interface ControllerConfig {
+  /** Namespace of discovery ServerBootConfigurations and their callback Secrets. */
+  managerNamespace: string;
+  /** Image (catalog name) booted for discovery; its catalog entry should have `mode: probe`. */
+  probeImage: string;
+  defaultBootPolicy: BootPolicy;
+  /** SBC condition types that must all be True for the current attempt (claim default). */
+  bootCompletionConditions: string[];
+  /** Per-attempt boot deadline of claims, ms. */
+  bootTimeoutMs: number;
+  bootMaxAttempts: number;
+  /** Per-attempt discovery deadline, ms. */
+  discoveryTimeoutMs: number;
+  discoveryMaxAttempts: number;
+  /**
+   * How long a requested power state may take to show in the BMC's `PowerState` before the action is
+   * sent again, ms. Longer than the slowest BMC transition (boot-flow case C09: 90 s).
+   */
+  powerActionResendMs: number;
+  /** Re-read BMCs (systems, firmware) this often, ms. */
+  bmcResyncMs: number;
+  /** Re-read a Server's power state this often when nothing else happens, ms. */
+  serverResyncMs: number;
+  bmc: BmcConnectionSettings;
+  /**
+   * Equality labels every watched object must carry (`--object-selector`), also put on every object
+   * the controllers create, so several operator instances can share one cluster. Empty: watch all.
+   */
+  scopeLabels: Record<string, string>;
+}
+
+export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
+  managerNamespace: 'metal-operator-system',
+  probeImage: 'metal/probe:latest',
+  defaultBootPolicy: 'NetBootAlways',
+  bootCompletionConditions: [BootSignal.BootStateReceived],
+  bootTimeoutMs: 15 * 60_000,
+  bootMaxAttempts: 3,
+  discoveryTimeoutMs: 10 * 60_000,
+  discoveryMaxAttempts: 3,
+  powerActionResendMs: 120_000,
+  bmcResyncMs: 10 * 60_000,
+  serverResyncMs: 5 * 60_000,
+  bmc: { requestTimeoutMs: 5_000, callBudgetMs: 8_000, insecureTLS: true },
+  scopeLabels: {},
+};
+
+/** `k=v,k2=v2` label selector of `labels` (empty string when there are none). */
+export function selectorOf(labels: Record<string, string>): string {
+  return Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+}
+
+/** Joins label selectors, skipping empty ones; `undefined` when all are empty. */
+export function joinSelectors(...parts: (string | undefined)[]): string | undefined {
+  const s = parts.filter((p) => !!p).join(',');
+  return s || undefined;
+}

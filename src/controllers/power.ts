@@ -1,0 +1,224 @@
+/**
+ * Power actions on a Server's system that never block a reconcile: an action is sent, the reconcile
+ * requeues, and the next pass reads `PowerState` (DESIGN.md section 5). A BMC whose `PowerState`
+ * lags the action by a minute or more (boot-flow case C09) is not sent the same action again until
+ * `powerActionResendMs` has passed; what is pending, and why, is the Server's
+ * `PowerActionPending` condition.
+ *
+ * Used by the Server controller (discovery, Available servers) and the ServerClaim controller
+ * (claimed servers); both write `PowerActionPending` through the same field manager.
+ */
+import type pino from 'pino';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { PowerState, ResetType } from '../bmc/bmc.js';
+import { isTransitionalPowerState } from '../bmc/bmc.js';
+import type { KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
+import type { EventRecorder } from '../runtime/events.js';
+import { Resources } from '../runtime/resource.js';
+import type { BmcConnections, BmcFailure } from './bmc-connections.js';
+import { classifyBmcFailure } from './bmc-connections.js';
+import { applyOwnedCondition } from './owned-conditions.js';
+
+/** Server condition: True while a power action is requested but not yet visible, or cannot be sent. */
+export const POWER_PENDING_CONDITION = 'PowerActionPending';
+
+export type PowerGoal = 'On' | 'Off';
+
+export interface PowerProgress {
+  /** The BMC reports the goal state. */
+  reached: boolean;
+  /** Last PowerState read, `undefined` when the BMC could not be read. */
+  state: PowerState | undefined;
+  /** When to look again, ms; set whenever `reached` is false. */
+  requeueAfterMs?: number;
+  /** What is pending, for claim conditions. */
+  pending?: string;
+}
+
+export type BootActionResult =
+  | { ok: true; sent: ResetType | undefined; overrideSet: boolean }
+  | { ok: false; failure: BmcFailure };
+
+export interface PowerActionsOptions {
+  client: KubeClient;
+  connections: BmcConnections;
+  events: EventRecorder;
+  log: pino.Logger;
+  /** How long a requested state may take to show before the action is sent again, ms. */
+  resendAfterMs: number;
+}
+
+interface SentAction {
+  goal: PowerGoal;
+  at: number;
+}
+
+const SERVER_EVENT = { apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' } as const;
+
+export class PowerActions {
+  /** Last action sent per Server name; after a restart the pending condition stands in for it. */
+  private readonly sent = new Map<string, SentAction>();
+
+  constructor(private readonly o: PowerActionsOptions) {}
+
+  /** One read of `PowerState`, also stored in `status.powerState`. Throws BMC errors and {@link BmcAccessError}. */
+  async observe(server: Server): Promise<PowerState> {
+    const h = this.o.connections.forServer(server);
+    const state = await h.bmc.powerState(h.systemUri);
+    await this.recordState(server, state);
+    return state;
+  }
+
+  /**
+   * Moves the system towards `goal` without waiting: reads `PowerState`, sends `On` / `ForceOff` when
+   * needed and not sent within `resendAfterMs`, and reports progress. BMC failures are reported in
+   * the result and the Server's `PowerActionPending` condition, never thrown; API errors are thrown.
+   */
+  async ensure(server: Server, goal: PowerGoal): Promise<PowerProgress> {
+    const name = server.metadata.name ?? '';
+    let state: PowerState;
+    try {
+      state = await this.observe(server);
+    } catch (err) {
+      return this.failed(server, `reading PowerState (want ${goal})`, classifyBmcFailure(err));
+    }
+    if (state === goal) {
+      this.sent.delete(name);
+      await this.setPending(server, undefined);
+      return { reached: true, state };
+    }
+    const now = Date.now();
+    const prior = this.sent.get(name) ?? this.fromCondition(server);
+    if (prior && prior.goal === goal && now - prior.at < this.o.resendAfterMs) {
+      const pending = `${goal} requested at ${new Date(prior.at).toISOString()}; BMC still reports ${state}`;
+      await this.setPending(server, { reason: `WaitingForPower${goal}`, message: pending, since: prior.at });
+      return { reached: false, state, requeueAfterMs: pollDelay(now - prior.at), pending };
+    }
+    if (isTransitionalPowerState(state) && !prior) {
+      // Someone else's transition: let it finish before deciding.
+      const pending = `BMC reports ${state}; waiting before requesting ${goal}`;
+      await this.setPending(server, { reason: 'WaitingForTransition', message: pending });
+      return { reached: false, state, requeueAfterMs: 2_000, pending };
+    }
+    const h = this.o.connections.forServer(server);
+    try {
+      const res = goal === 'On' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.forceOff(h.systemUri);
+      this.sent.set(name, { goal, at: now });
+      this.log(server).info({ goal, sent: res.sent, observed: res.observed }, 'power action sent');
+      if (res.sent)
+        this.o.events.event(
+          { ...server, ...SERVER_EVENT },
+          'Normal',
+          `Power${goal}`,
+          `${res.sent} sent to the BMC (PowerState was ${res.observed})`,
+        );
+    } catch (err) {
+      const f = classifyBmcFailure(err);
+      if (f.maybeApplied) this.sent.set(name, { goal, at: now });
+      return this.failed(server, `requesting ${goal}`, f);
+    }
+    const pending = `${goal} requested at ${new Date(now).toISOString()}; BMC reports ${state}`;
+    await this.setPending(server, { reason: `WaitingForPower${goal}`, message: pending, since: now });
+    return { reached: false, state, requeueAfterMs: pollDelay(0), pending };
+  }
+
+  /**
+   * Starts a boot: with `netboot`, a one-time network boot override (`Pxe`, `Once`) first; then `On`
+   * when `observed` is Off, a forced restart when it is On (a power cycle). Returns the BMC failure
+   * instead of throwing it, so the caller can undo its recorded intent when nothing was applied.
+   */
+  async boot(server: Server, opts: { netboot: boolean; observed: PowerState }): Promise<BootActionResult> {
+    const name = server.metadata.name ?? '';
+    let overrideSet = false;
+    try {
+      const h = this.o.connections.forServer(server);
+      if (opts.netboot) {
+        await h.bmc.setBootOverride(h.systemUri, { target: 'Pxe', enabled: 'Once' });
+        overrideSet = true;
+      }
+      const res =
+        opts.observed === 'Off' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.restart(h.systemUri);
+      this.sent.set(name, { goal: 'On', at: Date.now() });
+      await this.setPending(server, undefined);
+      const how = opts.netboot ? 'network boot (Pxe, Once)' : 'boot from disk';
+      this.log(server).info(
+        { sent: res.sent, observed: res.observed, netboot: opts.netboot },
+        'boot started',
+      );
+      this.o.events.event(
+        { ...server, ...SERVER_EVENT },
+        'Normal',
+        'BootStarted',
+        `${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
+      );
+      return { ok: true, sent: res.sent, overrideSet };
+    } catch (err) {
+      const f = classifyBmcFailure(err);
+      // An override that was set but not used does no harm: the next attempt sets it again.
+      if (!overrideSet) f.maybeApplied = false;
+      await this.failed(server, opts.netboot ? 'starting a network boot' : 'starting a boot', f);
+      return { ok: false, failure: f };
+    }
+  }
+
+  /** Forgets in-memory state of a Server (it was deleted). */
+  forget(name: string): void {
+    this.sent.delete(name);
+  }
+
+  private async failed(server: Server, what: string, f: BmcFailure): Promise<PowerProgress> {
+    const pending = `${what}: ${f.reason}: ${f.message}; retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
+    this.log(server).warn({ reason: f.reason, error: f.message }, `BMC call failed while ${what}`);
+    this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
+    await this.setPending(server, { reason: f.reason, message: pending });
+    return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending };
+  }
+
+  /** The pending action recorded in the condition (after a restart of the manager). */
+  private fromCondition(server: Server): SentAction | undefined {
+    const c = findCondition(server.status?.conditions, POWER_PENDING_CONDITION);
+    if (c === undefined) return undefined;
+    if (c.status !== 'True') return undefined;
+    const m = /^WaitingForPower(On|Off)$/.exec(c.reason);
+    const at = Date.parse(c.lastTransitionTime);
+    return m && Number.isFinite(at) ? { goal: m[1] as PowerGoal, at } : undefined;
+  }
+
+  private async setPending(
+    server: Server,
+    p: { reason: string; message: string; since?: number } | undefined,
+  ): Promise<void> {
+    const existing = findCondition(server.status?.conditions, POWER_PENDING_CONDITION);
+    if (!p && (!existing || existing.status === 'False')) return;
+    await applyOwnedCondition(
+      this.o.client,
+      Resources.Server,
+      server,
+      p
+        ? { type: POWER_PENDING_CONDITION, status: 'True', reason: p.reason, message: p.message }
+        : { type: POWER_PENDING_CONDITION, status: 'False', reason: 'NoActionPending', message: '' },
+      p?.since ? new Date(p.since) : new Date(),
+    );
+  }
+
+  private async recordState(server: Server, state: PowerState): Promise<void> {
+    if (server.status?.powerState === state) return;
+    await this.o.client.mergePatch(
+      Resources.Server,
+      server.metadata.name ?? '',
+      undefined,
+      { status: { powerState: state } },
+      { subresource: 'status' },
+    );
+  }
+
+  private log(server: Server): pino.Logger {
+    return this.o.log.child({ server: server.metadata.name, systemUUID: server.spec.systemUUID });
+  }
+}
+
+/** Poll interval while waiting for a power state: a quarter of the time waited so far, 1–15 s. */
+function pollDelay(elapsedMs: number): number {
+  return Math.min(15_000, Math.max(1_000, elapsedMs / 4));
+}

@@ -1,0 +1,139 @@
+/**
+ * Wires the controllers into a runtime Manager: the shared informers (scoped by the operator's object
+ * selector), the BMC client cache, power actions, the boot-configuration machinery, metrics, and the
+ * six controllers. The registry and the boot server read the same informers (see src/cmd/manager.ts).
+ */
+import type { BMC } from '../api/v1alpha1/bmc.js';
+import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
+import type { Endpoint } from '../api/v1alpha1/endpoint.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
+import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
+import type { Informer } from '../runtime/informer.js';
+import type { Manager } from '../runtime/manager.js';
+import { Resources } from '../runtime/resource.js';
+import { bmcIndexers, newBmcController } from './bmc.js';
+import { BmcConnections, type BmcFactory } from './bmc-connections.js';
+import { BootConfigurations } from './boot-configuration.js';
+import { type ControllerConfig, joinSelectors, selectorOf } from './config.js';
+import type { ImageCatalogSource } from './image-catalog-source.js';
+import { BootMetrics } from './metrics.js';
+import { PowerActions } from './power.js';
+import { newServerController } from './server.js';
+import { newServerBootConfigurationController } from './serverbootconfiguration.js';
+import { newServerClaimController, SERVER_BY_CLAIM_INDEX, serverByClaimIndexer } from './serverclaim.js';
+
+export interface ControllerSetup {
+  servers: Informer<Server>;
+  sbcs: Informer<ServerBootConfiguration>;
+  /** Callback Secrets (label `metal.ironcore.dev/callback=true`). */
+  callbackSecrets: Informer<SecretObject>;
+  claims: Informer<ServerClaim>;
+  bmcs: Informer<BMC>;
+  connections: BmcConnections;
+  bootMetrics: BootMetrics;
+}
+
+export interface SetupOptions {
+  config: ControllerConfig;
+  catalog: ImageCatalogSource;
+  /** Replaces the Redfish client factory (tests). */
+  bmcFactory?: BmcFactory;
+  /** Replaces the `butane` PATH lookup (tests). */
+  butaneAvailable?: () => boolean;
+}
+
+/** Registers informers and controllers on `mgr` (before or after `mgr.start()`). */
+export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSetup {
+  const cfg = opts.config;
+  const scope = selectorOf(cfg.scopeLabels) || undefined;
+  const log = mgr.log;
+  const servers = mgr.informer<Server>(Resources.Server, {
+    labelSelector: scope,
+    indexers: { [SERVER_UUID_INDEX]: serverUUIDIndexer, [SERVER_BY_CLAIM_INDEX]: serverByClaimIndexer },
+  });
+  const sbcs = mgr.informer<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
+    labelSelector: scope,
+  });
+  const callbackSecrets = mgr.informer<SecretObject>(Resources.Secret, {
+    labelSelector: joinSelectors(`${CALLBACK_SECRET_LABEL}=true`, scope),
+  });
+  const claims = mgr.informer<ServerClaim>(Resources.ServerClaim, { labelSelector: scope });
+  const bmcs = mgr.informer<BMC>(Resources.BMC, { labelSelector: scope, indexers: bmcIndexers });
+  const bmcSecrets = mgr.informer<BMCSecret>(Resources.BMCSecret, { labelSelector: scope });
+  const endpoints = mgr.informer<Endpoint>(Resources.Endpoint, { labelSelector: scope });
+
+  const connections = new BmcConnections({
+    bmcs,
+    bmcSecrets,
+    endpoints,
+    settings: cfg.bmc,
+    log,
+    factory: opts.bmcFactory,
+  });
+  const power = new PowerActions({
+    client: mgr.client,
+    connections,
+    events: mgr.events,
+    log,
+    resendAfterMs: cfg.powerActionResendMs,
+  });
+  const bootConfigs = new BootConfigurations(mgr.client, sbcs, callbackSecrets);
+  const bootMetrics = new BootMetrics(mgr.metrics.registry, () => {
+    const counts: Record<string, number> = {};
+    for (const s of servers.list()) {
+      const st = s.status?.state || 'Initial';
+      counts[st] = (counts[st] ?? 0) + 1;
+    }
+    return counts;
+  });
+  const common = { client: mgr.client, events: mgr.events, log, metrics: mgr.metrics };
+
+  mgr.add(
+    newBmcController({
+      ...common,
+      bmcs,
+      bmcSecrets,
+      endpoints,
+      servers,
+      connections,
+      resyncMs: cfg.bmcResyncMs,
+      labels: cfg.scopeLabels,
+    }),
+  );
+  mgr.add(
+    newServerController({
+      ...common,
+      servers,
+      sbcs,
+      bootConfigs,
+      power,
+      connections,
+      bootMetrics,
+      config: cfg,
+    }),
+  );
+  mgr.add(
+    newServerClaimController({
+      ...common,
+      claims,
+      servers,
+      sbcs,
+      bootConfigs,
+      power,
+      bootMetrics,
+      config: cfg,
+    }),
+  );
+  mgr.add(
+    newServerBootConfigurationController({
+      ...common,
+      sbcs,
+      catalog: opts.catalog,
+      butaneAvailable: opts.butaneAvailable,
+    }),
+  );
+  return { servers, sbcs, callbackSecrets, claims, bmcs, connections, bootMetrics };
+}

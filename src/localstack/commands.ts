@@ -1,0 +1,384 @@
+/**
+ * The actions behind `metalctl`: `local up|serve|down|status`, `get`, `boots`. Each resolves to an
+ * exit code (0 ok, 1 failed) and prints what happened; none throws for an expected failure.
+ */
+import { spawn } from 'node:child_process';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { loadKubeConfig } from '../cmd/kubeconfig.js';
+import { KubeClient } from '../runtime/client.js';
+import { Resources } from '../runtime/resource.js';
+import { REPO_ROOT } from './control-plane.js';
+import { claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
+import { type Backend, LocalStack } from './local-stack.js';
+import {
+  alive,
+  daemonPidPath,
+  progressPath,
+  readLocalState,
+  runningDaemon,
+  statePath,
+  writeLocalState,
+} from './local-state.js';
+import { OS_IMAGE } from './vm-artefacts.js';
+
+export const EXAMPLE_CLAIM = 'example';
+const EXAMPLE_NS = 'default';
+
+const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
+const stamp = (t0: number) => `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
+
+async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
+  const [servers, claims, sbcs] = await Promise.all([
+    client.list<Server>(Resources.Server),
+    client.list<ServerClaim>(Resources.ServerClaim),
+    client.list<ServerBootConfiguration>(Resources.ServerBootConfiguration),
+  ]);
+  return { servers: servers.items, claims: claims.items, sbcs: sbcs.items };
+}
+
+/** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
+export async function localServe(o: { dir: string; servers: number; backend: Backend }): Promise<void> {
+  mkdirSync(o.dir, { recursive: true });
+  writeFileSync(daemonPidPath(o.dir), String(process.pid));
+  const say = (line: string) => appendFileSync(progressPath(o.dir), `${line}\n`);
+  let stack: LocalStack | undefined;
+  const stop = async () => {
+    rmSync(statePath(o.dir), { force: true });
+    rmSync(daemonPidPath(o.dir), { force: true });
+    await stack?.stop().catch(() => undefined);
+    process.exit(0);
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  try {
+    stack = await LocalStack.start({ servers: o.servers, backend: o.backend, dir: o.dir, progress: say });
+    say(`waiting for discovery of ${o.servers} servers (probe image over iPXE, then /register)`);
+    await stack.waitForDiscovery(o.servers, 600_000, (servers) =>
+      say(
+        `discovery: ${servers.map((s) => `${s.metadata.name}=${s.status?.state ?? 'Initial'}`).join(' ') || 'no servers yet'}`,
+      ),
+    );
+    writeLocalState(o.dir, {
+      pid: process.pid,
+      kubeconfig: stack.kubeconfigPath,
+      backend: o.backend,
+      servers: o.servers,
+      bmcUrl: stack.vbmc.url,
+      registryUrl: stack.registryUrl,
+      bootServerUrl: stack.bootServerUrl,
+      metricsUrl: stack.metricsUrl,
+      managerLog: stack.managerLog,
+      startedAt: new Date().toISOString(),
+    });
+    say('READY');
+  } catch (err) {
+    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    await stack?.stop().catch(() => undefined);
+    rmSync(daemonPidPath(o.dir), { force: true });
+    process.exit(1);
+  }
+  await new Promise(() => undefined);
+}
+
+/** `local up`: start or reuse the daemon, apply the example claim, follow it to Booted. */
+export async function localUp(o: {
+  dir: string;
+  servers: number;
+  backend: Backend;
+  timeout: number;
+  claim: boolean;
+}): Promise<number> {
+  const t0 = Date.now();
+  const end = t0 + o.timeout * 1000;
+  let state = readLocalState(o.dir);
+  if (!state && runningDaemon(o.dir)) {
+    console.error(
+      `a local stack is still starting (pid ${runningDaemon(o.dir)}); wait, or run metalctl local down`,
+    );
+    return 1;
+  }
+  if (state) {
+    console.log(
+      `${stamp(t0)} reusing the running local stack (pid ${state.pid}, ${state.servers} ${state.backend} servers)`,
+    );
+  } else {
+    mkdirSync(o.dir, { recursive: true });
+    rmSync(progressPath(o.dir), { force: true });
+    const log = openSync(join(o.dir, 'serve.log'), 'a');
+    const daemon = spawn(
+      process.execPath,
+      [
+        join(REPO_ROOT, 'dist', 'src', 'cmd', 'metalctl.js'),
+        'local',
+        'serve',
+        '--dir',
+        o.dir,
+        '--servers',
+        String(o.servers),
+        '--backend',
+        o.backend,
+      ],
+      { detached: true, stdio: ['ignore', log, log] },
+    );
+    daemon.unref();
+    console.log(`${stamp(t0)} local stack starting in the background (pid ${daemon.pid}; logs in ${o.dir})`);
+    let shown = 0;
+    let lastBeat = Date.now();
+    for (;;) {
+      const lines = existsSync(progressPath(o.dir))
+        ? readFileSync(progressPath(o.dir), 'utf8').split('\n').filter(Boolean)
+        : [];
+      for (const line of lines.slice(shown)) {
+        if (line !== 'READY' && !line.startsWith('FAILED')) console.log(`${stamp(t0)} ${line}`);
+        lastBeat = Date.now();
+      }
+      shown = lines.length;
+      const failed = lines.find((l) => l.startsWith('FAILED'));
+      if (failed) {
+        console.error(`${stamp(t0)} ${failed}\n(see ${join(o.dir, 'serve.log')})`);
+        return 1;
+      }
+      if (lines.includes('READY')) break;
+      if (!alive(daemon.pid!)) {
+        console.error(`${stamp(t0)} the local stack exited; see ${join(o.dir, 'serve.log')}`);
+        return 1;
+      }
+      if (Date.now() > end) {
+        console.error(`${stamp(t0)} timed out; stopping`);
+        await localDown({ dir: o.dir });
+        return 1;
+      }
+      if (Date.now() - lastBeat > 5_000) {
+        console.log(`${stamp(t0)} … still working`);
+        lastBeat = Date.now();
+      }
+      await sleep(300);
+    }
+    state = readLocalState(o.dir)!;
+  }
+  const client = new KubeClient(kubeConfigFrom(state.kubeconfig), { fieldManager: 'metalctl' });
+  try {
+    console.log(`${stamp(t0)} servers discovered:\n${serversTable(await snapshot(client))}`);
+    if (!o.claim) return 0;
+    await applyExampleClaim(client);
+    console.log(
+      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${OS_IMAGE}, NetBootOnce); following it:`,
+    );
+    const tty = process.stdout.isTTY;
+    let lastView = '';
+    for (;;) {
+      const snap = await snapshot(client);
+      const claim = snap.claims.find(
+        (c) => c.metadata.name === EXAMPLE_CLAIM && c.metadata.namespace === EXAMPLE_NS,
+      );
+      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === 'Booted');
+      const view = `${serversTable(snap)}\n\n${claimsTable(snap)}`;
+      if (tty)
+        process.stdout.write(`\x1b[2J\x1b[H${stamp(t0)} following ${EXAMPLE_NS}/${EXAMPLE_CLAIM}\n${view}\n`);
+      else if (view.replace(/\d+m?\d*s\b/g, '') !== lastView.replace(/\d+m?\d*s\b/g, ''))
+        console.log(`${stamp(t0)}\n${view}\n`);
+      lastView = view;
+      if (booted?.status === 'True') {
+        if (tty) console.log('');
+        console.log(
+          `${stamp(t0)} ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} is Booted=True (${booted.reason})`,
+        );
+        if (!tty) console.log(view);
+        break;
+      }
+      if (booted?.reason === 'AttemptsExhausted') {
+        console.error(`${stamp(t0)} the claim ran out of attempts: ${booted.message}`);
+        return 1;
+      }
+      if (Date.now() > end) {
+        console.error(`${stamp(t0)} timed out waiting for Booted`);
+        return 1;
+      }
+      await sleep(1_000);
+    }
+    console.log(
+      `\nThe stack keeps running. kubectl works against it:\n  export KUBECONFIG=${state.kubeconfig}\n  kubectl get srv,scl,sbc,bmc -A\nStop it with: npm run metalctl -- local down`,
+    );
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+async function applyExampleClaim(client: KubeClient): Promise<void> {
+  const existing = await client.get<ServerClaim>(Resources.ServerClaim, EXAMPLE_CLAIM, EXAMPLE_NS);
+  if (existing) return;
+  const servers = (await client.list<Server>(Resources.Server)).items
+    .filter((s) => s.status?.state === 'Available')
+    .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+  if (!servers[0]) throw new Error('no Available server to claim');
+  await client.create(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: `${EXAMPLE_CLAIM}-ignition`, namespace: EXAMPLE_NS },
+    data: {
+      format: Buffer.from('ignition').toString('base64'),
+      ignition: Buffer.from(JSON.stringify({ ignition: { version: '3.4.0' } })).toString('base64'),
+    },
+  });
+  await client.create(Resources.ServerClaim, {
+    apiVersion: API_VERSION,
+    kind: 'ServerClaim',
+    metadata: { name: EXAMPLE_CLAIM, namespace: EXAMPLE_NS },
+    spec: {
+      power: 'On',
+      image: OS_IMAGE,
+      serverRef: { name: servers[0].metadata.name },
+      ignitionSecretRef: { name: `${EXAMPLE_CLAIM}-ignition` },
+      bootPolicy: 'NetBootOnce',
+      bootCompletion: { conditions: ['BootStateReceived'], timeout: '5m', maxAttempts: 3 },
+    },
+  });
+}
+
+/** `local down`: SIGTERM to the daemon, which stops every process it started; SIGKILL after 60 s. */
+export async function localDown(o: { dir: string }): Promise<number> {
+  const pid = readLocalState(o.dir)?.pid ?? runningDaemon(o.dir);
+  if (!pid) {
+    console.log('no local stack is running');
+    return 0;
+  }
+  process.kill(pid, 'SIGTERM');
+  const end = Date.now() + 60_000;
+  while (alive(pid) && Date.now() < end) await sleep(200);
+  // The daemon's children die with it (parent-death signal), whatever way it ends.
+  if (alive(pid)) process.kill(pid, 'SIGKILL');
+  rmSync(statePath(o.dir), { force: true });
+  rmSync(daemonPidPath(o.dir), { force: true });
+  console.log(`local stack (pid ${pid}) stopped`);
+  return 0;
+}
+
+export async function localStatus(o: { dir: string }): Promise<number> {
+  const state = readLocalState(o.dir);
+  if (!state) {
+    console.log('no local stack is running (metalctl local up starts one)');
+    return 1;
+  }
+  console.log(
+    [
+      `pid ${state.pid}, ${state.servers} ${state.backend} servers, up ${since(state.startedAt)}`,
+      `kubeconfig:  ${state.kubeconfig}`,
+      `virtual BMC: ${state.bmcUrl}`,
+      `registry:    ${state.registryUrl}`,
+      `boot server: ${state.bootServerUrl}`,
+      `metrics:     ${state.metricsUrl}/metrics`,
+      `manager log: ${state.managerLog}`,
+      '',
+    ].join('\n'),
+  );
+  const client = new KubeClient(kubeConfigFrom(state.kubeconfig));
+  try {
+    const snap = await snapshot(client);
+    console.log(`${serversTable(snap)}\n\n${claimsTable(snap)}`);
+  } finally {
+    await client.close();
+  }
+  return 0;
+}
+
+function kubeConfigFrom(path: string): KubeConfig {
+  return loadKubeConfig(path);
+}
+
+/** kubeconfig: the flag, else the local stack's, else the default chain. */
+function resolveKubeConfig(o: { kubeconfig?: string; dir: string }): KubeConfig {
+  if (o.kubeconfig) return loadKubeConfig(o.kubeconfig);
+  const state = readLocalState(o.dir);
+  return loadKubeConfig(state?.kubeconfig);
+}
+
+export async function getCommand(what: string, o: { kubeconfig?: string; dir: string }): Promise<number> {
+  if (!['servers', 'server', 'srv', 'claims', 'claim', 'scl'].includes(what)) {
+    console.error(`unknown kind ${what}: use servers or claims`);
+    return 2;
+  }
+  const client = new KubeClient(resolveKubeConfig(o));
+  try {
+    const snap = await snapshot(client);
+    console.log(what.startsWith('s') && what !== 'scl' ? serversTable(snap) : claimsTable(snap));
+    return 0;
+  } catch (err) {
+    console.error(String(err));
+    return 1;
+  } finally {
+    await client.close();
+  }
+}
+
+/**
+ * `boots <claim>`: prints every boot signal and claim condition as it changes, with the attempt it
+ * belongs to, e.g. `12:00:03  attempt 1  IPXEScriptFetched=True  script for attempt 1 served to …`.
+ */
+export async function bootsCommand(
+  name: string,
+  o: { namespace: string; watch?: boolean; kubeconfig?: string; dir: string },
+): Promise<number> {
+  const client = new KubeClient(resolveKubeConfig(o));
+  const seen = new Set<string>();
+  try {
+    for (;;) {
+      const claim = await client.get<ServerClaim>(Resources.ServerClaim, name, o.namespace);
+      if (!claim) {
+        console.error(`ServerClaim ${o.namespace}/${name} not found`);
+        return 1;
+      }
+      const server = claim.spec.serverRef?.name
+        ? await client.get<Server>(Resources.Server, claim.spec.serverRef.name)
+        : undefined;
+      const ref = server?.spec.bootConfigurationRef;
+      const sbc = ref
+        ? await client.get<ServerBootConfiguration>(
+            Resources.ServerBootConfiguration,
+            ref.name,
+            ref.namespace,
+          )
+        : undefined;
+      const lines: [string, string][] = [];
+      for (const c of sbc?.status?.conditions ?? []) {
+        const key = `sbc/${c.type}/${c.status}/${c.observedGeneration}/${c.lastTransitionTime}/${c.reason}`;
+        lines.push([
+          key,
+          `${c.lastTransitionTime}  sbc    gen ${c.observedGeneration ?? '-'}  ${c.type}=${c.status} (${c.reason}) ${c.message}`,
+        ]);
+      }
+      for (const c of claim.status?.conditions ?? []) {
+        const key = `claim/${c.type}/${c.status}/${c.reason}/${c.lastTransitionTime}`;
+        lines.push([
+          key,
+          `${c.lastTransitionTime}  claim  attempt ${claim.status?.boot?.attempt ?? '-'}  ${c.type}=${c.status} (${c.reason}) ${c.message}`,
+        ]);
+      }
+      for (const [key, line] of lines.sort((a, b) => a[1].localeCompare(b[1]))) {
+        if (!seen.has(key)) {
+          seen.add(key);
+          console.log(line);
+        }
+      }
+      const booted = claim.status?.conditions?.find((c) => c.type === 'Booted');
+      if (!o.watch || booted?.status === 'True' || booted?.reason === 'AttemptsExhausted') return 0;
+      await sleep(500);
+    }
+  } finally {
+    await client.close();
+  }
+}

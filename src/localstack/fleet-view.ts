@@ -1,0 +1,123 @@
+/**
+ * Tables of the fleet as an operator reads it: servers (state, power, claim, which boot signals
+ * arrived for the current attempt, time since power-on) and claims (phase, Booted reason, attempt,
+ * signals). Pure functions over API objects, shared by `metalctl get`, `local up` and `local status`.
+ */
+
+import type { Condition } from '../api/v1alpha1/schema.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+
+/** Boot signals in the order a boot produces them, with the letter shown in tables. */
+export const SIGNALS: readonly [string, string][] = [
+  ['IPXEScriptFetched', 'script'],
+  ['IgnitionDataFetched', 'ignition'],
+  ['RegistrationReceived', 'registered'],
+  ['BootStateReceived', 'booted'],
+];
+
+/** Signals of the SBC's current attempt that are True, joined by `+` (`-` when none). */
+export function currentSignals(sbc: ServerBootConfiguration | undefined): string {
+  if (!sbc) return '-';
+  const min = sbc.status?.attemptGeneration ?? 0;
+  const got = SIGNALS.filter(([type]) =>
+    (sbc.status?.conditions ?? []).some(
+      (c) => c.type === type && c.status === 'True' && (c.observedGeneration ?? 0) >= min,
+    ),
+  ).map(([, word]) => word);
+  return got.length ? got.join('+') : '-';
+}
+
+/** `12s`, `3m04s`, `1h02m`: elapsed time since an RFC 3339 timestamp (`-` when unset). */
+export function since(ts: string | undefined, now = Date.now()): string {
+  if (!ts) return '-';
+  const s = Math.max(0, Math.round((now - Date.parse(ts)) / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+function cond(conds: Condition[] | undefined, type: string): Condition | undefined {
+  return conds?.find((c) => c.type === type);
+}
+
+/** Renders rows as columns separated by three spaces, kubectl style. */
+export function renderTable(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('   ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+export interface FleetSnapshot {
+  servers: Server[];
+  claims: ServerClaim[];
+  sbcs: ServerBootConfiguration[];
+}
+
+function sbcFor(s: FleetSnapshot, server: Server): ServerBootConfiguration | undefined {
+  const ref = server.spec.bootConfigurationRef;
+  return ref
+    ? s.sbcs.find((b) => b.metadata.name === ref.name && b.metadata.namespace === ref.namespace)
+    : undefined;
+}
+
+export function serversTable(s: FleetSnapshot, now = Date.now()): string {
+  const rows = [...s.servers]
+    .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
+    .map((srv) => {
+      const sbc = sbcFor(s, srv);
+      const claim = srv.spec.serverClaimRef;
+      const claimObj = claim
+        ? s.claims.find((c) => c.metadata.name === claim.name && c.metadata.namespace === claim.namespace)
+        : undefined;
+      const poweredOn = claimObj?.status?.boot?.poweredOnAt;
+      return [
+        srv.metadata.name ?? '',
+        srv.spec.systemUUID,
+        srv.status?.state ?? '-',
+        srv.status?.powerState ?? '-',
+        claim ? `${claim.namespace}/${claim.name}` : '-',
+        sbc ? String(sbc.spec.bootAttempt ?? 1) : '-',
+        currentSignals(sbc),
+        since(poweredOn, now),
+      ];
+    });
+  return renderTable(
+    ['NAME', 'SYSTEMUUID', 'STATE', 'POWER', 'CLAIM', 'ATTEMPT', 'SIGNALS', 'SINCE-POWER-ON'],
+    rows,
+  );
+}
+
+export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
+  const rows = [...s.claims]
+    .sort((a, b) =>
+      `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(
+        `${b.metadata.namespace}/${b.metadata.name}`,
+      ),
+    )
+    .map((c) => {
+      const booted = cond(c.status?.conditions, 'Booted');
+      const server = c.spec.serverRef?.name
+        ? s.servers.find((x) => x.metadata.name === c.spec.serverRef?.name)
+        : undefined;
+      return [
+        c.metadata.namespace ?? '',
+        c.metadata.name ?? '',
+        c.spec.serverRef?.name || '-',
+        c.status?.phase ?? '-',
+        booted ? `${booted.status}/${booted.reason}` : '-',
+        String(c.status?.boot?.attempt ?? '-'),
+        currentSignals(server ? sbcFor(s, server) : undefined),
+        since(c.status?.boot?.poweredOnAt, now),
+      ];
+    });
+  return renderTable(
+    ['NAMESPACE', 'NAME', 'SERVER', 'PHASE', 'BOOTED', 'ATTEMPT', 'SIGNALS', 'SINCE-POWER-ON'],
+    rows,
+  );
+}

@@ -1,0 +1,259 @@
+/**
+ * The whole system on one machine: a control plane (etcd + kube-apiserver on loopback), the CRDs,
+ * the manager as its own process (controllers + registry + boot server), a virtual BMC whose
+ * systems are QEMU VMs with iPXE firmware (`qemu`) or simulated hosts (`sim`), the BMC objects that
+ * point at it and the image catalog of the local boot artefacts. Used by `metalctl local up`, the
+ * end-to-end tests and the benchmarks; `stop()` ends every process it started and removes its files.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type pino from 'pino';
+import { API_VERSION } from '../api/v1alpha1/schema.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import { KubeClient } from '../runtime/client.js';
+import { Resources } from '../runtime/resource.js';
+import type { Host } from '../virtualbmc/host.js';
+import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
+import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
+import { createSimFleet } from '../virtualbmc/sim-fleet.js';
+import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
+import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
+
+export type Backend = 'qemu' | 'sim';
+
+export interface LocalStackOptions {
+  servers: number;
+  backend: Backend;
+  /** Work folder: logs, kubeconfig copy, image catalog, VM disks. Created if missing. */
+  dir: string;
+  /** Extra manager flags (e.g. `--boot-timeout=30s`). */
+  managerArgs?: string[];
+  /** Progress lines (each step that takes longer than a second announces itself). */
+  progress?: (line: string) => void;
+  /** Log of the virtual BMC (silent when unset). */
+  log?: pino.Logger;
+  /** Sim back end only: simulated firmware and kernel times in ms. */
+  simTiming?: { firmwareMs?: number; kernelMs?: number };
+}
+
+/** Namespace of the manager's own objects (discovery boot configurations, leader Lease). */
+export const MANAGER_NAMESPACE = 'metal-system';
+export const BMC_NAME = 'local-bmc';
+const BMC_USER = 'admin';
+
+export class LocalStack {
+  private constructor(
+    readonly opts: LocalStackOptions,
+    readonly cp: ControlPlane,
+    readonly client: KubeClient,
+    readonly vbmc: VirtualBmc,
+    readonly hosts: Host[],
+    readonly manager: ChildProcess,
+    readonly managerLog: string,
+    readonly registryUrl: string,
+    readonly bootServerUrl: string,
+    readonly metricsUrl: string,
+  ) {}
+
+  get kubeconfigPath(): string {
+    return this.cp.kubeconfigPath;
+  }
+
+  /** Starts everything and creates the BMC objects; resolves before discovery finished. */
+  static async start(opts: LocalStackOptions): Promise<LocalStack> {
+    const say = opts.progress ?? (() => undefined);
+    mkdirSync(opts.dir, { recursive: true });
+    let artefacts = '';
+    if (opts.backend === 'qemu') {
+      say('building VM boot artefacts (Debian kernel + busybox initramfs; cached after the first run)');
+      artefacts = buildVmArtefacts();
+    } else {
+      // Sim hosts do not download kernels; the catalog still needs files that exist.
+      artefacts = join(opts.dir, 'sim-artefacts');
+      mkdirSync(artefacts, { recursive: true });
+      writeFileSync(join(artefacts, 'vmlinuz'), 'sim');
+      writeFileSync(join(artefacts, 'initramfs.cpio.gz'), 'sim');
+    }
+    const catalog = writeImageCatalog(artefacts, join(opts.dir, 'images.yaml'));
+    say('starting etcd and kube-apiserver (built from their Go modules on first use), installing CRDs');
+    const cp = await ControlPlane.start();
+    const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
+    try {
+      const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
+      await client.create(Resources.Namespace, {
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: { name: MANAGER_NAMESPACE },
+      });
+      const [registryPort, bootPort, metricsPort] = (await freePorts(3)) as [number, number, number];
+      // VMs on QEMU user networking reach the host's loopback as 10.0.2.2.
+      const guestHost = opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
+      const registryUrl = `http://${guestHost}:${registryPort}`;
+      const bootServerUrl = `http://${guestHost}:${bootPort}`;
+      const localBootUrl = `http://127.0.0.1:${bootPort}`;
+
+      say(
+        `starting ${opts.servers} ${opts.backend === 'qemu' ? 'QEMU VMs (iPXE firmware, TCG)' : 'simulated hosts'} behind a virtual BMC`,
+      );
+      let hosts: Host[];
+      let closeFleet: () => Promise<void> = async () => undefined;
+      if (opts.backend === 'qemu') {
+        hosts = Array.from(
+          { length: opts.servers },
+          (_, i) =>
+            new QemuHost(qemuHostIdentity(i), {
+              bootServerUrl: localBootUrl,
+              workDir: join(opts.dir, `vm-${i}`),
+            }),
+        );
+      } else {
+        const fleet = createSimFleet({
+          count: opts.servers,
+          bootServerUrl: localBootUrl,
+          uuidCase: 'upper',
+          timing: {
+            firmwareMs: opts.simTiming?.firmwareMs ?? 200,
+            kernelMs: opts.simTiming?.kernelMs ?? 500,
+          },
+          logger: opts.log,
+        });
+        hosts = fleet.hosts;
+        closeFleet = () => fleet.close();
+      }
+      const password = Math.random().toString(36).slice(2);
+      const vbmc = await startVirtualBmc({ hosts, username: BMC_USER, password, port: 0, logger: opts.log });
+      cleanup.unshift(async () => {
+        await vbmc.close();
+        await closeFleet();
+      });
+
+      say('starting the manager (controllers, registry, boot server)');
+      const managerLog = join(opts.dir, 'manager.log');
+      const fd = openSync(managerLog, 'a');
+      const manager = spawn(
+        'setpriv',
+        [
+          '--pdeathsig',
+          'KILL',
+          '--',
+          process.execPath,
+          join(REPO_ROOT, 'dist', 'src', 'cmd', 'manager.js'),
+          `--kubeconfig=${cp.kubeconfigPath}`,
+          `--manager-namespace=${MANAGER_NAMESPACE}`,
+          `--image-catalog=${catalog}`,
+          `--probe-image=${PROBE_IMAGE}`,
+          `--registry-addr=127.0.0.1:${registryPort}`,
+          `--registry-url=${registryUrl}`,
+          `--bootserver-addr=127.0.0.1:${bootPort}`,
+          `--bootserver-url=${bootServerUrl}`,
+          `--metrics-port=${metricsPort}`,
+          ...(opts.managerArgs ?? []),
+        ],
+        { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
+      );
+      closeSync(fd);
+      cleanup.unshift(() => stopChild(manager));
+      const metricsUrl = `http://127.0.0.1:${metricsPort}`;
+      await waitFor('manager ready', 60_000, async () => {
+        if (manager.exitCode !== null)
+          throw new Error(`manager exited (${manager.exitCode}); see ${managerLog}`);
+        try {
+          return (await fetch(`${metricsUrl}/readyz`)).status === 200;
+        } catch {
+          return false;
+        }
+      }).catch((err) => {
+        throw new Error(`${String(err)}\n${tail(managerLog)}`);
+      });
+
+      say(`creating BMC ${BMC_NAME} (Redfish at ${vbmc.url}) and its credentials`);
+      await client.create(Resources.BMCSecret, {
+        apiVersion: API_VERSION,
+        kind: 'BMCSecret',
+        metadata: { name: `${BMC_NAME}-credentials` },
+        data: {
+          username: Buffer.from(BMC_USER).toString('base64'),
+          password: Buffer.from(password).toString('base64'),
+        },
+      });
+      await client.create(Resources.BMC, {
+        apiVersion: API_VERSION,
+        kind: 'BMC',
+        metadata: { name: BMC_NAME },
+        spec: {
+          access: { ip: '127.0.0.1' },
+          bmcSecretRef: { name: `${BMC_NAME}-credentials` },
+          protocol: { name: 'Redfish', port: Number(new URL(vbmc.url).port), scheme: 'http' },
+        },
+      });
+      return new LocalStack(
+        opts,
+        cp,
+        client,
+        vbmc,
+        hosts,
+        manager,
+        managerLog,
+        registryUrl,
+        bootServerUrl,
+        metricsUrl,
+      );
+    } catch (err) {
+      for (const c of cleanup) await c().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Waits until `count` Servers are Available (discovered), reporting progress every few seconds. */
+  async waitForDiscovery(
+    count: number,
+    timeoutMs: number,
+    progress?: (servers: Server[]) => void,
+  ): Promise<Server[]> {
+    let servers: Server[] = [];
+    let last = 0;
+    await waitFor(`${count} servers Available`, timeoutMs, async () => {
+      servers = (await this.client.list<Server>(Resources.Server)).items;
+      if (progress && Date.now() - last > 2_000) {
+        last = Date.now();
+        progress(servers);
+      }
+      const bad = servers.find((s) => s.status?.state === 'Error');
+      if (bad)
+        throw new Error(
+          `Server ${bad.metadata.name} is in Error: ${JSON.stringify(bad.status?.conditions ?? [])}`,
+        );
+      return servers.filter((s) => s.status?.state === 'Available').length >= count;
+    });
+    return servers;
+  }
+
+  /** Stops the manager, the VMs and the control plane; removes the control plane's files. */
+  async stop(): Promise<void> {
+    await stopChild(this.manager);
+    await this.vbmc.close();
+    await Promise.all(this.hosts.map((h) => h.close().catch(() => undefined)));
+    await this.client.close();
+    await this.cp.stop();
+  }
+}
+
+async function stopChild(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null || p.signalCode !== null) return;
+  const done = new Promise((ok) => p.once('exit', ok));
+  p.kill('SIGTERM');
+  const t = setTimeout(() => p.kill('SIGKILL'), 10_000);
+  await done;
+  clearTimeout(t);
+}
+
+function tail(file: string, lines = 20): string {
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+export { OS_IMAGE, PROBE_IMAGE };

@@ -1,0 +1,77 @@
+/**
+ * Writes one condition on an object whose `status.conditions` several writers share.
+ *
+ * The write is a server-side apply of `status.conditions` holding exactly this entry, with a field
+ * manager of its own per condition type: the API server merges it into the list (a map keyed by
+ * `type`, see the CRD's `x-kubernetes-list-type: map`), so no writer can drop another's condition.
+ * `lastTransitionTime` moves only when `status` changes (Kubernetes API conventions), and a stored
+ * condition that already says the same for this generation or a later one is not written again.
+ */
+import type { KubeClient } from './client.js';
+import { type Condition, findCondition } from './conditions.js';
+import { apiVersionOf, type KObject, type ResourceType } from './resource.js';
+import { rfc3339 } from './time.js';
+
+export interface ConditionUpdate {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  /** Default: the object's `metadata.generation`. */
+  observedGeneration?: number;
+}
+
+type WithConditions = KObject & { status?: { conditions?: Condition[] } };
+
+/**
+ * Applies `cond` on `obj`'s status subresource with `fieldManager` (force: the type is this
+ * writer's). Resolves `false` without a request when nothing would change. API errors propagate
+ * as `ApiError`.
+ */
+export async function applyCondition(
+  client: KubeClient,
+  rt: ResourceType,
+  obj: WithConditions,
+  cond: ConditionUpdate,
+  fieldManager: string,
+  now = new Date(),
+): Promise<boolean> {
+  const observedGeneration = cond.observedGeneration ?? obj.metadata.generation ?? 0;
+  const existing = findCondition(obj.status?.conditions, cond.type);
+  if (
+    existing &&
+    existing.status === cond.status &&
+    existing.reason === cond.reason &&
+    existing.message === cond.message &&
+    (existing.observedGeneration ?? 0) >= observedGeneration
+  ) {
+    return false;
+  }
+  const lastTransitionTime =
+    existing && existing.status === cond.status ? existing.lastTransitionTime : rfc3339(now);
+  await client.apply(
+    rt,
+    {
+      apiVersion: apiVersionOf(rt),
+      kind: rt.kind,
+      metadata: {
+        name: obj.metadata.name,
+        ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
+      },
+      status: {
+        conditions: [
+          {
+            type: cond.type,
+            status: cond.status,
+            reason: cond.reason,
+            message: cond.message,
+            observedGeneration,
+            lastTransitionTime,
+          },
+        ],
+      },
+    },
+    { subresource: 'status', fieldManager, force: true },
+  );
+  return true;
+}

@@ -1,0 +1,237 @@
+/**
+ * The deployable manifests against a real API server: every object under `config/` is created (not
+ * dry-run), then the manager runs the way it does in a cluster, with the ServiceAccount's token from
+ * the TokenRequest API and only the RBAC of `config/rbac/`, and does its whole job: discovery of a
+ * simulated system and a claim to Booted, with no request forbidden.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import {
+  closeSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
+import { loadKubeConfig as kubeConfigFile } from '../../src/cmd/kubeconfig.js';
+import {
+  apiRequest,
+  ControlPlane,
+  freePorts,
+  kubeconfigYaml,
+  waitFor,
+} from '../../src/localstack/control-plane.js';
+import { OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
+import { KubeClient } from '../../src/runtime/client.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
+import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
+
+const CONFIG = join(process.cwd(), 'config');
+
+/** Every manifest under config/, CRDs and namespaces first (kustomization files are not objects). */
+function manifests(): Record<string, unknown>[] {
+  const files: string[] = [];
+  const walk = (d: string) => {
+    for (const f of readdirSync(d)) {
+      const p = join(d, f);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (f.endsWith('.yaml') && f !== 'kustomization.yaml') files.push(p);
+    }
+  };
+  walk(CONFIG);
+  const docs = files.flatMap((f) =>
+    parseAllDocuments(readFileSync(f, 'utf8'))
+      .map((d) => d.toJSON() as Record<string, unknown> | null)
+      .filter((d): d is Record<string, unknown> => !!d),
+  );
+  const rank = (o: Record<string, unknown>) =>
+    o.kind === 'CustomResourceDefinition' ? 0 : o.kind === 'Namespace' ? 1 : 2;
+  return docs.sort((a, b) => rank(a) - rank(b));
+}
+
+/** REST collection path of a manifest (the kinds config/ uses). */
+function collectionPath(o: { apiVersion: string; kind: string; metadata: { namespace?: string } }): string {
+  const plural: Record<string, string> = {
+    CustomResourceDefinition: 'customresourcedefinitions',
+    Namespace: 'namespaces',
+    ServiceAccount: 'serviceaccounts',
+    ClusterRole: 'clusterroles',
+    ClusterRoleBinding: 'clusterrolebindings',
+    Role: 'roles',
+    RoleBinding: 'rolebindings',
+    Deployment: 'deployments',
+    Service: 'services',
+    ConfigMap: 'configmaps',
+    Secret: 'secrets',
+    BMC: 'bmcs',
+    BMCSecret: 'bmcsecrets',
+    Server: 'servers',
+    ServerClaim: 'serverclaims',
+  };
+  const p = plural[o.kind];
+  assert.ok(p, `unknown kind ${o.kind} in config/`);
+  const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
+  return o.metadata.namespace ? `${base}/namespaces/${o.metadata.namespace}/${p}` : `${base}/${p}`;
+}
+
+let cp: ControlPlane;
+let admin: KubeClient;
+let dir: string;
+let manager: ChildProcess | undefined;
+let vbmc: VirtualBmc | undefined;
+let fleet: SimFleet | undefined;
+
+describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
+  before(async () => {
+    cp = await ControlPlane.start({ installCRDs: false });
+    admin = new KubeClient(cp.kubeConfig(), { fieldManager: 'test' });
+    dir = mkdtempSync(join(tmpdir(), 'metal-config-'));
+  });
+  after(async () => {
+    if (manager && manager.exitCode === null) {
+      manager.kill('SIGTERM');
+      await new Promise((ok) => manager!.once('exit', ok));
+    }
+    await vbmc?.close();
+    await fleet?.close();
+    await admin?.close();
+    await cp?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('creates every object under config/', async () => {
+    const kc = cp.kubeConfig();
+    let created = 0;
+    for (const o of manifests()) {
+      const obj = o as { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+      if (['ServerClaim', 'Secret'].includes(obj.kind) && !obj.metadata.namespace)
+        obj.metadata.namespace = 'default';
+      const res = await apiRequest(kc, 'POST', collectionPath(obj), obj);
+      assert.ok(
+        res.status === 201 || res.status === 200,
+        `${obj.kind} ${obj.metadata.name}: HTTP ${res.status} ${res.text.slice(0, 300)}`,
+      );
+      created++;
+      if (obj.kind === 'CustomResourceDefinition') {
+        await waitFor(`${obj.metadata.name} Established`, 30_000, async () => {
+          const r = await apiRequest(
+            kc,
+            'GET',
+            `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${obj.metadata.name}`,
+          );
+          const conds =
+            (r.json as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ??
+            [];
+          return conds.some((c) => c.type === 'Established' && c.status === 'True');
+        });
+      }
+    }
+    assert.ok(created >= 15, `created ${created} objects`);
+  });
+
+  it('the manager does its job with the ServiceAccount token and config/rbac alone', async () => {
+    const kc = cp.kubeConfig();
+    const tr = await apiRequest(
+      kc,
+      'POST',
+      '/api/v1/namespaces/metal-system/serviceaccounts/metal-operator-controller-manager/token',
+      {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 3600 },
+      },
+    );
+    assert.equal(tr.status, 201, tr.text);
+    const token = (tr.json as { status: { token: string } }).status.token;
+    const saKubeconfig = join(dir, 'sa-kubeconfig');
+    writeFileSync(saKubeconfig, kubeconfigYaml(cp.server, cp.caFile, token));
+    // The token is not an admin: listing Nodes is forbidden to it.
+    const nodes = await apiRequest(kubeConfigFile(saKubeconfig), 'GET', '/api/v1/nodes');
+    assert.equal(nodes.status, 403);
+
+    writeFileSync(join(dir, 'vmlinuz'), 'sim');
+    writeFileSync(join(dir, 'initramfs.cpio.gz'), 'sim');
+    const catalog = writeImageCatalog(dir, join(dir, 'images.yaml'));
+    const [rp, bp, mp] = (await freePorts(3)) as [number, number, number];
+    fleet = createSimFleet({
+      count: 1,
+      bootServerUrl: `http://127.0.0.1:${bp}`,
+      seed: 'config',
+      timing: { firmwareMs: 100, kernelMs: 200 },
+    });
+    vbmc = await startVirtualBmc({ hosts: fleet.hosts, username: 'admin', password: 'pw', port: 0 });
+    const log = join(dir, 'manager.log');
+    const fd = openSync(log, 'a');
+    manager = spawn(
+      process.execPath,
+      [
+        join(process.cwd(), 'dist', 'src', 'cmd', 'manager.js'),
+        `--kubeconfig=${saKubeconfig}`,
+        '--leader-elect',
+        '--manager-namespace=metal-system',
+        `--image-catalog=${catalog}`,
+        `--probe-image=${PROBE_IMAGE}`,
+        `--registry-addr=127.0.0.1:${rp}`,
+        `--bootserver-addr=127.0.0.1:${bp}`,
+        `--metrics-port=${mp}`,
+      ],
+      { stdio: ['ignore', fd, fd] },
+    );
+    closeSync(fd);
+    await admin.create(Resources.BMCSecret, {
+      apiVersion: API_VERSION,
+      kind: 'BMCSecret',
+      metadata: { name: 'cfg-bmc' },
+      data: {
+        username: Buffer.from('admin').toString('base64'),
+        password: Buffer.from('pw').toString('base64'),
+      },
+    });
+    await admin.create(Resources.BMC, {
+      apiVersion: API_VERSION,
+      kind: 'BMC',
+      metadata: { name: 'cfg-bmc' },
+      spec: {
+        access: { ip: '127.0.0.1' },
+        bmcSecretRef: { name: 'cfg-bmc' },
+        protocol: { name: 'Redfish', port: Number(new URL(vbmc.url).port), scheme: 'http' },
+      },
+    });
+    const uuid = fleet.hosts[0]!.identity.uuid;
+    let server: Server | undefined;
+    await waitFor('discovered server Available', 90_000, async () => {
+      server = (await admin.list<Server>(Resources.Server)).items.find((s) => s.spec.systemUUID === uuid);
+      return server?.status?.state === 'Available';
+    }).catch((err) => {
+      throw new Error(`${String(err)}\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}`);
+    });
+    await admin.create(Resources.ServerClaim, {
+      apiVersion: API_VERSION,
+      kind: 'ServerClaim',
+      metadata: { name: 'cfg-claim', namespace: 'default' },
+      spec: { power: 'On', image: OS_IMAGE, serverRef: { name: server!.metadata.name } },
+    });
+    await waitFor('claim Booted', 90_000, async () => {
+      const c = await admin.get<ServerClaim>(Resources.ServerClaim, 'cfg-claim', 'default');
+      return c?.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') ?? false;
+    });
+    // Leader election used the Lease in metal-system.
+    const lease = await admin.get(Resources.Lease, 'metal-operator', 'metal-system');
+    assert.ok(lease, 'leader Lease exists');
+    const forbidden = readFileSync(log, 'utf8')
+      .split('\n')
+      .filter((l) => /"status":403|forbidden/i.test(l));
+    assert.deepEqual(forbidden, [], 'no request of the manager was forbidden');
+  });
+});

@@ -1,0 +1,356 @@
+/**
+ * Boot-flow cases C05–C09 (../shared/cases/boot-flow-cases.md) against the real API server, the
+ * in-process registry and boot server, and simulated hosts behind the virtual BMC.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { OPERATION_ANNOTATION } from '../../src/api/v1alpha1/boot-policy.js';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
+import type { SecretObject } from '../../src/bootsignals/boot-target.js';
+import { attemptSignals } from '../../src/controllers/boot-configuration.js';
+import { butaneOnPath } from '../../src/controllers/serverbootconfiguration.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  b64,
+  cond,
+  createClaim,
+  eventsFor,
+  eventually,
+  getClaim,
+  getSbc,
+  hostOf,
+  MISSING_IMAGE,
+  OS_IMAGE,
+  overrides,
+  resets,
+  setSimFaults,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
+
+test('C05: no power-on and no boot override before the boot configuration is Ready', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c05', { hosts: 2 });
+  try {
+    const [srv] = await availableServers(s, 2);
+    const uuid = srv!.spec.systemUUID;
+    const before = { resets: resets(s, uuid).length, overrides: overrides(s, uuid).length };
+    await createClaim(s, 'c05', { serverRef: srv!.metadata.name!, image: MISSING_IMAGE, power: 'On' });
+    const sbc = await eventually('SBC in Error', 10_000, async () => {
+      const b = await getSbc(s, 'c05');
+      return b?.status?.state === 'Error' ? b : undefined;
+    });
+    assert.equal(cond(sbc, 'Ready')?.reason, 'ImageNotFound');
+    const claim = await eventually('claim shows why', 10_000, async () => {
+      const c = await getClaim(s, 'c05');
+      return cond(c, 'BootConfigurationReady')?.reason === 'ImageNotFound' && cond(c, 'Booted')
+        ? c
+        : undefined;
+    });
+    assert.equal(cond(claim, 'BootConfigurationReady')?.status, 'False');
+    assert.match(cond(claim, 'BootConfigurationReady')!.message, /does-not-exist/);
+    assert.equal(cond(claim, 'Booted')?.status, 'False');
+    assert.match(cond(claim, 'Booted')!.message, /waiting for the boot configuration \(ImageNotFound/);
+    // Longer than the boot timeout (2 s): no deadline runs, nothing reaches the BMC.
+    await sleep(2_500);
+    assert.deepEqual(resets(s, uuid).slice(before.resets), [], 'no power action');
+    assert.deepEqual(overrides(s, uuid).slice(before.overrides), [], 'no boot override');
+    const later = await getClaim(s, 'c05');
+    assert.equal(later?.status?.boot?.poweredOnAt, undefined);
+    assert.equal(later?.status?.boot?.deadline, undefined);
+    assert.equal(hostOf(s, srv!).powerState(), 'Off');
+
+    // Fixing the image makes it Ready; only then the server is powered on, and it boots.
+    await s.client.mergePatch(Resources.ServerClaim, 'c05', s.ns, { spec: { image: OS_IMAGE } });
+    await eventually(
+      'Booted after the fix',
+      15_000,
+      async () => cond(await getClaim(s, 'c05'), 'Booted')?.status === 'True',
+    );
+    assert.deepEqual(resets(s, uuid).slice(before.resets), ['On']);
+
+    // The same class of fault from the ignition side: a Butane ignition without a butane tool.
+    if (!butaneOnPath()) {
+      const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
+      const mark = resets(s, other.id).length;
+      await s.client.create<SecretObject>(Resources.Secret, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'butane', namespace: s.ns },
+        data: { format: b64('fcos'), ignition: b64('variant: fcos\nversion: 1.3.0\n') },
+      });
+      await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
+      await eventually('ButaneUnavailable on the claim', 10_000, async () => {
+        const c = await getClaim(s, 'c05-butane');
+        return cond(c, 'BootConfigurationReady')?.reason === 'ButaneUnavailable';
+      });
+      await sleep(500);
+      assert.deepEqual(resets(s, other.id).slice(mark), []);
+    }
+  } finally {
+    await s.close();
+  }
+});
+
+test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c06', { hosts: 2 });
+  try {
+    const [a, b] = await availableServers(s, 2);
+    await createClaim(s, 'once', { serverRef: a!.metadata.name!, bootPolicy: 'NetBootOnce' });
+    await createClaim(s, 'always', { serverRef: b!.metadata.name!, bootPolicy: 'NetBootAlways' });
+    await eventually('both Booted', 20_000, async () => {
+      const [o, al] = [await getClaim(s, 'once'), await getClaim(s, 'always')];
+      return cond(o, 'Booted')?.status === 'True' && cond(al, 'Booted')?.status === 'True';
+    });
+    const onceSbc = await eventually('BootCompleted on the NetBootOnce SBC', 5_000, async () => {
+      const x = await getSbc(s, 'once');
+      return x && attemptSignals(x, ['BootCompleted']).missing.length === 0 ? x : undefined;
+    });
+    const alwaysSbc = (await getSbc(s, 'always'))!;
+    const hostA = hostOf(s, a!);
+    const hostB = hostOf(s, b!);
+    const mark = {
+      aOverrides: overrides(s, a!.spec.systemUUID).length,
+      bOverrides: overrides(s, b!.spec.systemUUID).length,
+      bResets: resets(s, b!.spec.systemUUID).length,
+      aResets: resets(s, a!.spec.systemUUID).length,
+      aBoots: hostA.bootCount,
+      bBoots: hostB.bootCount,
+    };
+
+    for (const n of ['once', 'always'])
+      await s.client.mergePatch(Resources.ServerClaim, n, s.ns, { spec: { power: 'Off' } });
+    await eventually(
+      'both hosts off',
+      10_000,
+      () => hostA.powerState() === 'Off' && hostB.powerState() === 'Off',
+    );
+    for (const n of ['once', 'always'])
+      await s.client.mergePatch(Resources.ServerClaim, n, s.ns, { spec: { power: 'On' } });
+
+    // NetBootOnce: on again, from disk, without an override; the boot server would say "local boot".
+    await eventually(
+      'NetBootOnce host booted again',
+      10_000,
+      () => hostA.bootCount > mark.aBoots && hostA.lastBoot?.phase === 'up',
+    );
+    assert.equal(hostA.lastBoot?.source, 'disk');
+    assert.equal(hostA.lastBoot?.device, 'None');
+    assert.deepEqual(overrides(s, a!.spec.systemUUID).slice(mark.aOverrides), [], 'no network-boot override');
+    assert.deepEqual(resets(s, a!.spec.systemUUID).slice(mark.aResets), ['ForceOff', 'On']);
+    const script = await (await fetch(`${s.op!.bootServerUrl}/ipxe/${a!.spec.systemUUID}`)).text();
+    assert.match(script, /^exit$/m);
+    assert.doesNotMatch(script, /kernel/);
+    const onceAfter = (await getSbc(s, 'once'))!;
+    assert.equal(onceAfter.spec.bootAttempt, onceSbc.spec.bootAttempt, 'no new attempt');
+    assert.equal(cond(await getClaim(s, 'once'), 'Booted')?.status, 'True');
+
+    // NetBootAlways: the override is set again and the image boots again, tracked as a new attempt.
+    await eventually(
+      'NetBootAlways host network-booted again',
+      10_000,
+      () => hostB.bootCount > mark.bBoots && hostB.lastBoot?.source === 'network',
+    );
+    assert.deepEqual(
+      resets(s, b!.spec.systemUUID).slice(mark.bResets),
+      ['ForceOff', 'On'],
+      'plain power-on with the override, no retry',
+    );
+    const bOverrides = overrides(s, b!.spec.systemUUID).slice(mark.bOverrides);
+    assert.equal(bOverrides.length, 1);
+    assert.equal(bOverrides[0]?.BootSourceOverrideEnabled, 'Once');
+    await eventually('NetBootAlways claim Booted again for a new attempt', 10_000, async () => {
+      const x = await getSbc(s, 'always');
+      return (
+        (x?.spec.bootAttempt ?? 0) > (alwaysSbc.spec.bootAttempt ?? 0) &&
+        cond(await getClaim(s, 'always'), 'Booted')?.status === 'True'
+      );
+    });
+    const always = await getClaim(s, 'always');
+    assert.deepEqual(
+      [always?.status?.boot?.series, always?.status?.boot?.attempt],
+      [2, 1],
+      'a new series, completed in its first attempt',
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+test('C07: OS up, final callback missing: the claim records which signals arrived and which is missing, then retries', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c07', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    setSimFaults(s, { neverCallBack: true });
+    const before = resets(s, uuid).length;
+    await createClaim(s, 'c07', { serverRef: srv!.metadata.name!, timeout: '2s', maxAttempts: 2 });
+    const first = (await eventually(
+      'attempt 1 running',
+      10_000,
+      async () => (await getSbc(s, 'c07'))?.spec.bootAttempt,
+    ))!;
+    // poweredOnAt is the intent, written just before the BMC is asked: wait for the request too.
+    const claim = await eventually('attempt 2 started after the deadline', 15_000, async () => {
+      const c = await getClaim(s, 'c07');
+      return c?.status?.boot?.attempt === 2 &&
+        c.status.boot.poweredOnAt &&
+        resets(s, uuid).length - before === 2
+        ? c
+        : undefined;
+    });
+    const booted = cond(claim, 'Booted')!;
+    assert.equal(booted.status, 'False');
+    assert.equal(booted.reason, 'TimedOut');
+    assert.match(
+      booted.message,
+      /attempt 1\/2 timed out after 2(\.0)?s: arrived \[IPXEScriptFetched, IgnitionDataFetched\], missing \[BootStateReceived\]/,
+    );
+    const events = await eventsFor(s, 'ServerClaim', 'c07');
+    const timedOut = events.find((e) => e.reason === 'BootTimedOut');
+    assert.equal(timedOut?.type, 'Warning');
+    assert.match(
+      timedOut!.message,
+      /arrived \[IPXEScriptFetched, IgnitionDataFetched\], missing \[BootStateReceived\]; starting attempt 2\/2/,
+    );
+    // The retry is a new attempt: new token, a power cycle with the override.
+    const sbc = (await getSbc(s, 'c07'))!;
+    assert.equal(sbc.spec.bootAttempt, first + 1);
+    assert.deepEqual(resets(s, uuid).slice(before), ['On', 'ForceRestart']);
+  } finally {
+    await s.close();
+  }
+});
+
+test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh token and a power cycle, then AttemptsExhausted', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c08', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    setSimFaults(s, { neverCallBack: true });
+    const mark = { resets: resets(s, uuid).length, overrides: overrides(s, uuid).length };
+    await createClaim(s, 'c08', { serverRef: srv!.metadata.name!, timeout: '2s', maxAttempts: 3 });
+    const tokens = new Set<string>();
+    const exhausted = await eventually('AttemptsExhausted', 20_000, async () => {
+      const sec = await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns);
+      const data = decodeCallbackSecret(sec?.data);
+      if (data) tokens.add(data.token);
+      const c = await getClaim(s, 'c08');
+      return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
+    });
+    assert.equal(cond(exhausted, 'Booted')?.status, 'False');
+    assert.equal(exhausted.status?.boot?.attempt, 3);
+    assert.deepEqual(
+      resets(s, uuid).slice(mark.resets),
+      ['On', 'ForceRestart', 'ForceRestart'],
+      'one power action per attempt',
+    );
+    const ovr = overrides(s, uuid).slice(mark.overrides);
+    assert.equal(ovr.length, 3, 'one network-boot override per attempt');
+    for (const o of ovr) assert.equal(o.BootSourceOverrideEnabled, 'Once');
+    const sbc = (await getSbc(s, 'c08'))!;
+    const secret = decodeCallbackSecret(
+      (await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns))?.data,
+    )!;
+    assert.equal(secret.attempt, sbc.spec.bootAttempt);
+    assert.equal(secret.previous.length, 2, 'two earlier tokens remembered: three distinct tokens');
+    assert.ok(tokens.size >= 2);
+    const ev = (await eventsFor(s, 'ServerClaim', 'c08')).filter((e) => e.reason === 'AttemptsExhausted');
+    assert.equal(ev.length, 1);
+    assert.equal(ev[0]?.type, 'Warning');
+
+    // Nothing more happens: no power action, no override, no new attempt.
+    await sleep(3_000);
+    assert.equal(resets(s, uuid).length - mark.resets, 3);
+    assert.equal(overrides(s, uuid).length - mark.overrides, 3);
+    assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, sbc.spec.bootAttempt);
+
+    // The retry annotation starts a fresh series (and is consumed).
+    await s.client.mergePatch(Resources.ServerClaim, 'c08', s.ns, {
+      metadata: { annotations: { [OPERATION_ANNOTATION]: 'retry' } },
+    });
+    const retried = await eventually('fresh series', 10_000, async () => {
+      const c = await getClaim(s, 'c08');
+      return c?.status?.boot?.series === 2 &&
+        c.status.boot.poweredOnAt &&
+        resets(s, uuid).length - mark.resets === 4
+        ? c
+        : undefined;
+    });
+    assert.equal(retried.metadata.annotations?.[OPERATION_ANNOTATION], undefined);
+    assert.equal(retried.status?.boot?.attempt, 1);
+    assert.deepEqual(resets(s, uuid).slice(mark.resets), [
+      'On',
+      'ForceRestart',
+      'ForceRestart',
+      'ForceRestart',
+    ]);
+  } finally {
+    await s.close();
+  }
+});
+
+test('C09: slow and failing BMC: one power action, no blocked worker, the Server says what is pending', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c09', { hosts: 2 });
+  try {
+    const [a, b] = await availableServers(s, 2);
+    await createClaim(s, 'slow', { serverRef: a!.metadata.name! });
+    await eventually(
+      'Booted',
+      15_000,
+      async () => cond(await getClaim(s, 'slow'), 'Booted')?.status === 'True',
+    );
+    const uuid = a!.spec.systemUUID;
+    const mark = resets(s, uuid).length;
+    // Reset answers 204 but PowerState keeps its value for 90 s; the next requests get 503 + Retry-After,
+    // and one is answered after the client's request timeout (2 s).
+    s.vbmc.setFaults({
+      powerTransitionMs: 90_000,
+      unavailableRequests: 2,
+      retryAfterSeconds: 1,
+      slowRequests: 1,
+      slowResponseMs: 2_500,
+    });
+    const t0 = Date.now();
+    await s.client.mergePatch(Resources.ServerClaim, 'slow', s.ns, { spec: { power: 'Off' } });
+    const pending = await eventually('PowerActionPending on the Server', 15_000, async () => {
+      const srv = await s.client.get<Server>(Resources.Server, a!.metadata.name!);
+      const c = cond(srv, 'PowerActionPending');
+      return c?.status === 'True' && c.reason === 'WaitingForPowerOff' ? c : undefined;
+    });
+    assert.match(pending.message, /Off requested at .*; BMC (still )?reports On/);
+    // Other work goes on meanwhile: another claim binds and gets its boot configuration.
+    await createClaim(s, 'other', { serverRef: b!.metadata.name!, power: 'Off' });
+    await eventually(
+      'other claim progresses',
+      10_000,
+      async () => cond(await getClaim(s, 'other'), 'BootConfigurationReady')?.status === 'True',
+    );
+    await sleep(Math.max(0, 7_000 - (Date.now() - t0)));
+    assert.deepEqual(
+      resets(s, uuid).slice(mark),
+      ['ForceOff'],
+      'the action is not repeated while the BMC catches up',
+    );
+    const srv = await s.client.get<Server>(Resources.Server, a!.metadata.name!);
+    assert.equal(cond(srv, 'PowerActionPending')?.status, 'True');
+    assert.equal(srv?.status?.powerState, 'On');
+  } finally {
+    await s.close();
+  }
+});

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  cond,
+  createClaim,
+  eventually,
+  getClaim,
+  SCOPE_LABEL,
+  servers,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+test('a claim by selector and a claim by ref bind distinct servers', { timeout: 60_000 }, async () => {
+  const s = await startStack('bind', { hosts: 3 });
+  try {
+    const [a, b] = await availableServers(s, 3);
+    await s.client.mergePatch(Resources.Server, a!.metadata.name!, undefined, {
+      metadata: { labels: { pool: 'gold' } },
+    });
+    await createClaim(s, 'by-ref', { serverRef: b!.metadata.name!, power: 'Off' });
+    await createClaim(s, 'by-selector', { selector: { pool: 'gold' }, power: 'Off' });
+    const bound = await eventually('both claims Bound', 20_000, async () => {
+      const [r, sel] = [await getClaim(s, 'by-ref'), await getClaim(s, 'by-selector')];
+      return r?.status?.phase === 'Bound' && sel?.status?.phase === 'Bound' ? { r, sel } : undefined;
+    });
+    assert.equal(bound.r.spec.serverRef?.name, b!.metadata.name);
+    assert.equal(
+      bound.sel.spec.serverRef?.name,
+      a!.metadata.name,
+      'the selector claim records the server it bound',
+    );
+    assert.equal(cond(bound.sel, 'Bound')?.status, 'True');
+    const after = await servers(s);
+    const ref = (n: string) => after.find((x) => x.metadata.name === n)?.spec.serverClaimRef;
+    assert.deepEqual(ref(a!.metadata.name!), { name: 'by-selector', namespace: s.ns });
+    assert.deepEqual(ref(b!.metadata.name!), { name: 'by-ref', namespace: s.ns });
+    await eventually('bound servers Reserved', 10_000, async () => {
+      const list = await servers(s);
+      return list.filter((x) => x.status?.state === 'Reserved').length === 2;
+    });
+
+    // A third claim for the taken server by ref stays unbound, and says why.
+    await createClaim(s, 'late', { serverRef: b!.metadata.name!, power: 'Off' });
+    const late = await eventually('late claim reports its server is taken', 10_000, async () => {
+      const c = await getClaim(s, 'late');
+      return cond(c, 'Bound')?.reason === 'ServerNotAvailable' ? c : undefined;
+    });
+    assert.match(cond(late, 'Bound')!.message, /claimed by/);
+
+    // Deleting a claim releases its server (powered off, references cleared, Available), and the
+    // waiting claim binds it.
+    await s.client.delete(Resources.ServerClaim, 'by-ref', s.ns);
+    const rebound = await eventually('late claim binds the released server', 15_000, async () => {
+      const srv = await s.client.get<Server>(Resources.Server, b!.metadata.name!);
+      return !(await getClaim(s, 'by-ref')) && srv?.spec.serverClaimRef?.name === 'late' ? srv : undefined;
+    });
+    assert.equal((await getClaim(s, 'late'))?.spec.serverRef?.name, b!.metadata.name);
+    assert.notEqual(rebound.spec.bootConfigurationRef?.name, 'by-ref');
+    assert.equal(
+      await s.client.get(Resources.ServerBootConfiguration, 'by-ref', s.ns),
+      undefined,
+      'SBC of the deleted claim gone',
+    );
+    assert.equal(
+      await s.client.get(Resources.Secret, 'by-ref-callback', s.ns),
+      undefined,
+      'its callback Secret gone',
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+test('10 claims racing for 5 servers bind exactly 5', { timeout: 60_000 }, async () => {
+  const s = await startStack('race', { hosts: 5 });
+  try {
+    await availableServers(s, 5);
+    const names = Array.from({ length: 10 }, (_, i) => `racer-${i}`);
+    await Promise.all(
+      names.map((n) => createClaim(s, n, { selector: { [SCOPE_LABEL]: s.scope }, power: 'Off' })),
+    );
+    const settle = async () => {
+      const claims = await Promise.all(names.map((n) => getClaim(s, n)));
+      const bound = claims.filter((c) => c?.status?.phase === 'Bound');
+      const unbound = claims.filter(
+        (c) => c?.status?.phase === 'Unbound' && cond(c, 'Bound')?.status === 'False',
+      );
+      return bound.length + unbound.length === 10 ? { bound, unbound } : undefined;
+    };
+    const first = await eventually('every claim decided', 20_000, settle);
+    assert.equal(first.bound.length, 5);
+    // Stays that way (no late double binding).
+    await new Promise((ok) => setTimeout(ok, 1_500));
+    const { bound } = (await settle())!;
+    assert.equal(bound.length, 5);
+    const boundServers = bound.map((c) => c!.spec.serverRef?.name);
+    assert.equal(new Set(boundServers).size, 5, 'five distinct servers');
+    const list = await servers(s);
+    const refs = list.map((x) => `${x.spec.serverClaimRef?.namespace}/${x.spec.serverClaimRef?.name}`).sort();
+    assert.deepEqual(
+      refs,
+      bound.map((c) => `${s.ns}/${c!.metadata.name}`).sort(),
+      'each server names exactly one bound claim',
+    );
+  } finally {
+    await s.close();
+  }
+});

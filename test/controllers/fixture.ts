@@ -1,0 +1,343 @@
+/**
+ * Test fixture of the controller tests: the manager (controllers + registry + boot server) started
+ * in-process by `runManager` against the run's real API server, a virtual BMC whose systems are
+ * simulated hosts (sim back end: they fetch `/ipxe/{uuid}`, the ignition, and post `/register` or
+ * `/bootstate` like the real agents), and helpers to wait for and count what happened.
+ *
+ * Every stack gets its own namespace and its own object-selector label, so test files running in
+ * parallel (and other suites' objects) never meet each other's controllers.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { BMC } from '../../src/api/v1alpha1/bmc.js';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
+import { type RunningManager, runManager } from '../../src/cmd/manager.js';
+import { KubeClient } from '../../src/runtime/client.js';
+import { findCondition } from '../../src/runtime/conditions.js';
+import { newLogger } from '../../src/runtime/logger.js';
+import { Resources } from '../../src/runtime/resource.js';
+import {
+  type RequestRecord,
+  type ServiceProfile,
+  startVirtualBmc,
+  type VirtualBmc,
+} from '../../src/virtualbmc/server.js';
+import type { SimHost, SimHostFaults } from '../../src/virtualbmc/sim.js';
+import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
+import { sharedCluster, testNamespace } from '../harness/shared.js';
+
+export const API = 'metal.ironcore.dev/v1alpha1';
+export const OS_IMAGE = 'test/os:1.0';
+export const PROBE_IMAGE = 'test/probe:1.0';
+export const MISSING_IMAGE = 'registry.example/does-not-exist:1.0';
+export const SCOPE_LABEL = 'metal-test.ironcore.dev/instance';
+
+/** A catalog file with an OS image and a probe image pointing at small files in a temp folder. */
+export function catalogFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'metal-ctl-'));
+  writeFileSync(join(dir, 'vmlinuz'), randomBytes(1024));
+  writeFileSync(join(dir, 'initrd'), randomBytes(1024));
+  const entry = (mode: string) =>
+    `    kernel: ${join(dir, 'vmlinuz')}\n    initrd: ${join(dir, 'initrd')}\n    cmdline: console=ttyS0\n    mode: ${mode}\n`;
+  const path = join(dir, 'images.yaml');
+  writeFileSync(path, `images:\n  ${OS_IMAGE}:\n${entry('os')}  ${PROBE_IMAGE}:\n${entry('probe')}`);
+  return path;
+}
+
+export interface StackOptions {
+  /** Simulated hosts behind one virtual BMC. */
+  hosts: number;
+  /** Extra manager flags (after the fixture's defaults, so they win). */
+  args?: string[];
+  simFaults?: Partial<SimHostFaults>;
+  /** Variations of the virtual BMC's Redfish service. */
+  profile?: Partial<ServiceProfile>;
+  /** Do not start the manager (the caller runs it, e.g. as a child process). */
+  noManager?: boolean;
+  /** Fixed registry / boot-server ports (the caller's child manager listens there). */
+  bootServerUrl?: string;
+}
+
+export interface Stack {
+  kc: KubeConfig;
+  kubeconfigPath: string;
+  client: KubeClient;
+  ns: string;
+  scope: string;
+  labels: Record<string, string>;
+  catalog: string;
+  op: RunningManager | undefined;
+  vbmc: VirtualBmc;
+  fleet: SimFleet;
+  bmcName: string;
+  /** Flags the fixture gives the manager (for a child-process manager). */
+  managerArgs: string[];
+  close(): Promise<void>;
+}
+
+/** Starts manager, sim fleet and virtual BMC, and creates the BMC + BMCSecret objects. */
+export async function startStack(name: string, o: StackOptions): Promise<Stack> {
+  const cluster = await sharedCluster();
+  const kc = cluster.kubeConfig();
+  const client = new KubeClient(kc, { fieldManager: 'metal-test' });
+  const nsHandle = await testNamespace(kc, name);
+  const ns = nsHandle.name;
+  const scope = ns;
+  const labels = { [SCOPE_LABEL]: scope };
+  const catalog = catalogFile();
+  const managerArgs = [
+    '--kubeconfig',
+    cluster.kubeconfigPath,
+    '--manager-namespace',
+    ns,
+    '--probe-image',
+    PROBE_IMAGE,
+    '--image-catalog',
+    catalog,
+    '--object-selector',
+    `${SCOPE_LABEL}=${scope}`,
+    '--registry-addr',
+    '127.0.0.1:0',
+    '--bootserver-addr',
+    '127.0.0.1:0',
+    '--metrics-port',
+    '0',
+    '--boot-timeout',
+    '2s',
+    '--discovery-timeout',
+    '10s',
+    '--bmc-call-budget',
+    '3s',
+    '--bmc-request-timeout',
+    '2s',
+    ...(o.args ?? []),
+  ];
+  const log = newLogger('metal-test', { level: process.env.LOG_LEVEL ?? 'warn' });
+  const op = o.noManager ? undefined : await runManager(managerArgs, { log });
+  const bootServerUrl = o.bootServerUrl ?? op?.bootServerUrl;
+  if (!bootServerUrl) throw new Error('startStack: no boot server URL');
+  const fleet = createSimFleet({ count: o.hosts, bootServerUrl, seed: ns, faults: o.simFaults });
+  const vbmc = await startVirtualBmc({
+    hosts: fleet.hosts,
+    username: 'admin',
+    password: 'secret',
+    port: 0,
+    profile: o.profile,
+  });
+  const bmcName = `bmc-${ns}`;
+  await client.create(Resources.BMCSecret, {
+    apiVersion: API,
+    kind: 'BMCSecret',
+    metadata: { name: bmcName, labels },
+    data: { username: b64('admin'), password: b64('secret') },
+  });
+  const port = Number(new URL(vbmc.url).port);
+  await client.create<BMC>(Resources.BMC, {
+    apiVersion: API,
+    kind: 'BMC',
+    metadata: { name: bmcName, labels },
+    spec: {
+      access: { ip: '127.0.0.1' },
+      bmcSecretRef: { name: bmcName },
+      protocol: { name: 'Redfish', port, scheme: 'http' },
+    },
+  });
+  let closed = false;
+  return {
+    kc,
+    kubeconfigPath: cluster.kubeconfigPath,
+    client,
+    ns,
+    scope,
+    labels,
+    catalog,
+    op,
+    vbmc,
+    fleet,
+    bmcName,
+    managerArgs,
+    async close() {
+      if (closed) return;
+      closed = true;
+      const t0 = Date.now();
+      const step = async (what: string, p: Promise<unknown> | undefined) => {
+        await p;
+        if (Date.now() - t0 > 5_000)
+          console.error(`stack ${ns}: close slow at ${what}: ${Date.now() - t0} ms`);
+      };
+      // Hosts first: their keep-alive connections would otherwise hold the manager's HTTP servers open.
+      await step('sim fleet', fleet.close());
+      await step('manager', op?.stop());
+      await step('virtual BMC', vbmc.close());
+      // The BMC owns its Servers, and they their discovery SBCs: the garbage collector does the rest.
+      await client.delete(Resources.BMC, bmcName).catch(() => undefined);
+      await client.delete(Resources.BMCSecret, bmcName).catch(() => undefined);
+      await step('namespace', nsHandle.cleanup());
+      await client.close();
+    },
+  };
+}
+
+export function b64(s: string): string {
+  return Buffer.from(s, 'utf8').toString('base64');
+}
+
+/** Polls `check` every 50 ms until it returns a value other than undefined/false; throws with `what` after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > end)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`,
+      );
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
+}
+
+/** The stack's Servers (by the scope label). */
+export async function servers(s: Stack): Promise<Server[]> {
+  const { items } = await s.client.list<Server>(Resources.Server, {
+    labelSelector: `${SCOPE_LABEL}=${s.scope}`,
+  });
+  return items.sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+}
+
+/** Waits until `n` Servers are Available; returns them. */
+export function availableServers(s: Stack, n: number, timeoutMs = 30_000): Promise<Server[]> {
+  return eventually(`${n} Available servers`, timeoutMs, async () => {
+    const list = await servers(s);
+    // status.powerState may still be the pre-boot reading: the host itself must be off too.
+    const avail = list.filter(
+      (x) =>
+        x.status?.state === 'Available' &&
+        x.status.powerState === 'Off' &&
+        s.vbmc.systems.find((h) => h.id === x.spec.systemUUID)?.host.powerState() === 'Off',
+    );
+    return avail.length >= n ? avail : undefined;
+  });
+}
+
+export async function getClaim(s: Stack, name: string): Promise<ServerClaim | undefined> {
+  return s.client.get<ServerClaim>(Resources.ServerClaim, name, s.ns);
+}
+
+export async function getSbc(s: Stack, name: string): Promise<ServerBootConfiguration | undefined> {
+  return s.client.get<ServerBootConfiguration>(Resources.ServerBootConfiguration, name, s.ns);
+}
+
+export function cond(
+  obj: { status?: { conditions?: Parameters<typeof findCondition>[0] } } | undefined,
+  type: string,
+) {
+  return findCondition(obj?.status?.conditions, type);
+}
+
+export interface ClaimSpec {
+  serverRef?: string;
+  selector?: Record<string, string>;
+  image?: string;
+  power?: 'On' | 'Off';
+  bootPolicy?: 'NetBootAlways' | 'NetBootOnce';
+  completion?: string[];
+  timeout?: string;
+  maxAttempts?: number;
+  ignition?: string;
+}
+
+export async function createClaim(s: Stack, name: string, c: ClaimSpec): Promise<ServerClaim> {
+  return s.client.create<ServerClaim>(Resources.ServerClaim, {
+    apiVersion: API,
+    kind: 'ServerClaim',
+    metadata: { name, namespace: s.ns, labels: s.labels },
+    spec: {
+      power: c.power ?? 'On',
+      image: c.image ?? OS_IMAGE,
+      ...(c.serverRef ? { serverRef: { name: c.serverRef } } : {}),
+      ...(c.selector ? { serverSelector: { matchLabels: c.selector } } : {}),
+      ...(c.bootPolicy ? { bootPolicy: c.bootPolicy } : {}),
+      ...(c.ignition ? { ignitionSecretRef: { name: c.ignition } } : {}),
+      ...(c.completion || c.timeout || c.maxAttempts
+        ? {
+            bootCompletion: {
+              ...(c.completion ? { conditions: c.completion } : {}),
+              ...(c.timeout ? { timeout: c.timeout } : {}),
+              ...(c.maxAttempts ? { maxAttempts: c.maxAttempts } : {}),
+            },
+          }
+        : {}),
+    },
+  });
+}
+
+/** Requests to one system of the virtual BMC. */
+export function systemRequests(s: Stack, uuid: string): RequestRecord[] {
+  const sys = s.vbmc.systems.find((x) => x.id === uuid.toLowerCase());
+  if (!sys) throw new Error(`no system ${uuid}`);
+  return s.vbmc.requests().filter((r) => r.path.startsWith(sys.uri) && r.status > 0 && r.status < 300);
+}
+
+/** ResetTypes accepted by the virtual BMC for a system, in order. */
+export function resets(s: Stack, uuid: string): string[] {
+  return systemRequests(s, uuid)
+    .filter((r) => r.method === 'POST' && r.path.endsWith('/Actions/ComputerSystem.Reset'))
+    .map((r) => String((r.body as { ResetType?: string } | undefined)?.ResetType));
+}
+
+/** Boot override PATCHes accepted for a system (their `Boot` bodies). */
+export function overrides(s: Stack, uuid: string): Record<string, string>[] {
+  return systemRequests(s, uuid)
+    .filter((r) => r.method === 'PATCH')
+    .map((r) => (r.body as { Boot?: Record<string, string> } | undefined)?.Boot ?? {});
+}
+
+/** Sets faults on every sim host (after discovery, so the probe still registers). */
+export function setSimFaults(s: Stack, f: Partial<SimHostFaults>): void {
+  for (const h of s.fleet.hosts) h.setFaults(f);
+}
+
+/** The sim host of a Server. */
+export function hostOf(s: Stack, server: Server): SimHost {
+  const sys = s.vbmc.systems.find((x) => x.id === server.spec.systemUUID);
+  if (!sys) throw new Error(`no host for ${server.metadata.name}`);
+  return sys.host as SimHost;
+}
+
+/** Events about an object, oldest first. */
+export async function eventsFor(
+  s: Stack,
+  kind: string,
+  name: string,
+  namespace = s.ns,
+): Promise<{ type: string; reason: string; message: string }[]> {
+  const { items } = await s.client.list<{
+    metadata: Record<string, string>;
+    involvedObject?: { kind?: string; name?: string };
+    type: string;
+    reason: string;
+    message: string;
+    eventTime?: string;
+    firstTimestamp?: string;
+  }>(Resources.Event, { namespace });
+  return items
+    .filter((e) => e.involvedObject?.kind === kind && e.involvedObject?.name === name)
+    .sort((a, b) =>
+      String(a.eventTime ?? a.firstTimestamp).localeCompare(String(b.eventTime ?? b.firstTimestamp)),
+    )
+    .map((e) => ({ type: e.type, reason: e.reason, message: e.message }));
+}

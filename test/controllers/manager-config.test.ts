@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CommanderError } from 'commander';
+import { managerHelp, parseManagerConfig } from '../../src/cmd/manager.js';
+import { formatDuration, parseDuration } from '../../src/controllers/duration.js';
+
+test('manager flags: defaults', () => {
+  const c = parseManagerConfig([]);
+  assert.equal(c.controllers.defaultBootPolicy, 'NetBootAlways');
+  assert.deepEqual(c.controllers.bootCompletionConditions, ['BootStateReceived']);
+  assert.equal(c.controllers.bootTimeoutMs, 15 * 60_000);
+  assert.equal(c.controllers.bootMaxAttempts, 3);
+  assert.equal(c.controllers.discoveryMaxAttempts, 3);
+  assert.equal(c.callbackAuth, 'required');
+  assert.equal(c.leaderElect, false);
+  assert.deepEqual(c.registry, { host: '0.0.0.0', port: 10000, url: undefined });
+  assert.deepEqual(c.controllers.scopeLabels, {});
+  const help = managerHelp();
+  for (const flag of [
+    '--boot-timeout',
+    '--boot-max-attempts',
+    '--discovery-timeout',
+    '--callback-auth',
+    '--default-boot-policy',
+    '--leader-elect',
+    '--registry-url',
+    '--bootserver-addr',
+  ]) {
+    assert.ok(help.includes(flag), flag);
+  }
+  assert.match(help, /--boot-timeout <duration>[\s\S]*default: 15m0s/);
+});
+
+test('manager flags: values', () => {
+  const c = parseManagerConfig([
+    '--default-boot-policy',
+    'NetBootOnce',
+    '--boot-completion-conditions',
+    'IPXEScriptFetched, BootStateReceived',
+    '--boot-timeout',
+    '1m30s',
+    '--boot-max-attempts',
+    '5',
+    '--discovery-timeout',
+    '500ms',
+    '--callback-auth',
+    'optional',
+    '--image-catalog-configmap',
+    'metal/catalog',
+    '--registry-addr',
+    '127.0.0.1:0',
+    '--registry-url',
+    'http://10.0.0.1:10000',
+    '--object-selector',
+    'team=a,env=test',
+    '--leader-elect',
+  ]);
+  assert.equal(c.controllers.defaultBootPolicy, 'NetBootOnce');
+  assert.deepEqual(c.controllers.bootCompletionConditions, ['IPXEScriptFetched', 'BootStateReceived']);
+  assert.equal(c.controllers.bootTimeoutMs, 90_000);
+  assert.equal(c.controllers.bootMaxAttempts, 5);
+  assert.equal(c.controllers.discoveryTimeoutMs, 500);
+  assert.equal(c.callbackAuth, 'optional');
+  assert.deepEqual(c.imageCatalogConfigMap, { namespace: 'metal', name: 'catalog' });
+  assert.deepEqual(c.registry, { host: '127.0.0.1', port: 0, url: 'http://10.0.0.1:10000' });
+  assert.deepEqual(c.controllers.scopeLabels, { team: 'a', env: 'test' });
+  assert.equal(c.leaderElect, true);
+});
+
+test('manager flags: bad input is a CommanderError', () => {
+  for (const argv of [
+    ['--boot-timeout', '15'],
+    ['--boot-max-attempts', '0'],
+    ['--default-boot-policy', 'Sometimes'],
+    ['--callback-auth', 'maybe'],
+    ['--boot-completion-conditions', 'not a condition'],
+    ['--image-catalog-configmap', 'no-slash'],
+    ['--image-catalog', 'a.yaml', '--image-catalog-configmap', 'ns/cm'],
+    ['--object-selector', 'team!=a'],
+    ['--registry-addr', 'nowhere'],
+    ['--no-such-flag'],
+  ]) {
+    assert.throws(() => parseManagerConfig(argv, { silent: true }), CommanderError, argv.join(' '));
+  }
+});
+
+test('Go durations', () => {
+  assert.equal(parseDuration('15m'), 900_000);
+  assert.equal(parseDuration('1h30m'), 5_400_000);
+  assert.equal(parseDuration('2.5s'), 2_500);
+  assert.equal(parseDuration('250ms'), 250);
+  assert.equal(parseDuration('0'), 0);
+  for (const bad of ['', '15', 'm', '1d', '-1s', '1s2']) assert.throws(() => parseDuration(bad), Error, bad);
+  assert.equal(formatDuration(90_000), '1m30s');
+  assert.equal(formatDuration(2_000), '2s');
+  assert.equal(formatDuration(250), '250ms');
+});

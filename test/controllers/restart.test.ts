@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { freePorts } from '../harness/control-plane.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  cond,
+  createClaim,
+  eventually,
+  getClaim,
+  resets,
+  setSimFaults,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+const MANAGER = fileURLToPath(new URL('../../src/cmd/manager.js', import.meta.url));
+
+/** `node …/manager.js args`; resolves once it logged "manager running". Output is kept for failure messages. */
+async function spawnManager(args: string[]): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, [MANAGER, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'info' },
+  });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => {
+    out = (out + c.toString()).slice(-200_000);
+  });
+  child.stderr!.on('data', (c: Buffer) => {
+    out = (out + c.toString()).slice(-200_000);
+  });
+  await eventually('manager child running', 30_000, () => {
+    if (child.exitCode !== null)
+      throw new Error(`manager exited with ${child.exitCode}: ${out.slice(-2000)}`);
+    return out.includes('"manager running"');
+  });
+  return { child, output: () => out };
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((ok) => child.once('exit', ok));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue from status, no double power action', {
+  timeout: 90_000,
+}, async () => {
+  const [registryPort, bootPort] = await freePorts(2);
+  const s = await startStack('restart', {
+    hosts: 1,
+    noManager: true,
+    bootServerUrl: `http://127.0.0.1:${bootPort}`,
+  });
+  // Later flags win: fixed ports, so the hosts reach the restarted manager at the same URLs.
+  const args = [
+    ...s.managerArgs,
+    '--registry-addr',
+    `127.0.0.1:${registryPort}`,
+    '--bootserver-addr',
+    `127.0.0.1:${bootPort}`,
+  ];
+  let m = await spawnManager(args);
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    setSimFaults(s, { neverCallBack: true });
+    const mark = resets(s, uuid).length;
+    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '5s', maxAttempts: 2 });
+    const running = await eventually('attempt 1 powered on', 15_000, async () => {
+      const c = await getClaim(s, 'r');
+      return c?.status?.boot?.deadline && resets(s, uuid).length > mark ? c.status.boot : undefined;
+    });
+    await kill(m.child);
+    const killedAt = Date.now();
+    m = await spawnManager(args);
+    const deadline = Date.parse(running.deadline!);
+    assert.ok(
+      deadline - Date.now() > 500,
+      `restart took ${Date.now() - killedAt} ms: too slow to observe attempt 1`,
+    );
+
+    // Until attempt 1's deadline: same attempt, same deadline, no power action from the new process.
+    await new Promise((ok) => setTimeout(ok, Math.max(0, deadline - Date.now() - 300)));
+    const mid = await getClaim(s, 'r');
+    assert.equal(mid?.status?.boot?.attempt, 1);
+    assert.equal(mid?.status?.boot?.deadline, running.deadline);
+    assert.equal(mid?.status?.boot?.poweredOnAt, running.poweredOnAt);
+    assert.deepEqual(resets(s, uuid).slice(mark), ['On'], 'no second power-on after the restart');
+
+    // At the deadline the restarted manager continues with attempt 2 (one power cycle), then gives up.
+    const exhausted = await eventually('AttemptsExhausted after attempt 2', 20_000, async () => {
+      const c = await getClaim(s, 'r');
+      return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
+    });
+    assert.equal(exhausted.status?.boot?.attempt, 2);
+    assert.match(cond(exhausted, 'Booted')!.message, /attempt 2\/2 timed out/);
+    assert.deepEqual(resets(s, uuid).slice(mark), ['On', 'ForceRestart']);
+  } catch (err) {
+    (err as Error).message += `\n--- manager output (tail) ---\n${m.output().slice(-4000)}`;
+    throw err;
+  } finally {
+    await kill(m.child);
+    await s.close();
+  }
+});
