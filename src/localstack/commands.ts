@@ -197,7 +197,6 @@ export async function localUp(o: {
         console.log(
           `${stamp(t0)} ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} is Booted=True (${booted.reason})`,
         );
-        if (!tty) console.log(view);
         break;
       }
       if (booted?.reason === 'AttemptsExhausted') {
@@ -325,6 +324,21 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
   }
 }
 
+/** Condition types in the order a boot produces them; timestamps have one-second resolution. */
+const BOOT_ORDER = [
+  'Bound',
+  'BootConfigurationReady',
+  'Ready',
+  'IPXEScriptFetched',
+  'IgnitionDataFetched',
+  'RegistrationReceived',
+  'BootStateReceived',
+  'Booted',
+  'BootCompleted',
+];
+const order = (time: string, type: string) =>
+  `${time}/${String(BOOT_ORDER.indexOf(type) + 1).padStart(2, '0')}`;
+
 /**
  * `boots <claim>`: prints every boot signal and claim condition as it changes, with the attempt it
  * belongs to, e.g. `12:00:03  attempt 1  IPXEScriptFetched=True  script for attempt 1 served to …`.
@@ -353,11 +367,12 @@ export async function bootsCommand(
             ref.namespace,
           )
         : undefined;
-      const lines: [string, string][] = [];
+      const lines: [string, string, string][] = [];
       for (const c of sbc?.status?.conditions ?? []) {
         const key = `sbc/${c.type}/${c.status}/${c.observedGeneration}/${c.lastTransitionTime}/${c.reason}`;
         lines.push([
           key,
+          order(c.lastTransitionTime, c.type),
           `${c.lastTransitionTime}  sbc    gen ${c.observedGeneration ?? '-'}  ${c.type}=${c.status} (${c.reason}) ${c.message}`,
         ]);
       }
@@ -365,10 +380,11 @@ export async function bootsCommand(
         const key = `claim/${c.type}/${c.status}/${c.reason}/${c.lastTransitionTime}`;
         lines.push([
           key,
+          order(c.lastTransitionTime, c.type),
           `${c.lastTransitionTime}  claim  attempt ${claim.status?.boot?.attempt ?? '-'}  ${c.type}=${c.status} (${c.reason}) ${c.message}`,
         ]);
       }
-      for (const [key, line] of lines.sort((a, b) => a[1].localeCompare(b[1]))) {
+      for (const [key, , line] of lines.sort((a, b) => a[1].localeCompare(b[1]))) {
         if (!seen.has(key)) {
           seen.add(key);
           console.log(line);
