@@ -24,8 +24,9 @@ import { pool, printTable, summarize } from './stats.js';
 const o = new Command('bootstorm')
   .option('--callbacks <n>', 'callbacks (one per server)', (v) => Number(v), 2000)
   .option('--concurrency <n>', 'callbacks in flight', (v) => Number(v), 200)
+  .option('--profile <dir>', 'run the registry under node --cpu-prof, writing the profile here')
   .parse()
-  .opts<{ callbacks: number; concurrency: number }>();
+  .opts<{ callbacks: number; concurrency: number; profile?: string }>();
 
 const N = o.callbacks;
 const C = o.concurrency;
@@ -51,6 +52,7 @@ try {
   registry = spawn(
     process.execPath,
     [
+      ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${o.profile}`] : []),
       join(process.cwd(), 'dist', 'src', 'cmd', 'registry.js'),
       '--kubeconfig',
       cp.kubeconfigPath,
@@ -206,6 +208,11 @@ try {
   await apiAgent.close();
   await client.close();
 } finally {
-  registry?.kill('SIGTERM');
+  // SIGTERM lets the registry close and write its CPU profile.
+  if (registry && registry.exitCode === null) {
+    const exited = new Promise((ok) => registry!.once('exit', ok));
+    registry.kill('SIGTERM');
+    await exited;
+  }
   await cp.stop();
 }

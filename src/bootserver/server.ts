@@ -19,10 +19,8 @@
  * client address and never with the token.
  */
 import { createReadStream, statSync } from 'node:fs';
-import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { BootSignal } from '../api/v1alpha1/boot-policy.js';
-import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
   apiFailure,
@@ -30,30 +28,17 @@ import {
   BootTargetResolver,
   type SecretObject,
 } from '../bootsignals/boot-target.js';
-import { createHttpApp, listen } from '../bootsignals/http-app.js';
+import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
-import type { KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
-import type { EventRecorder } from '../runtime/events.js';
-import type { Informer } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
 import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 
-export interface BootServerOptions {
-  client: KubeClient;
-  servers: Informer<Server>;
-  sbcs: Informer<ServerBootConfiguration>;
-  /** Informer of callback Secrets (label `metal.ironcore.dev/callback=true`). */
-  secrets: Informer<SecretObject>;
-  events: EventRecorder;
-  log: Logger;
-  host?: string;
-  /** TCP port; 0 picks a free one. */
-  port: number;
+export interface BootServerOptions extends SignalServerOptions {
   /** Base URL hosts use to reach this boot server (rendered into scripts); defaults to the bound URL. */
   externalUrl?: string;
   /** Base URL hosts use to reach the registry (rendered into the kernel command line). */
@@ -64,7 +49,6 @@ export interface BootServerOptions {
   pinScriptClient?: boolean;
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
   injectBootstateUnit?: boolean;
-  metrics?: Registry;
 }
 
 /** Field-manager prefix of the boot server's condition writes. */

@@ -8,7 +8,21 @@
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
+import type { EventRecorder } from '../runtime/events.js';
+import type { BootTargetSources } from './boot-target.js';
 import { HttpError } from './http-error.js';
+
+/** What the registry and the boot server both take: the caches they read, where to listen, where to log. */
+export interface SignalServerOptions extends BootTargetSources {
+  events: EventRecorder;
+  log: Logger;
+  /** Listen address; default 127.0.0.1. */
+  host?: string;
+  /** TCP port; 0 picks a free one. */
+  port: number;
+  /** Prometheus registry for request metrics (a private one when unset). */
+  metrics?: Registry;
+}
 
 /** Largest accepted request body in bytes (DESIGN.md section 4). */
 export const BODY_LIMIT_BYTES = 1024 * 1024;

@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
-import { startHealthServer } from '../runtime/health.js';
 import { newLogger } from '../runtime/logger.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
+import { serveUntilSignal } from './signal-process.js';
 
 const cmd = new Command('bootserver')
   .description('metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}')
@@ -51,16 +51,4 @@ const stack = await startSignalStack({
   },
 });
 log.info({ url: stack.bootServer!.url }, 'boot server listening');
-const health = o.metricsAddr
-  ? await startHealthServer({
-      host: splitAddr(o.metricsAddr)[0],
-      port: splitAddr(o.metricsAddr)[1],
-      registry: stack.metrics,
-      ready: () => true,
-    })
-  : undefined;
-for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(sig, () => {
-    void Promise.all([stack.close(), health?.close()]).finally(() => process.exit(0));
-  });
-}
+await serveUntilSignal(stack, o.metricsAddr);

@@ -4,10 +4,10 @@
  */
 import { Command, Option } from 'commander';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
-import { startHealthServer } from '../runtime/health.js';
 import { newLogger } from '../runtime/logger.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
+import { serveUntilSignal } from './signal-process.js';
 
 const cmd = new Command('registry')
   .description(
@@ -39,16 +39,4 @@ const stack = await startSignalStack({
   registry: { host, port, callbackAuth: o.callbackAuth },
 });
 log.info({ url: stack.registry!.url }, 'registry listening');
-const health = o.metricsAddr
-  ? await startHealthServer({
-      host: splitAddr(o.metricsAddr)[0],
-      port: splitAddr(o.metricsAddr)[1],
-      registry: stack.metrics,
-      ready: () => true,
-    })
-  : undefined;
-for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(sig, () => {
-    void Promise.all([stack.close(), health?.close()]).finally(() => process.exit(0));
-  });
-}
+await serveUntilSignal(stack, o.metricsAddr);

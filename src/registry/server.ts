@@ -18,41 +18,19 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Ajv } from 'ajv';
 import type { FastifyRequest } from 'fastify';
-import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { BootSignal } from '../api/v1alpha1/boot-policy.js';
-import type { Server } from '../api/v1alpha1/server.js';
-import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
-import {
-  apiFailure,
-  type BootTarget,
-  BootTargetResolver,
-  type SecretObject,
-} from '../bootsignals/boot-target.js';
-import { createHttpApp, listen } from '../bootsignals/http-app.js';
+import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
+import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
-import type { KubeClient } from '../runtime/client.js';
-import type { EventRecorder } from '../runtime/events.js';
-import type { Informer } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
 
 /** `required`: every callback needs the attempt token. `optional`: upstream's unauthenticated bodies are accepted too. */
 export type CallbackAuth = 'required' | 'optional';
 
-export interface RegistryOptions {
-  client: KubeClient;
-  servers: Informer<Server>;
-  sbcs: Informer<ServerBootConfiguration>;
-  /** Informer of callback Secrets (label `metal.ironcore.dev/callback=true`). */
-  secrets: Informer<SecretObject>;
-  events: EventRecorder;
-  log: Logger;
-  host?: string;
-  /** TCP port; 0 picks a free one. */
-  port: number;
+export interface RegistryOptions extends SignalServerOptions {
   callbackAuth: CallbackAuth;
-  metrics?: Registry;
 }
 
 export interface RunningServer {

@@ -20,21 +20,12 @@ import {
   sbcCondition,
   seedBootTarget,
   startTestStack,
+  waitCached,
 } from './fixture.js';
 
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
 let ns: { name: string; cleanup(): Promise<void> };
-
-/** Waits until the stack's caches have seen the seeded objects (the servers read caches only). */
-async function cached(s: Seeded): Promise<void> {
-  await waitFor('informer caches', 10_000, () => {
-    const srv = stack.sources.servers.get(s.server.metadata.name!);
-    const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, s.sbc.metadata.namespace);
-    const sec = stack.sources.secrets.get(s.secretName, s.sbc.metadata.namespace);
-    return !!srv && !!sec && sbc?.status?.state === 'Ready';
-  });
-}
 
 async function getText(url: string) {
   const res = await fetch(url);
@@ -70,7 +61,7 @@ describe('boot-flow cases (registry + boot server)', () => {
     const lower = upper.toLowerCase();
     // The Server as a BMC (or an upstream manifest) wrote it: upper case.
     const s = await seedBootTarget(client, ns.name, { uuid: upper, withIgnition: true });
-    await cached(s);
+    await waitCached(stack, s);
     const script = await getText(`${stack.bootUrl}/ipxe/${lower}`);
     assert.equal(script.status, 200, script.text);
     assert.match(script.text, new RegExp(`metal.uuid=${lower}`));
@@ -120,7 +111,7 @@ describe('boot-flow cases (registry + boot server)', () => {
 
   it('C03: a late callback of an earlier attempt gets 409, writes nothing, records an Event', async () => {
     const s = await seedBootTarget(client, ns.name);
-    await cached(s);
+    await waitCached(stack, s);
     const tokenA = s.token;
     const { token: tokenB, attempt } = await nextAttempt(client, s);
     assert.equal(attempt, 2);
@@ -162,7 +153,7 @@ describe('boot-flow cases (registry + boot server)', () => {
 
   it('C04: every attempt renders a new token into script and ignition; old → 409, made-up → 401', async () => {
     const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await cached(s);
+    await waitCached(stack, s);
     const scriptA = await getText(`${stack.bootUrl}/ipxe/${s.uuid}`);
     assert.match(scriptA.text, new RegExp(`metal.token=${s.token}`));
     const { token: tokenB } = await nextAttempt(client, s);
@@ -192,7 +183,7 @@ describe('boot-flow cases (registry + boot server)', () => {
 
   it('C10: same registration twice is a no-op; a different one replaces and records an Event; a shared UUID gets 409', async () => {
     const s = await seedBootTarget(client, ns.name);
-    await cached(s);
+    await waitCached(stack, s);
     const payload = { systemUUID: s.uuid, data: { cpu: [{ id: '0' }], memory: { totalBytes: 536870912 } } };
     const first = await postJson(`${stack.registryUrl}/register`, payload, bearer(s.token));
     assert.equal(first.status, 201, first.text);
@@ -259,7 +250,7 @@ describe('boot-flow cases (registry + boot server)', () => {
 
   it('C11: hostile and malformed bodies get the right 4xx, write nothing, echo no secret', async () => {
     const s = await seedBootTarget(client, ns.name);
-    await cached(s);
+    await waitCached(stack, s);
     const before = await versions(s);
     const url = `${stack.registryUrl}/bootstate`;
     const send = async (

@@ -15,10 +15,10 @@ import {
   bearer,
   newTestClient,
   postJson,
-  type Seeded,
   sbcCondition,
   seedBootTarget,
   startTestStack,
+  waitCached,
 } from './fixture.js';
 
 let client: KubeClient;
@@ -37,13 +37,6 @@ function getFrom(url: string, localAddress: string): Promise<{ status: number; t
     });
     req.on('error', fail);
     req.end();
-  });
-}
-
-async function cached(s: Seeded): Promise<void> {
-  await waitFor('caches', 10_000, () => {
-    const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name);
-    return !!stack.sources.secrets.get(s.secretName, ns.name) && sbc?.status?.state === 'Ready';
   });
 }
 
@@ -68,7 +61,7 @@ describe('boot server', () => {
 
   it('NetBootOnce after completion: the script exits to local boot and records nothing', async () => {
     const s = await seedBootTarget(client, ns.name, { policy: 'NetBootOnce' });
-    await cached(s);
+    await waitCached(stack, s);
     const first = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
     assert.match(await first.text(), /^kernel /m, 'provisioning attempt network-boots');
     await client.apply(
@@ -111,7 +104,7 @@ describe('boot server', () => {
 
   it('serves the kernel and initrd the script names (image names with a slash, as firmware sends them)', async () => {
     const s = await seedBootTarget(client, ns.name);
-    await cached(s);
+    await waitCached(stack, s);
     const script = await (await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`)).text();
     const kernelUrl = /^kernel (\S+)/m.exec(script)?.[1];
     const initrdUrl = /^initrd --name initrd.img (\S+)/m.exec(script)?.[1];
@@ -129,7 +122,7 @@ describe('boot server', () => {
 
   it('pins an attempt script to the first client address (403 for another)', async () => {
     const s = await seedBootTarget(client, ns.name);
-    await cached(s);
+    await waitCached(stack, s);
     const url = `${stack.bootUrl}/ipxe/${s.uuid}`;
     assert.equal((await getFrom(url, '127.0.0.1')).status, 200);
     await waitFor(
@@ -148,7 +141,7 @@ describe('boot server', () => {
 
   it('records booted=false as BootStateReceived=False reason BootFailed', async () => {
     const s = await seedBootTarget(client, ns.name);
-    await cached(s);
+    await waitCached(stack, s);
     const res = await postJson(
       `${stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: false },
@@ -162,7 +155,7 @@ describe('boot server', () => {
 
   it('serves Ignition v3 with the /bootstate unit merged in, and sets IgnitionDataFetched', async () => {
     const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await cached(s);
+    await waitCached(stack, s);
     const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
     assert.equal(res.status, 200);
     const cfg = (await res.json()) as {
@@ -191,7 +184,7 @@ describe('boot server', () => {
         ignition: Buffer.from('variant: fcos\nversion: 1.3.0\n').toString('base64'),
       },
     });
-    await cached(s);
+    await waitCached(stack, s);
     // The boot server runs in this process and looks butane up on PATH: hide it, whatever the machine has.
     const path = process.env.PATH;
     process.env.PATH = '/nonexistent';

@@ -154,6 +154,17 @@ export async function sbcCondition(client: KubeClient, s: Seeded, type: string) 
   return { sbc: sbc!, cond: sbc?.status?.conditions?.find((c) => c.type === type) };
 }
 
+/** Waits until the stack's caches hold the seeded objects (the servers read caches only). */
+export async function waitCached(stack: SignalStack, s: Seeded): Promise<void> {
+  const ns = s.sbc.metadata.namespace;
+  await waitFor('informer caches', 10_000, () => {
+    const srv = stack.sources.servers.get(s.server.metadata.name!);
+    const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, ns);
+    const sec = stack.sources.secrets.get(s.secretName, ns);
+    return !!srv && !!sec && sbc?.status?.state === 'Ready';
+  });
+}
+
 /** In-process registry + boot server on free loopback ports. */
 export async function startTestStack(
   kc: KubeConfig,
