@@ -144,29 +144,7 @@ export class ControlPlane {
 
   private writeCredentials(): void {
     const d = this.dir;
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-days',
-        '2',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1,DNS:localhost',
-        '-keyout',
-        join(d, 'serving.key'),
-        '-out',
-        join(d, 'serving.crt'),
-      ],
-      { stdio: 'ignore' },
-    );
+    writeSelfSignedCertificate(join(d, 'serving.key'), join(d, 'serving.crt'), 2);
     this.caFile = join(d, 'serving.crt');
     const sa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     writeFileSync(join(d, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
@@ -255,6 +233,36 @@ export class ControlPlane {
       return '';
     }
   }
+}
+
+/**
+ * Writes a self-signed P-256 certificate for 127.0.0.1 / localhost (PEM) and its key, valid for
+ * `days` days, with the `openssl` CLI. Throws when openssl fails.
+ */
+export function writeSelfSignedCertificate(keyPath: string, certPath: string, days = 1): void {
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      String(days),
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout',
+      keyPath,
+      '-out',
+      certPath,
+    ],
+    { stdio: 'ignore' },
+  );
 }
 
 /** kubeconfig with one cluster, one token user and one context, all named `metal`. */

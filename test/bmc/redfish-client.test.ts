@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +12,7 @@ import {
   RedfishTransportError,
 } from '../../src/bmc/errors.js';
 import { RedfishClient } from '../../src/bmc/redfish-client.js';
+import { writeSelfSignedCertificate } from '../../src/localstack/control-plane.js';
 import { startVirtualBmc } from '../../src/virtualbmc/server.js';
 import { SimHost } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';
@@ -126,29 +126,7 @@ describe('Redfish client TLS', () => {
   let cert: string;
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'bmc-tls-'));
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
+    writeSelfSignedCertificate(join(dir, 'key.pem'), join(dir, 'cert.pem'));
     key = readFileSync(join(dir, 'key.pem'), 'utf8');
     cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
   });

@@ -8,6 +8,7 @@
  * together with `x-kubernetes-int-or-string`.
  */
 import Type, { type Static, type TSchema } from 'typebox';
+import type { KObject } from '../../runtime/resource.js';
 
 export type { Static } from 'typebox';
 export { Type };
@@ -145,28 +146,8 @@ export function LabelSelector(description: string, options: Record<string, unkno
 /** Immutability rule as a CEL `x-kubernetes-validations` entry. */
 export const immutable = (field: string) => ({ message: `${field} is immutable`, rule: 'self == oldSelf' });
 
-/** A `metav1.ObjectMeta` as TypeScript sees it; the CRD schema leaves `metadata` to the API server. */
-export interface ObjectMeta {
-  name?: string;
-  generateName?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  ownerReferences?: {
-    apiVersion: string;
-    kind: string;
-    name: string;
-    uid: string;
-    controller?: boolean;
-    blockOwnerDeletion?: boolean;
-  }[];
-}
+/** A `metav1.ObjectMeta` as TypeScript sees it (the runtime's shape); the CRD schema leaves `metadata` to the API server. */
+export type ObjectMeta = KObject['metadata'];
 
 /** Printer column (`additionalPrinterColumns`). */
 export interface PrinterColumn {
