@@ -27,6 +27,7 @@ import { type Backend, LocalStack } from './local-stack.js';
 import {
   alive,
   daemonPidPath,
+  defaultLocalDir,
   progressPath,
   readLocalState,
   runningDaemon,
@@ -54,6 +55,7 @@ async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
 export async function localServe(o: { dir: string; servers: number; backend: Backend }): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
+  const startedAt = new Date().toISOString();
   const say = (line: string) => appendFileSync(progressPath(o.dir), `${line}\n`);
   let stack: LocalStack | undefined;
   const stop = async () => {
@@ -66,7 +68,9 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
   process.once('SIGINT', stop);
   try {
     stack = await LocalStack.start({ servers: o.servers, backend: o.backend, dir: o.dir, progress: say });
-    say(`waiting for discovery of ${o.servers} servers (probe image over iPXE, then /register)`);
+    say(
+      `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
+    );
     await stack.waitForDiscovery(o.servers, 600_000, (servers) =>
       say(
         `discovery: ${servers.map((s) => `${s.metadata.name}=${s.status?.state ?? 'Initial'}`).join(' ') || 'no servers yet'}`,
@@ -82,7 +86,7 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
       bootServerUrl: stack.bootServerUrl,
       metricsUrl: stack.metricsUrl,
       managerLog: stack.managerLog,
-      startedAt: new Date().toISOString(),
+      startedAt,
     });
     say('READY');
   } catch (err) {
@@ -107,7 +111,14 @@ export async function localUp(o: {
   let state = readLocalState(o.dir);
   if (!state && runningDaemon(o.dir)) {
     console.error(
-      `a local stack is still starting (pid ${runningDaemon(o.dir)}); wait, or run metalctl local down`,
+      `a local stack is still starting (pid ${runningDaemon(o.dir)}); wait, or run npm run metalctl -- local down --dir ${o.dir}`,
+    );
+    return 1;
+  }
+  const dirFlag = o.dir === defaultLocalDir() ? '' : ` --dir ${o.dir}`;
+  if (state && (state.backend !== o.backend || state.servers !== o.servers)) {
+    console.error(
+      `a local stack with ${state.servers} ${state.backend} servers is already running in ${o.dir}; stop it first (npm run metalctl -- local down${dirFlag}) or pick another --dir`,
     );
     return 1;
   }
@@ -210,7 +221,7 @@ export async function localUp(o: {
       await sleep(1_000);
     }
     console.log(
-      `\nThe stack keeps running. kubectl works against it:\n  export KUBECONFIG=${state.kubeconfig}\n  kubectl get srv,scl,sbc,bmc -A\nStop it with: npm run metalctl -- local down`,
+      `\nThe stack keeps running. kubectl works against it:\n  export KUBECONFIG=${state.kubeconfig}\n  kubectl get srv,scl,sbc,bmc,bmcsec -A\nStop it with: npm run metalctl -- local down${dirFlag}`,
     );
     return 0;
   } finally {
@@ -278,8 +289,8 @@ export async function localStatus(o: { dir: string }): Promise<number> {
       `pid ${state.pid}, ${state.servers} ${state.backend} servers, up ${since(state.startedAt)}`,
       `kubeconfig:  ${state.kubeconfig}`,
       `virtual BMC: ${state.bmcUrl}`,
-      `registry:    ${state.registryUrl}`,
-      `boot server: ${state.bootServerUrl}`,
+      `registry:    ${state.registryUrl}${hostSide(state.registryUrl)}`,
+      `boot server: ${state.bootServerUrl}${hostSide(state.bootServerUrl)}`,
       `metrics:     ${state.metricsUrl}/metrics`,
       `manager log: ${state.managerLog}`,
       '',
@@ -295,15 +306,21 @@ export async function localStatus(o: { dir: string }): Promise<number> {
   return 0;
 }
 
+/** ` (from this host: http://127.0.0.1:P)` for a URL as QEMU guests see it (10.0.2.2). */
+function hostSide(url: string): string {
+  const u = new URL(url);
+  return u.hostname === '10.0.2.2' ? ` (as the VMs see it; from this host: http://127.0.0.1:${u.port})` : '';
+}
+
 function kubeConfigFrom(path: string): KubeConfig {
   return loadKubeConfig(path);
 }
 
-/** kubeconfig: the flag, else the local stack's, else the default chain. */
+/** kubeconfig as kubectl would pick it (--kubeconfig, then KUBECONFIG), else the local stack's, else ~/.kube/config. */
 function resolveKubeConfig(o: { kubeconfig?: string; dir: string }): KubeConfig {
   if (o.kubeconfig) return loadKubeConfig(o.kubeconfig);
-  const state = readLocalState(o.dir);
-  return loadKubeConfig(state?.kubeconfig);
+  if (process.env.KUBECONFIG) return loadKubeConfig();
+  return loadKubeConfig(readLocalState(o.dir)?.kubeconfig);
 }
 
 export async function getCommand(what: string, o: { kubeconfig?: string; dir: string }): Promise<number> {
@@ -311,7 +328,13 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
     console.error(`unknown kind ${what}: use servers or claims`);
     return 2;
   }
-  const client = new KubeClient(resolveKubeConfig(o));
+  let client: KubeClient;
+  try {
+    client = new KubeClient(resolveKubeConfig(o));
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 1;
+  }
   try {
     const snap = await snapshot(client);
     console.log(what.startsWith('s') && what !== 'scl' ? serversTable(snap) : claimsTable(snap));
@@ -344,6 +367,18 @@ const order = (time: string, type: string) =>
  * belongs to, e.g. `12:00:03  attempt 1  IPXEScriptFetched=True  script for attempt 1 served to …`.
  */
 export async function bootsCommand(
+  name: string,
+  o: { namespace: string; watch?: boolean; kubeconfig?: string; dir: string },
+): Promise<number> {
+  try {
+    return await followBoots(name, o);
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 1;
+  }
+}
+
+async function followBoots(
   name: string,
   o: { namespace: string; watch?: boolean; kubeconfig?: string; dir: string },
 ): Promise<number> {
