@@ -73,7 +73,10 @@ program
   .command('get')
   .description('list servers or claims with kubectl-like columns')
   .argument('<what>', 'servers | claims')
-  .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)')
+  .option(
+    '--kubeconfig <path>',
+    'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)',
+  )
   .addOption(dirOpt())
   .action(async (what, o) => process.exit(await getCommand(what, o)));
 
@@ -83,7 +86,10 @@ program
   .argument('<claim>', 'ServerClaim name')
   .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
   .option('--watch', 'keep following until the claim is Booted or out of attempts')
-  .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)')
+  .option(
+    '--kubeconfig <path>',
+    'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)',
+  )
   .addOption(dirOpt())
   .action(async (claim, o) => process.exit(await bootsCommand(claim, o)));
 
