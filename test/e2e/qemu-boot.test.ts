@@ -92,8 +92,15 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
         `memory ${mem}`,
       );
       assert.equal((srv.status?.processors ?? []).length >= 1 || !!srv.status?.processors, true);
-      assert.equal(srv.status?.powerState, 'Off', 'Available servers are powered off');
     }
+    // Discovery ends with a power-off that the Server status observes on a later BMC read.
+    await waitFor('Available servers powered off', 60_000, async () => {
+      const all = (await stack.client.list<Server>(Resources.Server)).items;
+      return (
+        all.length === 2 &&
+        all.every((x) => x.status?.state === 'Available' && x.status?.powerState === 'Off')
+      );
+    });
   });
 
   it('a claim boots a VM to Booted=True with all three signals for attempt 1', async () => {
