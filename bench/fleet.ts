@@ -139,7 +139,9 @@ async function run(n: number): Promise<FleetResult> {
     };
   } finally {
     await stack.stop();
-    rmSync(dir, { recursive: true, force: true });
+    // METAL_BENCH_KEEP=1 keeps the manager log and state for a look afterwards.
+    if (process.env.METAL_BENCH_KEEP) console.error(`[fleet ${n}] kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -216,6 +216,15 @@ function command(): Command {
         're-read the power state of idle Servers this often',
         d.serverResyncMs,
       ),
+    )
+    .addOption(
+      opt(
+        '--workers <n>',
+        'concurrent reconciles of the Server, ServerClaim and ServerBootConfiguration controllers each',
+        POSITIVE_INT,
+        d.workers,
+        String(d.workers),
+      ),
     );
 }
 
@@ -254,6 +263,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     bmcRequestTimeout: number;
     bmcResync: number;
     serverResync: number;
+    workers: number;
   }>();
   let configMap: ManagerConfig['imageCatalogConfigMap'];
   if (o.imageCatalogConfigmap) {
@@ -297,6 +307,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       powerActionResendMs: o.powerResendAfter,
       bmcResyncMs: o.bmcResync,
       serverResyncMs: o.serverResync,
+      workers: o.workers,
       bmc: {
         ...DEFAULT_CONTROLLER_CONFIG.bmc,
         callBudgetMs: o.bmcCallBudget,

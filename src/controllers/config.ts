@@ -40,6 +40,11 @@ export interface ControllerConfig {
   bmcResyncMs: number;
   /** Re-read a Server's power state this often when nothing else happens, ms. */
   serverResyncMs: number;
+  /**
+   * Concurrent reconciles of the Server, ServerClaim and ServerBootConfiguration controllers each. Their reconciles wait on
+   * BMC and API round trips, not CPU, so a fleet needs more than a handful.
+   */
+  workers: number;
   bmc: BmcConnectionSettings;
   /**
    * Equality labels every watched object must carry (`--object-selector`), also put on every object
@@ -60,6 +65,7 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   powerActionResendMs: 120_000,
   bmcResyncMs: 10 * 60_000,
   serverResyncMs: 5 * 60_000,
+  workers: 16,
   bmc: { requestTimeoutMs: 5_000, callBudgetMs: 8_000, insecureTLS: true },
   scopeLabels: {},
 };

@@ -385,7 +385,12 @@ export function newServerController(o: ServerControllerOptions): Controller {
     if (o.sbcs.get(name, cfg.managerNamespace)) await o.bootConfigs.delete(name, cfg.managerNamespace);
   }
 
-  const c = new Controller('server', { reconcile, workers: 4, log: o.log, metrics: o.metrics });
+  const c = new Controller('server', {
+    reconcile,
+    workers: o.config.workers,
+    log: o.log,
+    metrics: o.metrics,
+  });
   c.watches(o.servers);
   c.owns(o.sbcs, 'Server');
   return c;

@@ -34,6 +34,8 @@ export interface ServerBootConfigurationControllerOptions {
   metrics?: RuntimeMetrics;
   /** Whether Butane ignitions can be converted; default: a `butane` executable on PATH. */
   butaneAvailable?: () => boolean;
+  /** Concurrent reconciles (each waits on an API read and a status write). Default 2. */
+  workers?: number;
 }
 
 interface Verdict {
@@ -127,7 +129,7 @@ export function newServerBootConfigurationController(
 
   const c = new Controller('serverbootconfiguration', {
     reconcile,
-    workers: 2,
+    workers: o.workers ?? 2,
     log: o.log,
     metrics: o.metrics,
   });

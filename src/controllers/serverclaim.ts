@@ -634,7 +634,12 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     return undefined;
   }
 
-  const c = new Controller('serverclaim', { reconcile, workers: 4, log: o.log, metrics: o.metrics });
+  const c = new Controller('serverclaim', {
+    reconcile,
+    workers: o.config.workers,
+    log: o.log,
+    metrics: o.metrics,
+  });
   c.watches(o.claims);
   c.owns(o.sbcs, 'ServerClaim');
   c.watches(o.servers, (server) => {

@@ -133,6 +133,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       sbcs,
       catalog: opts.catalog,
       butaneAvailable: opts.butaneAvailable,
+      workers: cfg.workers,
     }),
   );
   return { servers, sbcs, callbackSecrets, claims, bmcs, connections, bootMetrics };

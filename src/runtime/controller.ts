@@ -176,9 +176,11 @@ export class Controller {
     } catch (err) {
       result = 'error';
       m?.reconcileErrors.inc({ controller: this.name });
-      q.addRateLimited(key);
-      // Conflicts are the normal outcome of optimistic concurrency: retry quietly.
+      // Conflicts are the normal outcome of optimistic concurrency: retry quietly, with the per-key
+      // backoff only (see WorkQueue.addWithBackoff).
       const quiet = err instanceof ApiError && err.status === 409;
+      if (quiet) q.addWithBackoff(key);
+      else q.addRateLimited(key);
       this.log[quiet ? 'info' : 'error'](
         { err, key, retries: q.numRequeues(key) },
         'reconcile failed; requeued',

@@ -110,6 +110,20 @@ export class WorkQueue {
     this.addAfter(key, Math.max(this.itemDelayMs(n), this.bucketDelayMs()));
   }
 
+  /**
+   * Adds `key` after its per-key backoff only, counting a failure, without drawing from the overall
+   * bucket. For optimistic-concurrency conflicts: the cache was behind and the next try (after the
+   * watch delivered the newer object) succeeds, so a burst of them is not the error storm the bucket
+   * guards against, and throttling it to the bucket's 10/s stalls whole fleets.
+   */
+  addWithBackoff(key: string): void {
+    if (this.shuttingDown) return;
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    this.m?.retries.inc();
+    this.addAfter(key, this.itemDelayMs(n));
+  }
+
   /** Clears the failure count of `key` (after a successful reconcile). */
   forget(key: string): void {
     this.failures.delete(key);

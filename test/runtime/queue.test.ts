@@ -87,6 +87,19 @@ describe('WorkQueue', () => {
     assert.ok(Math.abs(delays[3]! - 200) < 5, `fourth waits ~200 ms, got ${delays[3]}`);
   });
 
+  it('addWithBackoff (conflicts) uses the per-key backoff only, not the overall bucket', () => {
+    const q = new WorkQueue({ baseDelayMs: 1, ratePerSecond: 10, burst: 2 });
+    const delays: number[] = [];
+    q.addAfter = (_key: string, ms: number) => {
+      delays.push(ms);
+    };
+    for (let i = 0; i < 4; i++) q.addWithBackoff(`k${i}`);
+    assert.deepEqual(delays, [1, 1, 1, 1], 'a burst of conflicts is not throttled to the bucket rate');
+    q.addWithBackoff('k0');
+    assert.equal(delays[4], 2, 'but each key still backs off exponentially');
+    assert.equal(q.numRequeues('k0'), 2);
+  });
+
   it('shutDown releases waiters, ignores later adds, and drain waits for keys in flight', async () => {
     const q = new WorkQueue();
     q.add('a');
