@@ -143,11 +143,23 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
       async () => (await stack.client.get<Server>(Resources.Server, target))?.status?.powerState === 'On',
     );
     // Firmware with network after disk asks the boot server; it must be told to boot locally.
-    await waitFor('the VM asked for its script', 120_000, () =>
+    await waitFor('the VM asked for its script', 180_000, () =>
       managerLines().some(
         (l) => (l.time ?? '') > mark && l.systemUUID === uuid && /local boot/.test(l.msg ?? ''),
       ),
-    );
+    ).catch((err) => {
+      const host = stack.hosts.find((h) => h.identity.uuid === uuid) as QemuHost;
+      const mine = managerLines()
+        .filter((l) => (l.time ?? '') > mark && (l.systemUUID === uuid || l.server === target))
+        .map((l) => JSON.stringify(l).slice(0, 300));
+      let serial = '';
+      try {
+        serial = readFileSync(host.serialLogPath, 'utf8').split('\n').slice(-15).join('\n');
+      } catch {}
+      throw new Error(
+        `${String(err)}\nmanager lines since power-on:\n${mine.join('\n')}\nserial tail:\n${serial}`,
+      );
+    });
     const served = managerLines().filter(
       (l) => (l.time ?? '') > mark && l.systemUUID === uuid && l.msg === 'iPXE script served',
     );
