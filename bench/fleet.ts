@@ -23,8 +23,9 @@ import { pool, printTable } from './stats.js';
 const o = new Command('fleet')
   .option('--servers <n>', 'fleet size', (v) => Number(v), 100)
   .option('--sweep <sizes>', 'comma-separated fleet sizes, run one after another')
+  .option('--manager-args <args>', 'extra manager flags, space-separated (e.g. "--workers=4")', '')
   .parse()
-  .opts<{ servers: number; sweep?: string }>();
+  .opts<{ servers: number; sweep?: string; managerArgs: string }>();
 
 /**
  * The manager's own API requests by verb (get, list, watch, create, update, patch, apply, delete),
@@ -73,7 +74,11 @@ async function run(n: number): Promise<FleetResult> {
     servers: n,
     backend: 'sim',
     dir,
-    managerArgs: ['--boot-timeout=10m', '--discovery-timeout=10m'],
+    managerArgs: [
+      '--boot-timeout=10m',
+      '--discovery-timeout=10m',
+      ...o.managerArgs.split(' ').filter(Boolean),
+    ],
     simTiming: { firmwareMs: 200, kernelMs: 500 },
     progress: (l) => console.error(`[fleet ${n}] ${l}`),
   });
