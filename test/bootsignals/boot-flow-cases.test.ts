@@ -13,9 +13,11 @@ import { sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   API,
   bearer,
+  deleteSeededServers,
   newTestClient,
   nextAttempt,
   postJson,
+  SEEDED_BY_LABEL,
   type Seeded,
   sbcCondition,
   seedBootTarget,
@@ -52,6 +54,7 @@ describe('boot-flow cases (registry + boot server)', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });
@@ -224,7 +227,7 @@ describe('boot-flow cases (registry + boot server)', () => {
     await client.create<Server>(Resources.Server, {
       apiVersion: API,
       kind: 'Server',
-      metadata: { name: `${s.server.metadata.name}-dup` },
+      metadata: { name: `${s.server.metadata.name}-dup`, labels: { [SEEDED_BY_LABEL]: ns.name } },
       spec: { systemUUID: s.uuid.toUpperCase() },
     });
     await waitFor(

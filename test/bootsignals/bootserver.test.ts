@@ -13,6 +13,7 @@ import { waitFor } from '../harness/control-plane.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   bearer,
+  deleteSeededServers,
   newTestClient,
   postJson,
   sbcCondition,
@@ -49,6 +50,7 @@ describe('boot server', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });

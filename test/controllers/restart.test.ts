@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freePorts } from '../harness/control-plane.js';
+import { stablePorts } from '../harness/ports.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,
@@ -50,7 +50,7 @@ async function kill(child: ChildProcess): Promise<void> {
 test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue from status, no double power action', {
   timeout: 90_000,
 }, async () => {
-  const [registryPort, bootPort] = await freePorts(2);
+  const [registryPort, bootPort] = await stablePorts(2);
   const s = await startStack('restart', {
     hosts: 1,
     noManager: true,
