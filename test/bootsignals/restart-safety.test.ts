@@ -13,7 +13,7 @@ import { Informer } from '../../src/runtime/informer.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { stablePorts } from '../harness/ports.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   bearer,
   deleteSeededServers,
@@ -22,6 +22,9 @@ import {
   seedBootTarget,
   spawnRegistry,
 } from './fixture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 let client: KubeClient;
 let ns: { name: string; cleanup(): Promise<void> };

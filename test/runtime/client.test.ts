@@ -11,7 +11,10 @@ import { type Condition, findCondition, setCondition } from '../../src/runtime/c
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../../src/runtime/finalizers.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
 import { stablePorts } from '../harness/ports.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 interface ConfigMap extends KObject {
   data?: Record<string, string>;

@@ -11,8 +11,11 @@ import { Manager } from '../../src/runtime/manager.js';
 import { controllerOwnerReference } from '../../src/runtime/ownerrefs.js';
 import { type KObject, objectKey, Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import { captureLogger } from './log-capture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 interface ConfigMap extends KObject {
   data?: Record<string, string>;

@@ -14,8 +14,11 @@ import { Controller } from '../../src/runtime/controller.js';
 import { Manager } from '../../src/runtime/manager.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import { captureLogger } from './log-capture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 interface Lease extends KObject {
   spec?: { holderIdentity?: string | null; leaseTransitions?: number; renewTime?: string };
