@@ -18,6 +18,7 @@ import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { BOOT_SIGNALS, BootedReason, ConditionType } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
@@ -217,7 +218,7 @@ export async function localUp(o: {
       const claim = snap.claims.find(
         (c) => c.metadata.name === EXAMPLE_CLAIM && c.metadata.namespace === EXAMPLE_NS,
       );
-      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === 'Booted');
+      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === ConditionType.Booted);
       const view = `${serversTable(snap)}\n\n${claimsTable(snap)}`;
       if (tty)
         process.stdout.write(`\x1b[2J\x1b[H${stamp(t0)} following ${EXAMPLE_NS}/${EXAMPLE_CLAIM}\n${view}\n`);
@@ -231,7 +232,7 @@ export async function localUp(o: {
         );
         break;
       }
-      if (booted?.reason === 'AttemptsExhausted') {
+      if (booted?.reason === BootedReason.AttemptsExhausted) {
         console.error(`${stamp(t0)} the claim ran out of attempts: ${booted.message}`);
         return 1;
       }
@@ -369,16 +370,13 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
 }
 
 /** Condition types in the order a boot produces them; timestamps have one-second resolution. */
-const BOOT_ORDER = [
-  'Bound',
-  'BootConfigurationReady',
-  'Ready',
-  'IPXEScriptFetched',
-  'IgnitionDataFetched',
-  'RegistrationReceived',
-  'BootStateReceived',
-  'Booted',
-  'BootCompleted',
+const BOOT_ORDER: string[] = [
+  ConditionType.Bound,
+  ConditionType.BootConfigurationReady,
+  ConditionType.Ready,
+  ...BOOT_SIGNALS,
+  ConditionType.Booted,
+  ConditionType.BootCompleted,
 ];
 const order = (time: string, type: string) =>
   `${time}/${String(BOOT_ORDER.indexOf(type) + 1).padStart(2, '0')}`;
@@ -446,8 +444,9 @@ async function followBoots(
           console.log(line);
         }
       }
-      const booted = claim.status?.conditions?.find((c) => c.type === 'Booted');
-      if (!o.watch || booted?.status === 'True' || booted?.reason === 'AttemptsExhausted') return 0;
+      const booted = claim.status?.conditions?.find((c) => c.type === ConditionType.Booted);
+      if (!o.watch || booted?.status === 'True' || booted?.reason === BootedReason.AttemptsExhausted)
+        return 0;
       await sleep(500);
     }
   } finally {
