@@ -17,7 +17,13 @@ import {
   RedfishHttpError,
   RedfishTransportError,
 } from './errors.js';
-import { parseRedfishError, parseSession, RedfishParseError } from './parse.js';
+import {
+  ForeignLinkError,
+  isServicePath,
+  parseRedfishError,
+  parseSession,
+  RedfishParseError,
+} from './parse.js';
 import { Budget, isRetryableStatus, parseRetryAfter } from './retry.js';
 
 export interface RedfishClientOptions {
@@ -187,6 +193,8 @@ export class RedfishClient {
    */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<RedfishResponse> {
     if (this.closed) throw new BmcError(`${method} ${path}: client is closed`);
+    // Paths come from the BMC's own bodies and headers; credentials go to the endpoint's origin only.
+    this.assertServicePath(method, path);
     const budget = opts.budget ?? this.budget();
     const idempotent = opts.idempotent ?? method !== 'POST';
     const backoff = new Backoff({ initialMs: this.opts.backoffInitialMs, maxMs: this.opts.backoffMaxMs });
@@ -407,9 +415,31 @@ export class RedfishClient {
     };
   }
 
-  private toPath(location: string): string {
-    const url = new URL(location, this.endpoint);
-    return url.origin === this.endpoint.origin ? url.pathname + url.search : location;
+  /** Throws {@link ForeignLinkError} unless `path` is a path on this service (see `isServicePath`). */
+  private assertServicePath(method: string, path: string): void {
+    let same = false;
+    try {
+      same = isServicePath(path) && new URL(path, this.endpoint).origin === this.endpoint.origin;
+    } catch {
+      same = false;
+    }
+    if (!same) throw new ForeignLinkError(method, path);
+  }
+
+  /**
+   * `Location` as a path on this service; `undefined` (and a log line) when it names another origin
+   * or is no usable reference, so that nothing is ever sent there.
+   */
+  private toPath(location: string): string | undefined {
+    try {
+      const url = new URL(location, this.endpoint);
+      const path = url.pathname + url.search;
+      if (url.origin === this.endpoint.origin && isServicePath(path)) return path;
+    } catch {
+      // falls through to the refusal below
+    }
+    this.log.warn({ location: location.slice(0, 200) }, 'ignoring a Location header outside the BMC');
+    return undefined;
   }
 }
 
