@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { type Logger, pino } from 'pino';
 import { Agent, request } from 'undici';
 import { Backoff } from '../runtime/backoff.js';
-import type { CallOptions } from './bmc.js';
+import type { CallOptions, TransportSecurity } from './bmc.js';
 import {
   BmcError,
   RedfishAuthError,
@@ -131,6 +131,8 @@ export class RedfishClient {
   private session: Session | undefined;
   private login: Promise<void> | undefined;
   private closed = false;
+  private readonly insecureTLS: boolean;
+  private readonly hasCa: boolean;
 
   constructor(options: RedfishClientOptions) {
     this.endpoint = new URL(options.endpoint);
@@ -149,14 +151,23 @@ export class RedfishClient {
     this.password = options.password;
     this.basicHeader = `Basic ${Buffer.from(`${options.username}:${options.password}`).toString('base64')}`;
     this.mode = options.auth ?? 'session';
+    this.insecureTLS = options.insecureTLS ?? false;
+    this.hasCa = options.ca !== undefined && options.ca.length > 0;
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ bmc: this.endpoint.host });
     this.dispatcher = new Agent({
       connections: options.maxConnections ?? 4,
       connect: {
-        rejectUnauthorized: !(options.insecureTLS ?? false),
-        ...(options.ca === undefined ? {} : { ca: options.ca }),
+        rejectUnauthorized: !this.insecureTLS,
+        ...(this.hasCa ? { ca: options.ca } : {}),
       },
     });
+  }
+
+  /** How requests are protected: HTTP, or TLS with or without certificate verification. */
+  get transportSecurity(): TransportSecurity {
+    if (this.endpoint.protocol === 'http:') return 'http';
+    if (this.insecureTLS) return 'tls-unverified';
+    return this.hasCa ? 'tls-verified-ca-bundle' : 'tls-verified-system-ca';
   }
 
   /** Authentication in use: `session` until a login fell back to basic. */
