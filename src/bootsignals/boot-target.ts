@@ -111,7 +111,11 @@ export class BootTargetResolver {
     if (all.length === 0) throw new HttpError(404, 'UnknownServer', `no Server with systemUUID ${uuid}`);
     const names = (l: Server[]) => l.map((s) => s.metadata.name).join(', ');
     if (alias.length === 0)
-      throw new HttpError(409, 'AmbiguousServer', `several Servers claim systemUUID ${uuid}: ${names(direct)}`);
+      throw new HttpError(
+        409,
+        'AmbiguousServer',
+        `several Servers claim systemUUID ${uuid}: ${names(direct)}`,
+      );
     throw new HttpError(
       409,
       'AmbiguousServer',
