@@ -250,7 +250,13 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
   baseUrl ||= bound.url;
-  return { ...bound, close: () => app.close() };
+  return {
+    ...bound,
+    close: async () => {
+      await app.close();
+      await resolver.aliases.settled();
+    },
+  };
 }
 
 /**
