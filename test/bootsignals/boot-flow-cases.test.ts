@@ -386,3 +386,52 @@ describe('boot-flow cases (registry + boot server)', () => {
     assert.equal(ok.status, 200, ok.text);
   });
 });
+
+describe('--callback-auth=optional (upstream agents without a token)', () => {
+  let optional: Awaited<ReturnType<typeof startTestStack>>;
+  let optNs: { name: string; cleanup(): Promise<void> };
+  let optClient: KubeClient;
+  before(async () => {
+    const kc = (await sharedCluster()).kubeConfig();
+    optClient = newTestClient(kc);
+    optNs = await testNamespace(kc, 'cases-optional');
+    optional = await startTestStack(kc, { callbackAuth: 'optional' });
+  });
+  after(async () => {
+    await optional?.close();
+    if (optNs && optClient) await deleteSeededServers(optClient, optNs.name);
+    await optNs?.cleanup();
+    await optClient?.close();
+  });
+
+  it('accepts a callback without token as Unauthenticated; a wrong token is still 401, an old one 409', async () => {
+    const s = await seedBootTarget(optClient, optNs.name);
+    await waitCached(optional, s);
+    const url = `${optional.registryUrl}/bootstate`;
+    const body = { systemUUID: s.uuid, booted: true };
+    assert.equal(
+      (await postJson(url, body, bearer('made-up'))).status,
+      401,
+      'a token, if sent, must be right',
+    );
+    const anon = await postJson(url, body);
+    assert.equal(anon.status, 200, anon.text);
+    const first = await sbcCondition(optClient, s, 'BootStateReceived');
+    assert.equal(first.cond?.status, 'True');
+    assert.equal(first.cond?.reason, 'Unauthenticated');
+    const reg = await postJson(`${optional.registryUrl}/register`, { systemUUID: s.uuid, data: { a: 1 } });
+    assert.equal(reg.status, 201, reg.text);
+    assert.equal((await sbcCondition(optClient, s, 'RegistrationReceived')).cond?.reason, 'Unauthenticated');
+    const { token: tokenB } = await nextAttempt(optClient, s);
+    await waitFor(
+      'rotation cached',
+      10_000,
+      () => optional.sources.sbcs.get(s.sbc.metadata.name!, optNs.name)?.spec.bootAttempt === 2,
+    );
+    assert.equal((await postJson(url, body, bearer(s.token))).status, 409, 'token of attempt 1');
+    const own = await postJson(url, body, bearer(tokenB));
+    assert.equal(own.status, 200, own.text);
+    const last = await sbcCondition(optClient, s, 'BootStateReceived');
+    assert.equal(last.cond?.reason, 'Booted', 'an authenticated callback says so');
+  });
+});
