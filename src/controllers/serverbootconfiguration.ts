@@ -4,14 +4,16 @@
  * Server controllers power a server on only once this says Ready (boot-flow case C05).
  *
  * Checks: `spec.image` resolves through the image catalog; the ignition Secret, when referenced,
- * exists and has key `ignition`; a Butane ignition (`format: fcos`) needs the `butane` tool on PATH
- * (reason `ButaneUnavailable` otherwise), because the boot server converts it when serving.
+ * exists, and what the boot server would serve from it (Butane translated, the `/bootstate` hook
+ * merged in) passes the official Ignition validator (src/ignition/); otherwise `Error` with the
+ * translator's or validator's report (`InvalidButane`, `InvalidIgnition`, `IgnitionMissing`,
+ * `IgnitionToolsUnavailable`).
  */
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
 import type pino from 'pino';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { SecretObject } from '../bootsignals/boot-target.js';
+import { IgnitionTools } from '../ignition/ignition-tools.js';
+import { IgnitionError, IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { KubeClient } from '../runtime/client.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -32,8 +34,10 @@ export interface ServerBootConfigurationControllerOptions {
   events: EventRecorder;
   log: pino.Logger;
   metrics?: RuntimeMetrics;
-  /** Whether Butane ignitions can be converted; default: a `butane` executable on PATH. */
-  butaneAvailable?: () => boolean;
+  /** Butane translation and Ignition validation; default: the `ignition-tools` binary. */
+  ignition?: IgnitionRenderer;
+  /** Whether the boot server merges the `/bootstate` hook into served ignition (default true). */
+  injectBootstateUnit?: boolean;
   /** Concurrent reconciles (each waits on an API read and a status write). Default 2. */
   workers?: number;
 }
@@ -48,48 +52,56 @@ interface Verdict {
 export function newServerBootConfigurationController(
   o: ServerBootConfigurationControllerOptions,
 ): Controller {
-  const butane = o.butaneAvailable ?? butaneOnPath;
+  const ignition = o.ignition ?? new IgnitionRenderer(new IgnitionTools());
   const log = o.log.child({ controller: 'serverbootconfiguration' });
 
   async function evaluate(sbc: ServerBootConfiguration): Promise<Verdict> {
     const image = o.catalog.current().resolve(sbc.spec.image);
     if (!image.ok) return { state: 'Error', reason: image.reason, message: image.message };
+    const ign = await evaluateIgnition(sbc);
+    if (ign) return ign;
     const ref = sbc.spec.ignitionSecretRef?.name;
-    if (!ref)
-      return { state: 'Ready', reason: 'Ready', message: `image ${image.image.name} resolved; no ignition` };
-    const secret = await o.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
-    if (!secret) {
-      return {
-        state: 'Error',
-        reason: 'IgnitionSecretNotFound',
-        message: `ignition Secret ${ref} does not exist`,
-        recheck: true,
-      };
-    }
-    if (!secret.data?.ignition) {
-      return {
-        state: 'Error',
-        reason: 'IgnitionMissing',
-        message: `ignition Secret ${ref} has no key ignition`,
-        recheck: true,
-      };
-    }
-    const format = secret.data.format
-      ? Buffer.from(secret.data.format, 'base64').toString('utf8').trim()
-      : 'ignition';
-    if ((format === 'fcos' || format === 'butane') && !butane()) {
-      return {
-        state: 'Error',
-        reason: 'ButaneUnavailable',
-        message: `ignition Secret ${ref} is Butane (format ${format}) but no butane executable is on PATH to convert it`,
-        recheck: true,
-      };
-    }
     return {
       state: 'Ready',
       reason: 'Ready',
-      message: `image ${image.image.name} resolved; ignition ${ref} (${format})`,
+      message: `image ${image.image.name} resolved; ${ref ? `ignition ${ref} valid` : 'no ignition'}`,
     };
+  }
+
+  /**
+   * Renders the ignition the boot server would serve (with a stand-in token: validity does not
+   * depend on its value) and validates it; an Error verdict, or undefined when it is valid.
+   */
+  async function evaluateIgnition(sbc: ServerBootConfiguration): Promise<Verdict | undefined> {
+    const ref = sbc.spec.ignitionSecretRef?.name;
+    let secret: SecretObject | undefined;
+    if (ref) {
+      secret = await o.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
+      if (!secret) {
+        return {
+          state: 'Error',
+          reason: 'IgnitionSecretNotFound',
+          message: `ignition Secret ${ref} does not exist`,
+          recheck: true,
+        };
+      }
+    }
+    const hook = {
+      registryUrl: 'http://registry.invalid',
+      uuid: '00000000-0000-0000-0000-000000000000',
+      token: 'x'.repeat(43),
+      attempt: sbc.spec.bootAttempt ?? 1,
+    };
+    try {
+      const key = `${sbc.metadata.namespace}/${ref}@${secret?.metadata.resourceVersion}`;
+      const stored = await ignition.stored(ref ? (secret?.data ?? {}) : undefined, key, ref);
+      await ignition.render(stored, (o.injectBootstateUnit ?? true) ? hook : undefined);
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof IgnitionError)) throw err;
+      // Secrets are not watched: look again, an edit may fix it.
+      return { state: 'Error', reason: err.reason, message: err.message, recheck: true };
+    }
   }
 
   async function reconcile(req: Request): Promise<Result | undefined> {
@@ -139,18 +151,4 @@ export function newServerBootConfigurationController(
       c.enqueue({ name: s.metadata.name ?? '', namespace: s.metadata.namespace });
   });
   return c;
-}
-
-/** True when an executable `butane` is on PATH. */
-export function butaneOnPath(): boolean {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (!dir) continue;
-    try {
-      accessSync(join(dir, 'butane'), constants.X_OK);
-      return true;
-    } catch {
-      // not in this directory
-    }
-  }
-  return false;
 }

@@ -9,7 +9,6 @@ import type { Server } from '../../src/api/v1alpha1/server.js';
 import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
-import { butaneOnPath } from '../../src/controllers/serverbootconfiguration.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -76,24 +75,26 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
     );
     assert.deepEqual(resets(s, uuid).slice(before.resets), ['On']);
 
-    // The same class of fault from the ignition side: a Butane ignition without a butane tool.
-    if (!butaneOnPath()) {
-      const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
-      const mark = resets(s, other.id).length;
-      await s.client.create<SecretObject>(Resources.Secret, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'butane', namespace: s.ns },
-        data: { format: b64('fcos'), ignition: b64('variant: fcos\nversion: 1.3.0\n') },
-      });
-      await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
-      await eventually('ButaneUnavailable on the claim', 10_000, async () => {
-        const c = await getClaim(s, 'c05-butane');
-        return cond(c, 'BootConfigurationReady')?.reason === 'ButaneUnavailable';
-      });
-      await sleep(500);
-      assert.deepEqual(resets(s, other.id).slice(mark), []);
-    }
+    // The same class of fault from the ignition side: a Butane config the official translator rejects.
+    const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
+    const mark = resets(s, other.id).length;
+    await s.client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'butane', namespace: s.ns },
+      data: {
+        format: b64('fcos'),
+        ignition: b64('variant: fcos\nversion: 1.5.0\nstorage:\n  files:\n    - path: etc/relative\n'),
+      },
+    });
+    await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
+    const bad = await eventually('InvalidButane on the claim', 10_000, async () => {
+      const c = cond(await getClaim(s, 'c05-butane'), 'BootConfigurationReady');
+      return c?.reason === 'InvalidButane' ? c : undefined;
+    });
+    assert.match(bad.message, /path not absolute/);
+    await sleep(500);
+    assert.deepEqual(resets(s, other.id).slice(mark), []);
   } finally {
     await s.close();
   }
