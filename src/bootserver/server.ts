@@ -13,6 +13,7 @@
  *   `/bootstate` hook merged in, validated first (src/ignition/); sets `IgnitionDataFetched` before
  *   answering. 401 / 409 as the registry; 409 with the validator's report for an invalid config.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
+ * - `GET /oci/{uuid}/{attempt}/{layer}` → layers of the attempt's OCI image (blob-route.ts).
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
  * DESIGN.md section 4 (503 + `Retry-After` while the API server or a rotation is unavailable).
@@ -29,8 +30,12 @@ import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import { IgnitionTools } from '../ignition/ignition-tools.js';
 import { IgnitionRenderer } from '../ignition/served-ignition.js';
+import type { BlobCache } from '../oci/blob-cache.js';
+import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
 import { findCondition } from '../runtime/conditions.js';
+import { registerBlobRoute } from './blob-route.js';
+import { bootImageFor } from './boot-image.js';
 import { servedIgnition } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
@@ -48,6 +53,8 @@ export interface BootServerOptions extends SignalServerOptions {
   injectBootstateUnit?: boolean;
   /** Butane translation and Ignition validation (default: the `ignition-tools` binary, see src/ignition/). */
   ignition?: IgnitionRenderer;
+  /** OCI images: registry access and the blob cache behind `/oci/...` (blob-route.ts); none = catalog only. */
+  oci?: { images: BootImages; cache: BlobCache };
 }
 
 /** Field-manager prefix of the boot server's condition writes. */
@@ -115,10 +122,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         'the script of this attempt was already served to another client',
       );
     }
-    const resolved = opts.catalog().resolve(sbc.spec.image);
-    if (!resolved.ok) throw unavailable(`${resolved.reason}: ${resolved.message}`, 30);
+    const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl);
     const script = attemptScript({
-      image: resolved.image,
+      image,
       uuid,
       attempt,
       token: target.callback.token,
@@ -131,7 +137,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       reason: 'ScriptServed',
       message: `script for attempt ${attempt} served to ${client}`,
     });
-    log.info({ sbc: sbc.metadata.name, attempt, image: resolved.image.name }, 'iPXE script served');
+    log.info({ sbc: sbc.metadata.name, attempt, image: image.name }, 'iPXE script served');
     return reply.type('text/plain').send(script);
   });
 
@@ -194,6 +200,8 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       .header('content-length', String(size))
       .send(createReadStream(path));
   });
+
+  if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
   baseUrl ||= bound.url;

@@ -22,6 +22,7 @@ import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
+import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 
@@ -36,6 +37,8 @@ export interface ManagerConfig {
   leaderElect: boolean;
   registry: { host: string; port: number; url?: string };
   bootServer: { host: string; port: number; url?: string };
+  /** OCI images and Ignition tooling (src/cmd/image-flags.ts). */
+  images: ImageFlags;
 }
 
 const DURATION = (v: string): number => {
@@ -230,12 +233,12 @@ function command(): Command {
 
 /** The `--help` text (flags with their defaults). */
 export function managerHelp(): string {
-  return command().helpInformation();
+  return addImageOptions(command()).helpInformation();
 }
 
 /** Parses manager flags (without `node` and the script). Throws `CommanderError` for bad or unknown flags and for `--help`. */
 export function parseManagerConfig(argv: readonly string[], opts: { silent?: boolean } = {}): ManagerConfig {
-  const cmd = command();
+  const cmd = addImageOptions(command());
   if (opts.silent) cmd.configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
   cmd.parse([...argv], { from: 'user' });
   const o = cmd.opts<{
@@ -322,6 +325,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     leaderElect: o.leaderElect,
     registry: { host: rHost, port: rPort, url: o.registryUrl },
     bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+    images: imageFlagsOf(cmd.opts()),
   };
 }
 
@@ -370,7 +374,13 @@ export async function runManager(
     );
     catalog = ImageCatalogSource.empty(log);
   }
-  const setup = setupControllers(mgr, { config: cfg.controllers, catalog });
+  const oci = await imageServices(cfg.images, mgr.client, log);
+  const setup = setupControllers(mgr, {
+    config: cfg.controllers,
+    catalog,
+    ignition: oci.ignition,
+    images: oci.images,
+  });
   await mgr.start();
   const sources = {
     client: mgr.client,
@@ -397,6 +407,8 @@ export async function runManager(
     registryUrl,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
+    ignition: oci.ignition,
+    oci: { images: oci.images, cache: oci.cache },
   });
   const bootServerUrl = cfg.bootServer.url ?? reachable(bootServer.url);
   log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
@@ -412,6 +424,7 @@ export async function runManager(
         await closeWithin(SERVER_CLOSE_GRACE_MS, [registry.close(), bootServer.close()], log);
         await mgr.stop();
         await setup.connections.closeAll();
+        await oci.close();
       })();
       return stopping;
     },

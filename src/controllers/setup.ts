@@ -12,6 +12,7 @@ import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
 import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
 import type { IgnitionRenderer } from '../ignition/served-ignition.js';
+import type { BootImages } from '../oci/boot-images.js';
 import type { Informer } from '../runtime/informer.js';
 import type { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
@@ -44,6 +45,8 @@ export interface SetupOptions {
   bmcFactory?: BmcFactory;
   /** Butane translation and Ignition validation (default: the `ignition-tools` binary). */
   ignition?: IgnitionRenderer;
+  /** OCI image resolution (none: image catalog names only). */
+  images?: BootImages;
 }
 
 /** Registers informers and controllers on `mgr` (before or after `mgr.start()`). */
@@ -134,6 +137,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       sbcs,
       catalog: opts.catalog,
       ignition: opts.ignition,
+      images: opts.images,
       workers: cfg.workers,
     }),
   );

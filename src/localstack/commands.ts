@@ -87,6 +87,7 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
       metricsUrl: stack.metricsUrl,
       managerLog: stack.managerLog,
       startedAt,
+      osImage: stack.images.osImage,
     });
     say('READY');
   } catch (err) {
@@ -185,9 +186,10 @@ export async function localUp(o: {
   try {
     console.log(`${stamp(t0)} servers discovered:\n${serversTable(await snapshot(client))}`);
     if (!o.claim) return 0;
-    await applyExampleClaim(client);
+    const image = state.osImage ?? OS_IMAGE;
+    await applyExampleClaim(client, image);
     console.log(
-      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${OS_IMAGE}, NetBootOnce); following it:`,
+      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${image}, NetBootOnce); following it:`,
     );
     const tty = process.stdout.isTTY;
     let lastView = '';
@@ -229,7 +231,8 @@ export async function localUp(o: {
   }
 }
 
-async function applyExampleClaim(client: KubeClient): Promise<void> {
+/** Applies the example claim booting `image` (the local registry's OCI image; a catalog name also works). */
+async function applyExampleClaim(client: KubeClient, image: string): Promise<void> {
   const existing = await client.get<ServerClaim>(Resources.ServerClaim, EXAMPLE_CLAIM, EXAMPLE_NS);
   if (existing) return;
   const servers = (await client.list<Server>(Resources.Server)).items
@@ -251,7 +254,7 @@ async function applyExampleClaim(client: KubeClient): Promise<void> {
     metadata: { name: EXAMPLE_CLAIM, namespace: EXAMPLE_NS },
     spec: {
       power: 'On',
-      image: OS_IMAGE,
+      image,
       serverRef: { name: servers[0].metadata.name },
       ignitionSecretRef: { name: `${EXAMPLE_CLAIM}-ignition` },
       bootPolicy: 'NetBootOnce',

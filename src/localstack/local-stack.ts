@@ -18,6 +18,7 @@ import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
+import { type LocalImages, startLocalImages } from './local-images.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
 
 export type Backend = 'qemu' | 'sim';
@@ -54,6 +55,8 @@ export class LocalStack {
     readonly registryUrl: string,
     readonly bootServerUrl: string,
     readonly metricsUrl: string,
+    /** The local OCI registry and the images pushed to it (local-images.ts). */
+    readonly images: LocalImages,
   ) {}
 
   get kubeconfigPath(): string {
@@ -80,6 +83,9 @@ export class LocalStack {
     const cp = await ControlPlane.start();
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
+      say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
+      const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
+      cleanup.unshift(() => images.registry.stop());
       const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
       await client.create(Resources.Namespace, {
         apiVersion: 'v1',
@@ -148,6 +154,7 @@ export class LocalStack {
           `--bootserver-addr=127.0.0.1:${bootPort}`,
           `--bootserver-url=${bootServerUrl}`,
           `--metrics-port=${metricsPort}`,
+          ...images.managerArgs,
           ...(opts.managerArgs ?? []),
         ],
         { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
@@ -198,6 +205,7 @@ export class LocalStack {
         registryUrl,
         bootServerUrl,
         metricsUrl,
+        images,
       );
     } catch (err) {
       for (const c of cleanup) await c().catch(() => undefined);
@@ -235,6 +243,7 @@ export class LocalStack {
     await this.vbmc.close();
     await Promise.all(this.hosts.map((h) => h.close().catch(() => undefined)));
     await this.client.close();
+    await this.images.registry.stop();
     await this.cp.stop();
   }
 }
