@@ -26,6 +26,8 @@ export interface OciRegistryOptions {
   /** HTTP Basic users (htpasswd auth); none = anonymous pull and push. */
   users?: Record<string, string>;
   keepData?: boolean;
+  /** Keep the registry's access log and count blob GETs (`blobGets()`, for benchmarks). */
+  accessLog?: boolean;
 }
 
 export class OciRegistry {
@@ -33,6 +35,7 @@ export class OciRegistry {
   readonly dir: string;
   port = 0;
   private output = '';
+  private blobGetCount = 0;
 
   constructor(private readonly o: OciRegistryOptions = {}) {
     this.dir = o.dir ?? mkdtempSync(join(tmpdir(), 'metal-oci-registry-'));
@@ -65,7 +68,7 @@ export class OciRegistry {
 log:
   level: warn
   accesslog:
-    disabled: true
+    disabled: ${this.o.accessLog ? 'false' : 'true'}
 storage:
   filesystem:
     rootdirectory: ${join(this.dir, 'data')}
@@ -86,7 +89,11 @@ ${auth}`,
     );
     this.child = child;
     const keep = (b: Buffer) => {
-      this.output = (this.output + b.toString()).slice(-4000);
+      const text = b.toString();
+      // Access log lines (combined log format): "GET /v2/<name>/blobs/sha256:… HTTP/1.1" 200
+      if (this.o.accessLog)
+        this.blobGetCount += text.match(/"GET \/v2\/\S+\/blobs\/sha256:[0-9a-f]{64} HTTP/g)?.length ?? 0;
+      this.output = (this.output + text).slice(-4000);
     };
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
@@ -104,6 +111,11 @@ ${auth}`,
       if (Date.now() > end) throw new Error(`docker-registry did not answer within 15 s: ${this.output}`);
       await new Promise((ok) => setTimeout(ok, 100));
     }
+  }
+
+  /** Blob GETs answered so far (with `accessLog` only; a line may arrive just after its response). */
+  blobGets(): number {
+    return this.blobGetCount;
   }
 
   /** SIGSTOP: connections hang, nothing is answered (an outage without losing content). */
