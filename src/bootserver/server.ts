@@ -23,8 +23,15 @@
  */
 import { createReadStream, statSync } from 'node:fs';
 import { Registry } from 'prom-client';
-import { BootSignal } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import {
+  BootSignal,
+  ConditionType,
+  countsForCurrentAttempt,
+  currentAttemptCondition,
+  EventReason,
+  SignalReason,
+} from '../api/vocabulary.js';
 import {
   apiFailure,
   type BootTarget,
@@ -35,7 +42,6 @@ import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
-import { findCondition } from '../runtime/conditions.js';
 import { Resources } from '../runtime/resource.js';
 import {
   butaneToIgnition,
@@ -63,7 +69,7 @@ export interface BootServerOptions extends SignalServerOptions {
 /** Field-manager prefix of the boot server's condition writes. */
 export const BOOTSERVER_COMPONENT = 'metal-bootserver';
 /** Condition set by the claim controller when a claim completed; read for NetBootOnce. */
-export const BOOT_COMPLETED_CONDITION = 'BootCompleted';
+export const BOOT_COMPLETED_CONDITION = ConditionType.BootCompleted;
 
 const uuidParam = {
   type: 'object',
@@ -71,12 +77,6 @@ const uuidParam = {
   required: ['uuid'],
 };
 const CLIENT_IN_MESSAGE = / served to (\S+)$/;
-
-/** True when `sbc`'s condition `type` is True and belongs to the current attempt. */
-function currentAndTrue(sbc: ServerBootConfiguration, type: string): boolean {
-  const c = findCondition(sbc.status?.conditions, type);
-  return !!c && c.status === 'True' && (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0);
-}
 
 /** Starts the boot server; resolves once it listens. */
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
@@ -101,7 +101,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     }
     if (
       target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-      currentAndTrue(target.sbc, BOOT_COMPLETED_CONDITION)
+      countsForCurrentAttempt(target.sbc, BOOT_COMPLETED_CONDITION)
     ) {
       log.info({ sbc: target.sbc.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
@@ -121,11 +121,8 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    const fetched = findCondition(sbc.status?.conditions, BootSignal.IPXEScriptFetched);
-    const pinnedTo =
-      fetched && (fetched.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0)
-        ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1]
-        : undefined;
+    const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
+    const pinnedTo = fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
     if (pin && pinnedTo && pinnedTo !== client) {
       log.warn({ pinnedTo, attempt }, 'script of this attempt was served to another client; refused');
       throw new HttpError(
@@ -147,7 +144,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
       type: BootSignal.IPXEScriptFetched,
       status: 'True',
-      reason: 'ScriptServed',
+      reason: SignalReason.ScriptServed,
       message: `script for attempt ${attempt} served to ${client}`,
     });
     log.info({ sbc: sbc.metadata.name, attempt, image: resolved.image.name }, 'iPXE script served');
@@ -167,7 +164,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         opts.events.event(
           { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
-          'StaleCallback',
+          EventReason.StaleCallback,
           `ignition fetch from ${req.socket.remoteAddress} carried the token of an earlier attempt; refused`,
         );
       }
@@ -188,7 +185,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
       type: BootSignal.IgnitionDataFetched,
       status: 'True',
-      reason: 'IgnitionServed',
+      reason: SignalReason.IgnitionServed,
       message: `ignition for attempt ${attempt} served to ${req.socket.remoteAddress}`,
     });
     req.log.info(

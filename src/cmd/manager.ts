@@ -6,7 +6,7 @@
  * `parseManagerConfig` turns flags into a {@link ManagerConfig} (pure, throws on bad input);
  * `runManager` parses, starts everything and returns a handle (tests start it in-process).
  */
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
@@ -214,6 +214,15 @@ function command(): Command {
     .addOption(
       dur('--bmc-request-timeout <duration>', 'timeout of one HTTP request to a BMC', d.bmc.requestTimeoutMs),
     )
+    .option(
+      '--bmc-insecure-tls',
+      'accept any BMC certificate without verification (default: verify against the system store or --bmc-ca-file)',
+      false,
+    )
+    .option(
+      '--bmc-ca-file <path>',
+      'PEM CA bundle trusted for BMC certificates instead of the system store (a BMCSecret key ca.crt overrides it)',
+    )
     .addOption(dur('--bmc-resync <duration>', 're-read every BMC this often', d.bmcResyncMs))
     .addOption(
       dur(
@@ -231,6 +240,20 @@ function command(): Command {
         String(d.workers),
       ),
     );
+}
+
+/** Reads `--bmc-ca-file`; a missing file or one without a PEM certificate is a flag error. */
+function readCaBundle(path: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CommanderError(1, 'manager.invalidCaFile', `--bmc-ca-file: ${(err as Error).message}`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new CommanderError(1, 'manager.invalidCaFile', `--bmc-ca-file: ${path} holds no PEM certificate`);
+  }
+  return pem;
 }
 
 /** The `--help` text (flags with their defaults). */
@@ -267,6 +290,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     powerResendAfter: number;
     bmcCallBudget: number;
     bmcRequestTimeout: number;
+    bmcInsecureTls: boolean;
+    bmcCaFile?: string;
     bmcResync: number;
     serverResync: number;
     workers: number;
@@ -318,6 +343,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
         ...DEFAULT_CONTROLLER_CONFIG.bmc,
         callBudgetMs: o.bmcCallBudget,
         requestTimeoutMs: o.bmcRequestTimeout,
+        insecureTLS: o.bmcInsecureTls,
+        ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
       },
       scopeLabels: o.objectSelector,
       requireServerSelection: o.requireServerSelection,
