@@ -14,6 +14,7 @@
  * `ImageLayerMissing`, `ImageManifestInvalid`.
  */
 import type { SBCImageStatus, ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { BootConfigurationReason } from '../api/vocabulary.js';
 import type { ImageCatalog } from '../bootserver/image-catalog.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { requireLayers } from '../oci/image-resolver.js';
@@ -45,12 +46,17 @@ export async function resolveSbcImage(
     ref = parseReference(sbc.spec.image);
   } catch (err) {
     if (!(err instanceof InvalidReference)) throw err;
-    return { ok: false, reason: 'InvalidImageReference', message: err.message, askedRegistry: false };
+    return {
+      ok: false,
+      reason: BootConfigurationReason.InvalidImageReference,
+      message: err.message,
+      askedRegistry: false,
+    };
   }
   if (!isAllowed(images.policy, ref.domain)) {
     return {
       ok: false,
-      reason: 'ImageNotFound',
+      reason: BootConfigurationReason.ImageNotFound,
       message: `image ${sbc.spec.image} is not in the image catalog, and its registry ${ref.domain} is not in --allowed-registries (${images.policy.allowed.join(',') || 'none'})`,
       askedRegistry: false,
     };

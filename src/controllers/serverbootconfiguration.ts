@@ -9,10 +9,16 @@
  * exists, and what the boot server would serve from it (Butane translated, the `/bootstate` hook
  * merged in) passes the official Ignition validator (src/ignition/); otherwise `Error` with the
  * translator's or validator's report (`InvalidButane`, `InvalidIgnition`, `IgnitionMissing`,
- * `IgnitionToolsUnavailable`).
+ * `IgnitionToolsUnavailable`). Without `ignitionSecretRef` the SBC is Ready and its message says
+ * "no ignition configured" (the boot server then serves the callback-only config, see
+ * `callbackOnlyIgnition`).
+ *
+ * A hand-made SBC (no `callbackSecretRef`) first gets its callback Secret and token
+ * (handmade-boot-configuration.ts); it is evaluated once that is referenced.
  */
 import type pino from 'pino';
 import type { SBCImageStatus, ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { BootConfigurationReason, EventReason } from '../api/vocabulary.js';
 import type { SecretObject } from '../bootsignals/boot-target.js';
 import { IgnitionTools } from '../ignition/ignition-tools.js';
 import { IgnitionError, IgnitionRenderer } from '../ignition/served-ignition.js';
@@ -25,6 +31,7 @@ import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 import { SBC_READY_CONDITION } from './boot-configuration.js';
 import { resolveSbcImage } from './boot-image-resolution.js';
+import { isHandMade, issueCallbackSecret } from './handmade-boot-configuration.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
@@ -48,6 +55,8 @@ export interface ServerBootConfigurationControllerOptions {
   images?: BootImages;
   /** Concurrent reconciles (each waits on an API read and a status write). Default 2. */
   workers?: number;
+  /** Labels put on callback Secrets issued for hand-made SBCs (the operator's scope labels). */
+  labels?: Record<string, string>;
 }
 
 interface Verdict {
@@ -98,7 +107,7 @@ export function newServerBootConfigurationController(
     return {
       state: 'Ready',
       reason: 'Ready',
-      message: `image ${image.name}${digest} resolved; ${ref ? `ignition ${ref} valid` : 'no ignition'}`,
+      message: `image ${image.name}${digest} resolved; ${ref ? `ignition ${ref} valid` : 'no ignition configured (no ignitionSecretRef): /ignition serves only the /bootstate callback unit'}`,
       image: image.image,
       resolvedNow: image.resolvedNow,
     };
@@ -116,7 +125,7 @@ export function newServerBootConfigurationController(
       if (!secret) {
         return {
           state: 'Error',
-          reason: 'IgnitionSecretNotFound',
+          reason: BootConfigurationReason.IgnitionSecretNotFound,
           message: `ignition Secret ${ref} does not exist`,
           recheck: true,
         };
@@ -143,6 +152,11 @@ export function newServerBootConfigurationController(
   async function reconcile(req: Request): Promise<Result | undefined> {
     const sbc = o.sbcs.get(req.name, req.namespace);
     if (!sbc || sbc.metadata.deletionTimestamp) return undefined;
+    if (isHandMade(sbc)) {
+      // The reference written here brings the next reconcile, which evaluates the SBC.
+      const issued = await issueCallbackSecret(o.client, sbc, o.labels ?? {});
+      return issued ? undefined : { requeueAfterMs: SECRET_RECHECK_MS };
+    }
     const v = await evaluate(sbc);
     const l = log.child({
       namespace: sbc.metadata.namespace,
@@ -205,7 +219,7 @@ export function newServerBootConfigurationController(
     o.events.event(
       { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
       'Normal',
-      'ImageResolved',
+      EventReason.ImageResolved,
       `attempt ${image.bootAttempt}: ${image.reference} resolved to ${image.digest}`,
     );
   }

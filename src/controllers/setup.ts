@@ -139,6 +139,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       ignition: opts.ignition,
       images: opts.images,
       workers: cfg.workers,
+      labels: cfg.scopeLabels,
     }),
   );
   return { servers, sbcs, callbackSecrets, claims, bmcs, connections, bootMetrics };

@@ -12,6 +12,7 @@
  * validator's report. Butane warnings do not fail (upstream semantics); they are returned.
  */
 import { createHash } from 'node:crypto';
+import { BootConfigurationReason } from '../api/vocabulary.js';
 import {
   type BootstateHook,
   DEFAULT_IGNITION_VERSION,
@@ -27,12 +28,12 @@ import {
   type ToolResult,
 } from './ignition-tools.js';
 
-/** Reasons of ignition failures, as written to the SBC's Ready condition. */
+/** Reasons of ignition failures, as written to the SBC's Ready condition (src/api/vocabulary.ts). */
 export const IgnitionReason = {
-  IgnitionMissing: 'IgnitionMissing',
-  InvalidButane: 'InvalidButane',
-  InvalidIgnition: 'InvalidIgnition',
-  IgnitionToolsUnavailable: 'IgnitionToolsUnavailable',
+  IgnitionMissing: BootConfigurationReason.IgnitionMissing,
+  InvalidButane: BootConfigurationReason.InvalidButane,
+  InvalidIgnition: BootConfigurationReason.InvalidIgnition,
+  IgnitionToolsUnavailable: BootConfigurationReason.IgnitionToolsUnavailable,
 } as const;
 export type IgnitionReason = (typeof IgnitionReason)[keyof typeof IgnitionReason];
 

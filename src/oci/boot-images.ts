@@ -9,6 +9,7 @@
  * server uses the same credentials for the blobs.
  */
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { BootConfigurationReason } from '../api/vocabulary.js';
 import type { KubeClient } from '../runtime/client.js';
 import { controllerOf } from '../runtime/ownerrefs.js';
 import { type KObject, Resources } from '../runtime/resource.js';
@@ -69,11 +70,18 @@ export class BootImages {
     if (!ref) return undefined;
     const [namespace, name] = ref.split('/');
     const secret = await this.o.client.get<SecretLike>(Resources.Secret, name ?? '', namespace);
-    if (!secret) throw new RegistryError('PullSecretNotFound', `image pull secret ${ref} does not exist`);
+    if (!secret)
+      throw new RegistryError(
+        BootConfigurationReason.PullSecretNotFound,
+        `image pull secret ${ref} does not exist`,
+      );
     try {
       return credentialsFor(secret.data, image.domain);
     } catch (err) {
-      throw new RegistryError('PullSecretInvalid', `image pull secret ${ref}: ${(err as Error).message}`);
+      throw new RegistryError(
+        BootConfigurationReason.PullSecretInvalid,
+        `image pull secret ${ref}: ${(err as Error).message}`,
+      );
     }
   }
 

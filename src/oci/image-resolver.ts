@@ -13,6 +13,7 @@
  * `ImageLayerMissing`, `ImageManifestInvalid`.
  */
 import { createHash } from 'node:crypto';
+import { BootConfigurationReason } from '../api/vocabulary.js';
 import type { RegistryCredentials } from './docker-config.js';
 import {
   BOOT_LAYERS,
@@ -26,10 +27,11 @@ import {
 import { formatReference, type ImageReference } from './reference.js';
 import { type RegistryClient, RegistryError, readLimitedBytes } from './registry-client.js';
 
+/** Reasons of image failures (src/api/vocabulary.ts). */
 export const ImageReason = {
-  ImageArchitectureNotFound: 'ImageArchitectureNotFound',
-  ImageLayerMissing: 'ImageLayerMissing',
-  ImageManifestInvalid: 'ImageManifestInvalid',
+  ImageArchitectureNotFound: BootConfigurationReason.ImageArchitectureNotFound,
+  ImageLayerMissing: BootConfigurationReason.ImageLayerMissing,
+  ImageManifestInvalid: BootConfigurationReason.ImageManifestInvalid,
 } as const;
 
 export class ImageError extends RegistryError {}

@@ -16,16 +16,18 @@
  * `RegistryUnavailable`, `RegistryUnauthorized`, `ImageNotFound`, `RegistryError`).
  */
 import { Agent, type Dispatcher, request } from 'undici';
+import { BootConfigurationReason } from '../api/vocabulary.js';
 import type { RegistryCredentials } from './docker-config.js';
 import { apiHost, type ImageReference } from './reference.js';
 import { isAllowed, isInsecure, type RegistryPolicy } from './registry-policy.js';
 
+/** Reasons of registry failures (src/api/vocabulary.ts), as written to the SBC's Ready condition. */
 export const RegistryReason = {
-  RegistryNotAllowed: 'RegistryNotAllowed',
-  RegistryUnavailable: 'RegistryUnavailable',
-  RegistryUnauthorized: 'RegistryUnauthorized',
-  ImageNotFound: 'ImageNotFound',
-  RegistryError: 'RegistryError',
+  RegistryNotAllowed: BootConfigurationReason.RegistryNotAllowed,
+  RegistryUnavailable: BootConfigurationReason.RegistryUnavailable,
+  RegistryUnauthorized: BootConfigurationReason.RegistryUnauthorized,
+  ImageNotFound: BootConfigurationReason.ImageNotFound,
+  RegistryError: BootConfigurationReason.RegistryError,
 } as const;
 
 export class RegistryError extends Error {
