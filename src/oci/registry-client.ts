@@ -15,6 +15,7 @@
  * Errors are `RegistryError`s with a `reason` for the SBC (`RegistryNotAllowed`,
  * `RegistryUnavailable`, `RegistryUnauthorized`, `ImageNotFound`, `RegistryError`).
  */
+import { createHash } from 'node:crypto';
 import { Agent, type Dispatcher, request } from 'undici';
 import { BootConfigurationReason } from '../api/vocabulary.js';
 import type { RegistryCredentials } from './docker-config.js';
@@ -106,7 +107,12 @@ export class RegistryClient {
   ): Promise<RegistryResponse> {
     const origin = this.origin(ref);
     const url = `${origin}/v2/${ref.repository}${path}`;
-    const key = `${origin}|${ref.repository}|${opts.credentials?.username ?? ''}`;
+    // Tokens are cached per credentials (a hash of them), so changed credentials never reuse a token.
+    const c = opts.credentials;
+    const who = c
+      ? createHash('sha256').update(`${c.username}\0${c.password}\0${c.identityToken}`).digest('hex')
+      : '';
+    const key = `${origin}|${ref.repository}|${who}`;
     let auth = this.cachedToken(key);
     for (let round = 0; round < 2; round++) {
       const res = await this.follow(url, origin, auth, opts);
