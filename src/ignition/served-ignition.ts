@@ -5,7 +5,8 @@
  *   Secret data → stored config (key `ignition`; key `format`: absent or `ignition` = Ignition v3
  *   JSON, `fcos` or `butane` = Butane YAML, translated with the official translator once per Secret
  *   resourceVersion) → the project's `/bootstate` hook merged in (optional) → validated with the
- *   official validator → JSON text.
+ *   official validator (verdicts cached by content; the hook's per-attempt values sit percent-encoded
+ *   in a data URL and cannot change validity, so one verdict covers every attempt) → JSON text.
  *
  * Failures are `IgnitionError`s whose `reason` goes onto the SBC (`IgnitionMissing`, `InvalidButane`,
  * `InvalidIgnition`, `IgnitionToolsUnavailable`) and whose message carries the translator's or the
@@ -59,6 +60,14 @@ export interface StoredIgnition {
   /** Translation warnings (Butane only). */
   warnings: IgnitionReportEntry[];
 }
+
+/** Hook values the validity verdict is computed with (see `render`). */
+const STANDIN_HOOK: BootstateHook = {
+  registryUrl: 'http://registry.invalid:10000',
+  uuid: '00000000-0000-0000-0000-000000000000',
+  token: 'x'.repeat(43),
+  attempt: 1,
+};
 
 /** Most entries kept per cache (translations by Secret resourceVersion, verdicts by content hash). */
 const CACHE_ENTRIES = 1000;
@@ -119,7 +128,11 @@ export class IgnitionRenderer {
    */
   async render(stored: StoredIgnition, hook: BootstateHook | undefined): Promise<string> {
     const body = JSON.stringify(hook ? withBootstateHook(stored.config, hook) : stored.config);
-    const v = await this.validate(body);
+    // The hook's values (registry URL, UUID, token, attempt) only appear percent-encoded inside a
+    // data URL, so validity does not depend on them: the verdict of the config with stand-in values
+    // is the verdict of every served one, and a token per attempt costs no validator run.
+    const canonical = hook ? JSON.stringify(withBootstateHook(stored.config, STANDIN_HOOK)) : body;
+    const v = await this.validate(canonical);
     if (!v.ok) {
       throw new IgnitionError(
         IgnitionReason.InvalidIgnition,

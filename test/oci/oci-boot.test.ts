@@ -80,6 +80,9 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
         hosts,
         '--image-cache-dir',
         mkdtempSync(join(tmpdir(), 'metal-oci-cache-')),
+        // Sim hosts on a loaded machine may miss the fixture's 2 s; retries are the retag test's subject only.
+        '--boot-timeout',
+        '60s',
       ],
     });
     pool = await availableServers(s, 9, 60_000);
