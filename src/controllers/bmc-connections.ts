@@ -48,7 +48,7 @@ export interface SystemHandle {
 
 /** What went wrong with a BMC call, for conditions, Events and the requeue decision. */
 export interface BmcFailure {
-  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
+  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCCertificateRejected, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
   reason: string;
   message: string;
   /** When to try again, ms (the BMC's `Retry-After` when it gave one). */
@@ -62,16 +62,20 @@ export type BmcFactory = (o: {
   endpoint: string;
   username: string;
   password: string;
+  /** PEM CA bundle of this BMC (BMCSecret key `ca.crt`); replaces `settings.caBundle`. */
+  ca?: string;
   settings: BmcConnectionSettings;
   log: pino.Logger;
 }) => BMC;
 
-const defaultFactory: BmcFactory = ({ endpoint, username, password, settings, log }) =>
+/** The Redfish client with the manager's TLS settings: verification on unless `insecureTLS`. */
+export const defaultBmcFactory: BmcFactory = ({ endpoint, username, password, ca, settings, log }) =>
   new RedfishBMC({
     endpoint,
     username,
     password,
     insecureTLS: settings.insecureTLS,
+    ...((ca ?? settings.caBundle) ? { ca: ca ?? settings.caBundle } : {}),
     requestTimeoutMs: settings.requestTimeoutMs,
     budgetMs: settings.callBudgetMs,
     logger: log,
@@ -96,7 +100,7 @@ export class BmcConnections {
   private readonly factory: BmcFactory;
 
   constructor(private readonly opts: BmcConnectionsOptions) {
-    this.factory = opts.factory ?? defaultFactory;
+    this.factory = opts.factory ?? defaultBmcFactory;
   }
 
   /** The client of a BMC object. Throws {@link BmcAccessError} when its address or credentials are missing. */
@@ -149,10 +153,10 @@ export class BmcConnections {
     await e?.bmc.close().catch(() => undefined);
   }
 
-  private client(key: string, endpoint: string, cred: { username: string; password: string }): BMC {
+  private client(key: string, endpoint: string, cred: BmcCredentials): BMC {
     // The digest only tells "same inputs?" apart; credentials never leave this function.
     const fingerprint = createHash('sha256')
-      .update(`${endpoint}\0${cred.username}\0${cred.password}`)
+      .update(`${endpoint}\0${cred.username}\0${cred.password}\0${cred.ca ?? ''}`)
       .digest('hex');
     const cached = this.cache.get(key);
     if (cached?.fingerprint === fingerprint) return cached.bmc;
@@ -185,28 +189,44 @@ export class BmcConnections {
     );
   }
 
-  /** username/password from a BMCSecret: `data` (base64) first, `stringData` otherwise. */
-  private credentials(secretName: string | undefined): { username: string; password: string } {
+  private credentials(secretName: string | undefined): BmcCredentials {
     if (!secretName)
       throw new BmcAccessError(BmcFailureReason.BMCSecretNotSet, 'spec.bmcSecretRef.name is empty');
     const secret = this.opts.bmcSecrets.get(secretName);
     if (!secret)
       throw new BmcAccessError(BmcFailureReason.BMCSecretNotFound, `BMCSecret ${secretName} does not exist`);
-    const read = (key: string): string | undefined => {
-      const b64 = secret.data?.[key];
-      if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
-      return secret.stringData?.[key];
-    };
-    const username = read('username');
-    const password = read('password');
-    if (!username || password === undefined) {
-      throw new BmcAccessError(
-        BmcFailureReason.BMCSecretIncomplete,
-        `BMCSecret ${secretName} lacks username or password`,
-      );
-    }
-    return { username, password };
+    return bmcSecretCredentials(secret);
   }
+}
+
+/** What a BMCSecret holds for one BMC. */
+export interface BmcCredentials {
+  username: string;
+  password: string;
+  /** PEM CA bundle for this BMC's certificate (key `ca.crt`, as in Kubernetes TLS Secrets). */
+  ca?: string;
+}
+
+/**
+ * username/password (and optional `ca.crt`) from a BMCSecret: `data` (base64) first, `stringData`
+ * otherwise. Throws {@link BmcAccessError} `BMCSecretIncomplete` without username or password.
+ */
+export function bmcSecretCredentials(secret: BMCSecret): BmcCredentials {
+  const read = (key: string): string | undefined => {
+    const b64 = secret.data?.[key];
+    if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
+    return secret.stringData?.[key];
+  };
+  const username = read('username');
+  const password = read('password');
+  if (!username || password === undefined) {
+    throw new BmcAccessError(
+      BmcFailureReason.BMCSecretIncomplete,
+      `BMCSecret ${secret.metadata.name ?? ''} lacks username or password`,
+    );
+  }
+  const ca = read('ca.crt');
+  return { username, password, ...(ca ? { ca } : {}) };
 }
 
 /**
@@ -267,6 +287,15 @@ function classify(err: unknown): BmcFailure {
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, 2_000),
       maybeApplied,
+    };
+  }
+  if (err instanceof RedfishTransportError && err.kind === 'tls') {
+    // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
+    return {
+      reason: 'BMCCertificateRejected',
+      message: err.message,
+      retryAfterMs: 60_000,
+      maybeApplied: false,
     };
   }
   if (err instanceof RedfishTransportError) {

@@ -82,7 +82,7 @@ import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { PowerActions, PowerProgress } from './power.js';
-import { candidates, ineligibility } from './server-selection.js';
+import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
 export const BOUND_CONDITION = ConditionType.Bound;
@@ -270,6 +270,14 @@ class ServerClaimReconciler {
   }
 
   private async bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
+    const refused = selectionRefusal(claim, this.cfg.requireServerSelection);
+    if (refused) {
+      await this.save(claim, {
+        phase: 'Unbound',
+        conditions: [{ type: BOUND_CONDITION, status: 'False', ...refused }],
+      });
+      return undefined;
+    }
     const list = candidates(claim, this.o.servers.list());
     for (const s of list) {
       try {

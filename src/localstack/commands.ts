@@ -22,9 +22,10 @@ import { BootedReason, ConditionType } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
+import type { AccelChoice } from '../virtualbmc/accel-probe.js';
 import { REPO_ROOT } from './control-plane.js';
 import { attemptLine, claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
-import { type Backend, LocalStack } from './local-stack.js';
+import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
 import {
   alive,
   daemonPidPath,
@@ -53,7 +54,12 @@ async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
 }
 
 /** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
-export async function localServe(o: { dir: string; servers: number; backend: Backend }): Promise<void> {
+export async function localServe(o: {
+  dir: string;
+  servers: number;
+  backend: Backend;
+  accel?: AccelChoice;
+}): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
   const startedAt = new Date().toISOString();
@@ -68,7 +74,13 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   try {
-    stack = await LocalStack.start({ servers: o.servers, backend: o.backend, dir: o.dir, progress: say });
+    stack = await LocalStack.start({
+      servers: o.servers,
+      backend: o.backend,
+      dir: o.dir,
+      progress: say,
+      ...(o.accel ? { accel: o.accel } : {}),
+    });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
     );
@@ -91,7 +103,14 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
     });
     say('READY');
   } catch (err) {
-    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    if (err instanceof SilentVmError) {
+      for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
+      say(
+        `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
+      );
+    } else {
+      say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    }
     await stack?.stop().catch(() => undefined);
     rmSync(daemonPidPath(o.dir), { force: true });
     process.exit(1);
@@ -104,6 +123,7 @@ export async function localUp(o: {
   dir: string;
   servers: number;
   backend: Backend;
+  accel?: AccelChoice;
   timeout: number;
   claim: boolean;
 }): Promise<number> {
@@ -143,6 +163,7 @@ export async function localUp(o: {
         String(o.servers),
         '--backend',
         o.backend,
+        ...(o.accel ? ['--accel', o.accel] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
