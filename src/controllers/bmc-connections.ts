@@ -292,7 +292,7 @@ function classify(err: unknown): BmcFailure {
   if (err instanceof RedfishTransportError && err.kind === 'tls') {
     // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
     return {
-      reason: 'BMCCertificateRejected',
+      reason: BmcFailureReason.BMCCertificateRejected,
       message: err.message,
       retryAfterMs: 60_000,
       maybeApplied: false,
