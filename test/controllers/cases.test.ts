@@ -176,10 +176,11 @@ test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again'
       );
     });
     const always = await getClaim(s, 'always');
+    const alwaysNow = await getSbc(s, 'always');
     assert.deepEqual(
-      [always?.status?.boot?.series, always?.status?.boot?.attempt],
-      [2, 1],
-      'a new series, completed in its first attempt',
+      [always?.status?.boot?.series, always?.status?.boot?.attempt, always?.status?.boot?.firstAttempt],
+      [2, alwaysNow?.spec.bootAttempt, alwaysNow?.spec.bootAttempt],
+      'a new series, completed in its first attempt; one attempt numbering: the claim shows the SBC bootAttempt',
     );
   } finally {
     await s.close();
@@ -291,7 +292,9 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
         : undefined;
     });
     assert.equal(retried.metadata.annotations?.[OPERATION_ANNOTATION], undefined);
-    assert.equal(retried.status?.boot?.attempt, 1);
+    // One attempt numbering: the fresh series continues the SBC's numbers (attempts 1-3 were series 1).
+    assert.deepEqual([retried.status?.boot?.attempt, retried.status?.boot?.firstAttempt], [4, 4]);
+    assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, 4);
     assert.deepEqual(resets(s, uuid).slice(mark.resets), [
       'On',
       'ForceRestart',
