@@ -78,6 +78,8 @@ export interface VirtualBmcOptions {
 export interface RequestRecord {
   method: string;
   path: string;
+  /** When the request arrived (ms since the epoch). */
+  at: number;
   /** HTTP status sent; 0 when the connection was dropped by the `dropConnections` fault. */
   status: number;
   auth: 'none' | 'basic' | 'session';
@@ -392,6 +394,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
     const ifMatch = req.headers['if-match'];
     const rec: RequestRecord = {
+      at: Date.now(),
       method: req.method ?? 'GET',
       path,
       status: 0,
@@ -400,7 +403,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       body: undefined,
     };
     record(rec);
-    const fate = faults.admit(rec.method);
+    const fate = faults.admit(rec.method, path);
     if (fate.kind === 'drop') {
       log.debug({ method: rec.method, path }, 'fault: dropping connection');
       req.socket.destroy();
@@ -427,7 +430,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
     }
     rec.status = reply.status;
-    const delay = faults.responseDelay(rec.method);
+    const delay = faults.responseDelay(rec.method, path);
     if (delay > 0) await pause(delay);
     if (res.destroyed || res.writableEnded) return;
     const payload = reply.body === undefined ? undefined : JSON.stringify(reply.body);
