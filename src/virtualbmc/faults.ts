@@ -28,6 +28,11 @@ export interface FaultKnobs {
   concurrentWrites: number;
   /** HTTP methods the counted faults (drop, unavailable, slow) apply to; empty: all methods. */
   onlyMethods: string[];
+  /**
+   * Setting it puts every host into POST for this many ms from now, as a reset would on HPE iLO: Boot
+   * PATCHes meanwhile get 400 `iLO.2.26.UnableToModifyDuringSystemPOST`. Not a counter.
+   */
+  hostsInPostMs: number;
 }
 
 export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
@@ -41,6 +46,7 @@ export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
   reportTransitionalState: false,
   concurrentWrites: 0,
   onlyMethods: [],
+  hostsInPostMs: 0,
 };
 
 /** What happens to one incoming request before it is processed. */
