@@ -156,8 +156,8 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   );
   const byId = new Map<string, VirtualSystem>();
   for (const s of systems) {
-    if (byId.has(s.id)) throw new Error(`two hosts share the UUID ${s.id}`);
-    byId.set(s.id, s);
+    if (byId.has(s.id.toLowerCase())) throw new Error(`two hosts share the UUID ${s.id}`);
+    byId.set(s.id.toLowerCase(), s);
   }
   const sessions = new Map<string, SessionEntry>(); // token → session
   const records: RequestRecord[] = [];
@@ -417,8 +417,11 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       );
     }
     const before = sys.effectiveBoot();
+    const same = (k: keyof BootOverrideState) => changes[k] !== undefined && changes[k] === before[k];
     rec.unchangedFields = (Object.keys(changes) as Array<keyof BootOverrideState>)
-      .filter((k) => changes[k] === before[k])
+      .filter((k) => same(k))
+      // Where the firmware needs Target and Enabled together, the unchanged partner is required.
+      .filter((k) => !profile.bootTargetWithEnabled || k === 'mode' || (same('target') && same('enabled')))
       .map((k) => BOOT_PROPERTY_OF[k]);
     if (profile.biosJobOnModePatch && changes.mode !== undefined) {
       // Dell iDRAC: a BootSourceOverrideMode PATCH, changed or not, queues a BIOS configuration job.
