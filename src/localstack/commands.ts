@@ -21,6 +21,7 @@ import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
+import type { VendorProfileName } from '../virtualbmc/profile.js';
 import { REPO_ROOT } from './control-plane.js';
 import { claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack } from './local-stack.js';
@@ -52,7 +53,12 @@ async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
 }
 
 /** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
-export async function localServe(o: { dir: string; servers: number; backend: Backend }): Promise<void> {
+export async function localServe(o: {
+  dir: string;
+  servers: number;
+  backend: Backend;
+  bmcProfile?: VendorProfileName;
+}): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
   const startedAt = new Date().toISOString();
@@ -67,7 +73,13 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   try {
-    stack = await LocalStack.start({ servers: o.servers, backend: o.backend, dir: o.dir, progress: say });
+    stack = await LocalStack.start({
+      servers: o.servers,
+      backend: o.backend,
+      dir: o.dir,
+      progress: say,
+      ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
+    });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
     );
@@ -103,6 +115,7 @@ export async function localUp(o: {
   dir: string;
   servers: number;
   backend: Backend;
+  bmcProfile?: VendorProfileName;
   timeout: number;
   claim: boolean;
 }): Promise<number> {
@@ -142,6 +155,7 @@ export async function localUp(o: {
         String(o.servers),
         '--backend',
         o.backend,
+        ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
