@@ -297,8 +297,10 @@ export class RedfishClient {
         cause,
       });
     }
-    this.log.warn(
-      { method, path, attempt: attempts, delayMs: delay, err: describe(cause) },
+    // A busy service (transient MessageId) is expected to refuse a few times: not worth a warning each.
+    const level = cause instanceof RedfishHttpError && cause.transient ? 'info' : 'warn';
+    this.log[level](
+      { method, path, attempt: attempts, delayMs: Math.round(delay), err: describe(cause) },
       'Redfish request failed, retrying',
     );
     await budget.pause(delay);

@@ -33,6 +33,11 @@ export interface FaultKnobs {
    * PATCHes meanwhile get 400 `iLO.2.26.UnableToModifyDuringSystemPOST`. Not a counter.
    */
   hostsInPostMs: number;
+  /**
+   * Setting it makes each host's next Boot PATCH find it just reset: in POST for this many ms from that
+   * PATCH on (so the refusal meets whatever call comes first, however late). Not a counter.
+   */
+  postAtNextPatchMs: number;
 }
 
 export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
@@ -47,6 +52,7 @@ export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
   concurrentWrites: 0,
   onlyMethods: [],
   hostsInPostMs: 0,
+  postAtNextPatchMs: 0,
 };
 
 /** What happens to one incoming request before it is processed. */

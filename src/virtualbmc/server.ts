@@ -94,8 +94,11 @@ export interface VirtualBmc {
   setFaults(f: Partial<FaultKnobs>): void;
   /** Stops serving, cancels pending transitions, and closes every host. */
   close(): Promise<void>;
-  /** The systems served, in the order of `hosts`. */
-  readonly systems: ReadonlyArray<{ id: string; uri: string; host: Host }>;
+  /**
+   * The systems served, in the order of `hosts`. `id` is the Redfish `Id` (the lower-case UUID with the
+   * built-in documents; the captured tree's style, e.g. `System.Embedded.1`, with a profile tree).
+   */
+  readonly systems: ReadonlyArray<{ id: string; uri: string; host: Host; uuid: string }>;
   /** The most recent requests (at most 10,000), oldest first. */
   requests(): RequestRecord[];
   clearRequests(): void;
@@ -405,6 +408,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       fail(412, 'PreconditionFailed', 'the resource has changed since the ETag was read');
     }
     const changes = parseBootPatch(asObject(body), profile);
+    sys.startArmedPost();
     if (sys.inPost()) {
       // HPE iLO: Boot cannot change while the BIOS is in POST (HPE iLO message registry).
       throw new HttpFailure({ status: 400, body: hpePostError(Object.keys(changes)) });
@@ -543,10 +547,16 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   let closing: Promise<void> | undefined;
   return {
     url,
-    systems: systems.map((s) => ({ id: s.id, uri: s.uri, host: s.host })),
+    systems: systems.map((s) => ({
+      id: s.id,
+      uri: s.uri,
+      host: s.host,
+      uuid: s.host.identity.uuid.toLowerCase(),
+    })),
     setFaults: (f) => {
       faults.set(f);
       if (f.hostsInPostMs) for (const s of systems) s.enterPost(f.hostsInPostMs);
+      if (f.postAtNextPatchMs) for (const s of systems) s.armPostAtNextPatch(f.postAtNextPatchMs);
     },
     biosJobs: () => systems.reduce((n, s) => n + s.biosJobs, 0),
     requests: () => records.slice(),

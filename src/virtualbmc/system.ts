@@ -62,6 +62,7 @@ export class VirtualSystem {
   private pending: PendingTransition | undefined;
   private closed = false;
   private postUntil = 0;
+  private armedPostMs = 0;
   private readonly etagFormat: EtagFormat;
   private readonly postWindowMs: number;
 
@@ -94,6 +95,17 @@ export class VirtualSystem {
   /** Puts the host into POST for `ms` from now (a fault knob; a start does it by itself). */
   enterPost(ms: number): void {
     this.postUntil = Math.max(this.postUntil, Date.now() + ms);
+  }
+
+  /** The next Boot PATCH finds the host just reset: it enters POST for `ms` at that moment (a fault knob). */
+  armPostAtNextPatch(ms: number): void {
+    this.armedPostMs = ms;
+  }
+
+  /** Called on a Boot PATCH: starts an armed POST window. */
+  startArmedPost(): void {
+    if (this.armedPostMs > 0) this.enterPost(this.armedPostMs);
+    this.armedPostMs = 0;
   }
 
   /** Boot values as a client would next see them take effect: pending settings over current ones. */
