@@ -74,6 +74,8 @@ export interface VirtualBmcOptions {
 
 /** One request as the service saw it, for tests. Passwords in bodies are replaced by `***`. */
 export interface RequestRecord {
+  /** When the request arrived, ms since the epoch. */
+  at: number;
   method: string;
   path: string;
   /** HTTP status sent; 0 when the connection was dropped by the `dropConnections` fault. */
@@ -465,6 +467,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
     const ifMatch = req.headers['if-match'];
     const rec: RequestRecord = {
+      at: Date.now(),
       method: req.method ?? 'GET',
       path,
       status: 0,

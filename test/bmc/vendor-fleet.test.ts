@@ -96,6 +96,15 @@ for (const vendor of ['dell', 'hpe', 'supermicro'] as const) {
           rejected.every((r) => r.status === 400),
           'only the POST-window refusals',
         );
+        // Within one call: the client's backoff (0.2 s, 0.4 s, ...) spaces the attempts, not a requeue
+        // of the reconcile (>= 2 s); and the last refusal is followed by the success within the budget.
+        for (const path of new Set(rejected.map((r) => r.path))) {
+          const series = patches.filter((r) => r.path === path && r.at >= t0);
+          const firstGap = series[1]!.at - series[0]!.at;
+          assert.ok(firstGap < 1_500, `${path}: retried inside the call (${firstGap} ms)`);
+          assert.equal(series.at(-1)!.status, 204, `${path}: the claim's PATCH went through`);
+          assert.ok(series.at(-1)!.at - series[0]!.at < 8_000, `${path}: within the 8 s call budget`);
+        }
       } else {
         assert.deepEqual(rejected, [], 'no rejected PATCH');
       }
