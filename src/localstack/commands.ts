@@ -23,6 +23,7 @@ import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
+import type { VendorProfileName } from '../virtualbmc/profile.js';
 import { REPO_ROOT } from './control-plane.js';
 import { attemptLine, claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
@@ -59,6 +60,7 @@ export async function localServe(o: {
   servers: number;
   backend: Backend;
   accel?: AccelChoice;
+  bmcProfile?: VendorProfileName;
 }): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
@@ -80,6 +82,7 @@ export async function localServe(o: {
       dir: o.dir,
       progress: say,
       ...(o.accel ? { accel: o.accel } : {}),
+      ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
     });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
@@ -124,6 +127,7 @@ export async function localUp(o: {
   servers: number;
   backend: Backend;
   accel?: AccelChoice;
+  bmcProfile?: VendorProfileName;
   timeout: number;
   claim: boolean;
 }): Promise<number> {
@@ -164,6 +168,7 @@ export async function localUp(o: {
         '--backend',
         o.backend,
         ...(o.accel ? ['--accel', o.accel] : []),
+        ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
