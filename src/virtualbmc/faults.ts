@@ -30,6 +30,16 @@ export interface FaultKnobs {
   onlyMethods: string[];
   /** Path suffixes (e.g. `/Actions/ComputerSystem.Reset`) the counted faults apply to; empty: all paths. */
   onlyPaths: string[];
+  /**
+   * Setting it puts every host into POST for this many ms from now, as a reset would on HPE iLO: Boot
+   * PATCHes meanwhile get 400 `iLO.2.26.UnableToModifyDuringSystemPOST`. Not a counter.
+   */
+  hostsInPostMs: number;
+  /**
+   * Setting it makes each host's next Boot PATCH find it just reset: in POST for this many ms from that
+   * PATCH on (so the refusal meets whatever call comes first, however late). Not a counter.
+   */
+  postAtNextPatchMs: number;
 }
 
 export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
@@ -44,6 +54,8 @@ export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
   concurrentWrites: 0,
   onlyMethods: [],
   onlyPaths: [],
+  hostsInPostMs: 0,
+  postAtNextPatchMs: 0,
 };
 
 /** What happens to one incoming request before it is processed. */

@@ -318,16 +318,17 @@ describe('RedfishBMC vendor quirks (against the virtual BMC)', () => {
       );
     }));
 
-  it('Supermicro: sends BootSourceOverrideMode with every boot PATCH', () =>
+  it('Supermicro: sends BootSourceOverrideTarget and BootSourceOverrideEnabled together, never an unchanged mode', () =>
     withFixture({ manufacturer: 'Supermicro' }, async (f) => {
       await f.bmc.setBootOverride(f.uri(), { target: 'Pxe', enabled: 'Once' });
-      assert.deepEqual(patches(f)[0]?.body, {
-        Boot: {
-          BootSourceOverrideTarget: 'Pxe',
-          BootSourceOverrideEnabled: 'Once',
-          BootSourceOverrideMode: 'UEFI',
-        },
-      });
+      await f.bmc.setBootOverride(f.uri(), { target: 'Pxe', enabled: 'Continuous' });
+      assert.deepEqual(
+        patches(f).map((p) => p.body),
+        [
+          { Boot: { BootSourceOverrideTarget: 'Pxe', BootSourceOverrideEnabled: 'Once' } },
+          { Boot: { BootSourceOverrideTarget: 'Pxe', BootSourceOverrideEnabled: 'Continuous' } },
+        ],
+      );
     }));
 
   it('HPE: presses the power button when GracefulShutdown is not offered (iLO 4)', () =>

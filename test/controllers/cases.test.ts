@@ -9,7 +9,6 @@ import type { Server } from '../../src/api/v1alpha1/server.js';
 import { decodeCallbackSecret, tokenDigest } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
-import { butaneOnPath } from '../../src/controllers/serverbootconfiguration.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -143,24 +142,26 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
     );
     assert.deepEqual(resets(s, uuid).slice(before.resets), ['On']);
 
-    // The same class of fault from the ignition side: a Butane ignition without a butane tool.
-    if (!butaneOnPath()) {
-      const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
-      const mark = resets(s, other.id).length;
-      await s.client.create<SecretObject>(Resources.Secret, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'butane', namespace: s.ns },
-        data: { format: b64('fcos'), ignition: b64('variant: fcos\nversion: 1.3.0\n') },
-      });
-      await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
-      await eventually('ButaneUnavailable on the claim', 10_000, async () => {
-        const c = await getClaim(s, 'c05-butane');
-        return cond(c, 'BootConfigurationReady')?.reason === 'ButaneUnavailable';
-      });
-      await sleep(500);
-      assert.deepEqual(resets(s, other.id).slice(mark), []);
-    }
+    // The same class of fault from the ignition side: a Butane config the official translator rejects.
+    const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
+    const mark = resets(s, other.id).length;
+    await s.client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'butane', namespace: s.ns },
+      data: {
+        format: b64('fcos'),
+        ignition: b64('variant: fcos\nversion: 1.5.0\nstorage:\n  files:\n    - path: etc/relative\n'),
+      },
+    });
+    await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
+    const bad = await eventually('InvalidButane on the claim', 10_000, async () => {
+      const c = cond(await getClaim(s, 'c05-butane'), 'BootConfigurationReady');
+      return c?.reason === 'InvalidButane' ? c : undefined;
+    });
+    assert.match(bad.message, /path not absolute/);
+    await sleep(500);
+    assert.deepEqual(resets(s, other.id).slice(mark), []);
   } finally {
     await s.close();
   }
@@ -243,10 +244,11 @@ test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again'
       );
     });
     const always = await getClaim(s, 'always');
+    const alwaysNow = await getSbc(s, 'always');
     assert.deepEqual(
-      [always?.status?.boot?.series, always?.status?.boot?.attempt],
-      [2, 1],
-      'a new series, completed in its first attempt',
+      [always?.status?.boot?.series, always?.status?.boot?.attempt, always?.status?.boot?.firstAttempt],
+      [2, alwaysNow?.spec.bootAttempt, alwaysNow?.spec.bootAttempt],
+      'a new series, completed in its first attempt; one attempt numbering: the claim shows the SBC bootAttempt',
     );
   } finally {
     await s.close();
@@ -363,7 +365,9 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
         : undefined;
     });
     assert.equal(retried.metadata.annotations?.[OPERATION_ANNOTATION], undefined);
-    assert.equal(retried.status?.boot?.attempt, 1);
+    // One attempt numbering: the fresh series continues the SBC's numbers (attempts 1-3 were series 1).
+    assert.deepEqual([retried.status?.boot?.attempt, retried.status?.boot?.firstAttempt], [4, 4]);
+    assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, 4);
     assert.deepEqual(resets(s, uuid).slice(mark.resets), [
       'On',
       'ForceRestart',

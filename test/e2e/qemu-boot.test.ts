@@ -15,7 +15,7 @@ import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootc
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { waitFor } from '../../src/localstack/control-plane.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
-import { OS_IMAGE, SILENT_OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
+import { SILENT_OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
 import { Resources } from '../../src/runtime/resource.js';
 import type { QemuHost } from '../../src/virtualbmc/qemu.js';
 
@@ -107,9 +107,9 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
     });
   });
 
-  it('a claim boots a VM to Booted=True with all three signals for attempt 1', async () => {
+  it('a claim boots a VM from an OCI image of the local registry to Booted=True with all three signals for attempt 1', async () => {
     const target = servers[0]!.metadata.name!;
-    await claim('e2e-boot', target, { image: OS_IMAGE, bootPolicy: 'NetBootOnce' });
+    await claim('e2e-boot', target, { image: stack.images.osImage, bootPolicy: 'NetBootOnce' });
     const t0 = Date.now();
     await waitFor('claim Booted', 240_000, async () => {
       const c = await getClaim('e2e-boot');
@@ -119,8 +119,17 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
     const c = await getClaim('e2e-boot');
     assert.equal(c.status?.boot?.attempt, 1);
     const sbc = (await sbcOf(target))!;
+    assert.equal(sbc.status?.image?.reference, stack.images.osImage);
+    assert.match(sbc.status?.image?.digest ?? '', /^sha256:/);
+    // The VM's iPXE fetched kernel and initramfs as layers through the boot server.
+    const served = managerLines().filter(
+      (l) => l.systemUUID === servers[0]!.spec.systemUUID && l.msg === 'image layer served',
+    ) as { layer?: string }[];
+    assert.deepEqual([...new Set(served.map((l) => l.layer))].sort(), ['initrd', 'kernel']);
     for (const type of ['IPXEScriptFetched', 'IgnitionDataFetched', 'BootStateReceived']) {
-      const cond = sbc.status?.conditions?.find((x) => x.type === type);
+      const cond: { status?: string; observedGeneration?: number } | undefined = sbc.status?.conditions?.find(
+        (x) => x.type === type,
+      );
       assert.equal(cond?.status, 'True', type);
       assert.ok(
         (cond?.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0),
