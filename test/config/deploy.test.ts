@@ -25,7 +25,7 @@ import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { loadKubeConfig as kubeConfigFile } from '../../src/cmd/kubeconfig.js';
 import { apiRequest, ControlPlane, kubeconfigYaml, waitFor } from '../../src/localstack/control-plane.js';
-import { OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
+import { OS_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
