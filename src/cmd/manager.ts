@@ -157,6 +157,11 @@ function command(): Command {
         .choices(['required', 'optional'])
         .default('required'),
     )
+    .option(
+      '--require-server-selection',
+      'refuse ServerClaims with neither spec.serverRef nor spec.serverSelector (Bound=False, reason ServerSelectionRequired) instead of binding any Available Server as upstream does',
+      false,
+    )
     .option('--image-catalog <file>', 'YAML image catalog file (see src/bootserver/image-catalog.ts)')
     .option(
       '--image-catalog-configmap <ns/name>',
@@ -272,6 +277,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
     callbackAuth: CallbackAuth;
+    requireServerSelection: boolean;
     imageCatalog?: string;
     imageCatalogConfigmap?: string;
     metricsPort: number;
@@ -341,6 +347,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
         ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
       },
       scopeLabels: o.objectSelector,
+      requireServerSelection: o.requireServerSelection,
     },
     callbackAuth: o.callbackAuth,
     imageCatalogFile: o.imageCatalog,

@@ -11,6 +11,7 @@ import type { BMC as BMCObject } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { BmcFailureReason } from '../api/vocabulary.js';
 import type { BMC } from '../bmc/bmc.js';
 import {
   BmcError,
@@ -122,11 +123,11 @@ export class BmcConnections {
    */
   forServer(server: Server): SystemHandle {
     const systemUri = server.spec.systemURI;
-    if (!systemUri) throw new BmcAccessError('NoSystemURI', 'spec.systemURI is not set');
+    if (!systemUri) throw new BmcAccessError(BmcFailureReason.NoSystemURI, 'spec.systemURI is not set');
     const ref = server.spec.bmcRef?.name;
     if (ref) {
       const bmc = this.opts.bmcs.get(ref);
-      if (!bmc) throw new BmcAccessError('BMCNotFound', `BMC ${ref} does not exist`);
+      if (!bmc) throw new BmcAccessError(BmcFailureReason.BMCNotFound, `BMC ${ref} does not exist`);
       return { bmc: this.forBmc(bmc), systemUri };
     }
     const inline = server.spec.bmc;
@@ -139,7 +140,7 @@ export class BmcConnections {
       );
       return { bmc, systemUri };
     }
-    throw new BmcAccessError('NoBMC', 'the Server has neither spec.bmcRef nor spec.bmc');
+    throw new BmcAccessError(BmcFailureReason.NoBMC, 'the Server has neither spec.bmcRef nor spec.bmc');
   }
 
   /** Closes and forgets the client of BMC `name` (its object was deleted, or a login was refused). */
@@ -181,18 +182,25 @@ export class BmcConnections {
     const ep = bmc.spec.endpointRef?.name;
     if (ep) {
       const endpoint = this.opts.endpoints.get(ep);
-      if (!endpoint) throw new BmcAccessError('EndpointNotFound', `Endpoint ${ep} does not exist`);
-      if (!endpoint.spec?.ip) throw new BmcAccessError('EndpointHasNoIP', `Endpoint ${ep} has no spec.ip`);
+      if (!endpoint)
+        throw new BmcAccessError(BmcFailureReason.EndpointNotFound, `Endpoint ${ep} does not exist`);
+      if (!endpoint.spec?.ip)
+        throw new BmcAccessError(BmcFailureReason.EndpointHasNoIP, `Endpoint ${ep} has no spec.ip`);
       return endpoint.spec.ip;
     }
     if (bmc.spec.hostname) return bmc.spec.hostname;
-    throw new BmcAccessError('NoAddress', 'the BMC has neither spec.access.ip nor spec.endpointRef');
+    throw new BmcAccessError(
+      BmcFailureReason.NoAddress,
+      'the BMC has neither spec.access.ip nor spec.endpointRef',
+    );
   }
 
   private credentials(secretName: string | undefined): BmcCredentials {
-    if (!secretName) throw new BmcAccessError('BMCSecretNotSet', 'spec.bmcSecretRef.name is empty');
+    if (!secretName)
+      throw new BmcAccessError(BmcFailureReason.BMCSecretNotSet, 'spec.bmcSecretRef.name is empty');
     const secret = this.opts.bmcSecrets.get(secretName);
-    if (!secret) throw new BmcAccessError('BMCSecretNotFound', `BMCSecret ${secretName} does not exist`);
+    if (!secret)
+      throw new BmcAccessError(BmcFailureReason.BMCSecretNotFound, `BMCSecret ${secretName} does not exist`);
     return bmcSecretCredentials(secret);
   }
 }
@@ -219,7 +227,7 @@ export function bmcSecretCredentials(secret: BMCSecret): BmcCredentials {
   const password = read('password');
   if (!username || password === undefined) {
     throw new BmcAccessError(
-      'BMCSecretIncomplete',
+      BmcFailureReason.BMCSecretIncomplete,
       `BMCSecret ${secret.metadata.name ?? ''} lacks username or password`,
     );
   }
@@ -247,7 +255,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   }
   if (err instanceof RedfishAuthError) {
     return {
-      reason: 'BMCAuthenticationFailed',
+      reason: BmcFailureReason.BMCAuthenticationFailed,
       message: err.message,
       retryAfterMs: 60_000,
       maybeApplied: false,
@@ -257,7 +265,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
     const retryAfterMs =
       err instanceof RedfishHttpError ? err.retryAfterMs : (err as RedfishBudgetExceededError).retryAfterMs;
     return {
-      reason: 'BMCBusy',
+      reason: BmcFailureReason.BMCBusy,
       message: err instanceof Error ? err.message : String(err),
       retryAfterMs: Math.max(retryAfterMs ?? 0, 2_000),
       maybeApplied: false,
@@ -270,7 +278,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
       cause instanceof RedfishTransportError ? cause.maybeApplied : !(cause instanceof RedfishHttpError);
     const timeout = cause instanceof RedfishTransportError && cause.kind === 'timeout';
     return {
-      reason: timeout ? 'BMCTimeout' : 'BMCUnavailable',
+      reason: timeout ? BmcFailureReason.BMCTimeout : BmcFailureReason.BMCUnavailable,
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, 2_000),
       maybeApplied,
@@ -279,7 +287,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   if (err instanceof RedfishTransportError && err.kind === 'tls') {
     // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
     return {
-      reason: 'BMCCertificateRejected',
+      reason: BmcFailureReason.BMCCertificateRejected,
       message: err.message,
       retryAfterMs: 60_000,
       maybeApplied: false,
@@ -287,7 +295,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   }
   if (err instanceof RedfishTransportError) {
     return {
-      reason: err.kind === 'timeout' ? 'BMCTimeout' : 'BMCUnavailable',
+      reason: err.kind === 'timeout' ? BmcFailureReason.BMCTimeout : BmcFailureReason.BMCUnavailable,
       message: err.message,
       retryAfterMs: 5_000,
       maybeApplied: err.maybeApplied,
@@ -296,20 +304,35 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   if (err instanceof RedfishHttpError) {
     const busy = err.status === 503 || err.status === 429 || err.status >= 500;
     return {
-      reason: busy ? 'BMCUnavailable' : 'BMCRejected',
+      reason: busy ? BmcFailureReason.BMCUnavailable : BmcFailureReason.BMCRejected,
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, busy ? 2_000 : 30_000),
       maybeApplied: false,
     };
   }
   if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {
-    return { reason: 'BMCUnsupported', message: err.message, retryAfterMs: 5 * 60_000, maybeApplied: false };
+    return {
+      reason: BmcFailureReason.BMCUnsupported,
+      message: err.message,
+      retryAfterMs: 5 * 60_000,
+      maybeApplied: false,
+    };
   }
   if (err instanceof RedfishParseError) {
-    return { reason: 'BMCInvalidResponse', message: err.message, retryAfterMs: 60_000, maybeApplied: false };
+    return {
+      reason: BmcFailureReason.BMCInvalidResponse,
+      message: err.message,
+      retryAfterMs: 60_000,
+      maybeApplied: false,
+    };
   }
   if (err instanceof BmcError) {
-    return { reason: 'BMCError', message: err.message, retryAfterMs: 10_000, maybeApplied: true };
+    return {
+      reason: BmcFailureReason.BMCError,
+      message: err.message,
+      retryAfterMs: 10_000,
+      maybeApplied: true,
+    };
   }
   throw err;
 }

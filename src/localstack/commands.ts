@@ -18,13 +18,15 @@ import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { BOOT_SIGNALS, BootedReason, ConditionType } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
+import type { AccelChoice } from '../virtualbmc/accel-probe.js';
 import type { VendorProfileName } from '../virtualbmc/profile.js';
 import { REPO_ROOT } from './control-plane.js';
 import { claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
-import { type Backend, LocalStack } from './local-stack.js';
+import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
 import {
   alive,
   daemonPidPath,
@@ -58,6 +60,7 @@ export async function localServe(o: {
   servers: number;
   backend: Backend;
   bmcProfile?: VendorProfileName;
+  accel?: AccelChoice;
 }): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
@@ -79,6 +82,7 @@ export async function localServe(o: {
       dir: o.dir,
       progress: say,
       ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
+      ...(o.accel ? { accel: o.accel } : {}),
     });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
@@ -102,7 +106,14 @@ export async function localServe(o: {
     });
     say('READY');
   } catch (err) {
-    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    if (err instanceof SilentVmError) {
+      for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
+      say(
+        `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
+      );
+    } else {
+      say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    }
     await stack?.stop().catch(() => undefined);
     rmSync(daemonPidPath(o.dir), { force: true });
     process.exit(1);
@@ -116,6 +127,7 @@ export async function localUp(o: {
   servers: number;
   backend: Backend;
   bmcProfile?: VendorProfileName;
+  accel?: AccelChoice;
   timeout: number;
   claim: boolean;
 }): Promise<number> {
@@ -156,6 +168,7 @@ export async function localUp(o: {
         '--backend',
         o.backend,
         ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
+        ...(o.accel ? ['--accel', o.accel] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
@@ -210,7 +223,7 @@ export async function localUp(o: {
       const claim = snap.claims.find(
         (c) => c.metadata.name === EXAMPLE_CLAIM && c.metadata.namespace === EXAMPLE_NS,
       );
-      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === 'Booted');
+      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === ConditionType.Booted);
       const view = `${serversTable(snap)}\n\n${claimsTable(snap)}`;
       if (tty)
         process.stdout.write(`\x1b[2J\x1b[H${stamp(t0)} following ${EXAMPLE_NS}/${EXAMPLE_CLAIM}\n${view}\n`);
@@ -224,7 +237,7 @@ export async function localUp(o: {
         );
         break;
       }
-      if (booted?.reason === 'AttemptsExhausted') {
+      if (booted?.reason === BootedReason.AttemptsExhausted) {
         console.error(`${stamp(t0)} the claim ran out of attempts: ${booted.message}`);
         return 1;
       }
@@ -362,16 +375,13 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
 }
 
 /** Condition types in the order a boot produces them; timestamps have one-second resolution. */
-const BOOT_ORDER = [
-  'Bound',
-  'BootConfigurationReady',
-  'Ready',
-  'IPXEScriptFetched',
-  'IgnitionDataFetched',
-  'RegistrationReceived',
-  'BootStateReceived',
-  'Booted',
-  'BootCompleted',
+const BOOT_ORDER: string[] = [
+  ConditionType.Bound,
+  ConditionType.BootConfigurationReady,
+  ConditionType.Ready,
+  ...BOOT_SIGNALS,
+  ConditionType.Booted,
+  ConditionType.BootCompleted,
 ];
 const order = (time: string, type: string) =>
   `${time}/${String(BOOT_ORDER.indexOf(type) + 1).padStart(2, '0')}`;
@@ -439,8 +449,9 @@ async function followBoots(
           console.log(line);
         }
       }
-      const booted = claim.status?.conditions?.find((c) => c.type === 'Booted');
-      if (!o.watch || booted?.status === 'True' || booted?.reason === 'AttemptsExhausted') return 0;
+      const booted = claim.status?.conditions?.find((c) => c.type === ConditionType.Booted);
+      if (!o.watch || booted?.status === 'True' || booted?.reason === BootedReason.AttemptsExhausted)
+        return 0;
       await sleep(500);
     }
   } finally {
