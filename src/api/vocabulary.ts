@@ -172,6 +172,8 @@ export const BmcFailureReason = {
   BMCUnsupported: 'BMCUnsupported',
   BMCInvalidResponse: 'BMCInvalidResponse',
   BMCError: 'BMCError',
+  /** The BMC's TLS certificate failed verification (`--bmc-insecure-tls=false`). */
+  BMCCertificateRejected: 'BMCCertificateRejected',
   // The BMC cannot be addressed because of how it is described.
   NoSystemURI: 'NoSystemURI',
   BMCNotFound: 'BMCNotFound',

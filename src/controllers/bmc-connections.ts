@@ -248,8 +248,26 @@ export function endpointUrl(
   return `${scheme}://${host}:${protocol.port}`;
 }
 
-/** Maps a failure of a BMC call to a reason, a message and when to retry. */
+/** The longest wait a BMC's `Retry-After` may ask for, ms: a larger value (or a bogus one) is capped. */
+export const MAX_BMC_RETRY_AFTER_MS = 5 * 60_000;
+
+/**
+ * Whether a BMC that answered `status` may have acted on the request. Only 503 (Service Unavailable)
+ * and 429 (Too Many Requests) say it did not (RFC 9110 §15.6.4, RFC 6585 §4); a 500, 502 or 504 may
+ * come after the action was taken (BMCs that act and then fail to answer), and 4xx refusals did not act.
+ */
+export function httpMaybeApplied(status: number): boolean {
+  return status >= 500 && status !== 503;
+}
+
+/** Maps a failure of a BMC call to a reason, a message and when to retry (at most {@link MAX_BMC_RETRY_AFTER_MS}). */
 export function classifyBmcFailure(err: unknown): BmcFailure {
+  const f = classify(err);
+  const wait = Number.isFinite(f.retryAfterMs) ? f.retryAfterMs : MAX_BMC_RETRY_AFTER_MS;
+  return { ...f, retryAfterMs: Math.min(MAX_BMC_RETRY_AFTER_MS, Math.max(0, wait)) };
+}
+
+function classify(err: unknown): BmcFailure {
   if (err instanceof BmcAccessError) {
     return { reason: err.reason, message: err.message, retryAfterMs: 30_000, maybeApplied: false };
   }
@@ -275,7 +293,11 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   if (err instanceof RedfishBudgetExceededError) {
     const cause = err.cause;
     const maybeApplied =
-      cause instanceof RedfishTransportError ? cause.maybeApplied : !(cause instanceof RedfishHttpError);
+      cause instanceof RedfishTransportError
+        ? cause.maybeApplied
+        : cause instanceof RedfishHttpError
+          ? httpMaybeApplied(cause.status)
+          : true;
     const timeout = cause instanceof RedfishTransportError && cause.kind === 'timeout';
     return {
       reason: timeout ? BmcFailureReason.BMCTimeout : BmcFailureReason.BMCUnavailable,
@@ -307,7 +329,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
       reason: busy ? BmcFailureReason.BMCUnavailable : BmcFailureReason.BMCRejected,
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, busy ? 2_000 : 30_000),
-      maybeApplied: false,
+      maybeApplied: httpMaybeApplied(err.status),
     };
   }
   if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {

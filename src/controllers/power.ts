@@ -73,14 +73,15 @@ export class PowerActions {
 
   /**
    * Moves the system towards `goal` without waiting: reads `PowerState`, sends `On` / `ForceOff` when
-   * needed and not sent within `resendAfterMs`, and reports progress. BMC failures are reported in
+   * needed and not sent within `resendAfterMs`, and reports progress. `observed`: a PowerState read
+   * earlier in the same reconcile (saves a BMC round trip). BMC failures are reported in
    * the result and the Server's `PowerActionPending` condition, never thrown; API errors are thrown.
    */
-  async ensure(server: Server, goal: PowerGoal): Promise<PowerProgress> {
+  async ensure(server: Server, goal: PowerGoal, observed?: PowerState): Promise<PowerProgress> {
     const name = server.metadata.name ?? '';
     let state: PowerState;
     try {
-      state = await this.observe(server);
+      state = observed ?? (await this.observe(server));
     } catch (err) {
       return this.failed(server, `reading PowerState (want ${goal})`, classifyBmcFailure(err));
     }

@@ -477,7 +477,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       body: undefined,
     };
     record(rec);
-    const fate = faults.admit(rec.method);
+    const fate = faults.admit(rec.method, path);
     if (fate.kind === 'drop') {
       log.debug({ method: rec.method, path }, 'fault: dropping connection');
       req.socket.destroy();
@@ -504,7 +504,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
     }
     rec.status = reply.status;
-    const delay = faults.responseDelay(rec.method);
+    const delay = faults.responseDelay(rec.method, path);
     if (delay > 0) await pause(delay);
     if (res.destroyed || res.writableEnded) return;
     const payload = reply.body === undefined ? undefined : JSON.stringify(reply.body);
