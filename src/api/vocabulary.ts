@@ -164,8 +164,6 @@ export const BmcFailureReason = {
   BMCUnavailable: 'BMCUnavailable',
   /** A transient refusal (e.g. HPE's POST window, `bmc/vendor.ts` TRANSIENT_MESSAGES): pending, no Warning. */
   BMCBusy: 'BMCBusy',
-  /** The BMC's TLS certificate is not trusted (no CA bundle for it, and no --bmc-insecure-tls). */
-  BMCCertificateRejected: 'BMCCertificateRejected',
   BMCTimeout: 'BMCTimeout',
   BMCAuthenticationFailed: 'BMCAuthenticationFailed',
   BMCRejected: 'BMCRejected',
