@@ -84,6 +84,8 @@ export const ConditionType = {
   Ready: 'Ready',
   /** Set by the claim controller when a NetBootOnce claim completed; read by the boot server. */
   BootCompleted: 'BootCompleted',
+  /** Hand-made SBCs (no `callbackSecretRef`): how their callbacks are authenticated. */
+  CallbackConfigured: 'CallbackConfigured',
   // BMC
   SystemsDiscovered: 'SystemsDiscovered',
 } as const;
@@ -94,6 +96,8 @@ export const BoundReason = {
   NoServerAvailable: 'NoServerAvailable',
   ServerNotAvailable: 'ServerNotAvailable',
   ServerNotFound: 'ServerNotFound',
+  /** Neither `serverRef` nor `serverSelector` under `--require-server-selection`. */
+  ServerSelectionRequired: 'ServerSelectionRequired',
 } as const;
 
 /** Reasons of the claim's `Booted` condition (and of the discovery `Discovered` condition where shared). */
@@ -125,7 +129,31 @@ export const BootConfigurationReason = {
   ImageFileMissing: 'ImageFileMissing',
   IgnitionSecretNotFound: 'IgnitionSecretNotFound',
   IgnitionMissing: 'IgnitionMissing',
-  ButaneUnavailable: 'ButaneUnavailable',
+  /** The official Butane translator rejected the config (its report is the message). */
+  InvalidButane: 'InvalidButane',
+  /** The official Ignition validator rejected what would be served (its report is the message). */
+  InvalidIgnition: 'InvalidIgnition',
+  /** hack/ignition-tools could not run (missing, timed out): an installation fault, rechecked. */
+  IgnitionToolsUnavailable: 'IgnitionToolsUnavailable',
+  // OCI images (src/oci/, src/controllers/boot-image-resolution.ts)
+  InvalidImageReference: 'InvalidImageReference',
+  RegistryNotAllowed: 'RegistryNotAllowed',
+  RegistryUnavailable: 'RegistryUnavailable',
+  RegistryUnauthorized: 'RegistryUnauthorized',
+  RegistryError: 'RegistryError',
+  PullSecretNotFound: 'PullSecretNotFound',
+  PullSecretInvalid: 'PullSecretInvalid',
+  ImageArchitectureNotFound: 'ImageArchitectureNotFound',
+  ImageLayerMissing: 'ImageLayerMissing',
+  ImageManifestInvalid: 'ImageManifestInvalid',
+} as const;
+
+/** Reasons of the SBC's `CallbackConfigured` condition (hand-made SBCs). */
+export const CallbackConfiguredReason = {
+  /** The SBC controller created the callback Secret and set `spec.callbackSecretRef`. */
+  TokenIssued: 'TokenIssued',
+  /** A Secret named `<sbc>-callback` exists and is not controlled by the SBC. */
+  CallbackSecretConflict: 'CallbackSecretConflict',
 } as const;
 
 /** Reasons of the SBC's `BootCompleted` condition. */
@@ -203,11 +231,15 @@ export const EventReason = {
   PowerOff: 'PowerOff',
   BootStarted: 'BootStarted',
   RegistrationChanged: 'RegistrationChanged',
+  /** A request matched the Server through its byte-swapped system UUID (SMBIOS >= 2.6 byte order). */
+  SystemUUIDByteSwapped: 'SystemUUIDByteSwapped',
   // BMC
   ServerCreated: 'ServerCreated',
   SystemUUIDMissing: 'SystemUUIDMissing',
   // ServerBootConfiguration
   BootConfigurationReady: 'BootConfigurationReady',
+  /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */
+  ImageResolved: 'ImageResolved',
   StaleCallback: 'StaleCallback',
 } as const;
 

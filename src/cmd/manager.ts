@@ -23,6 +23,7 @@ import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
+import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 
@@ -37,6 +38,8 @@ export interface ManagerConfig {
   leaderElect: boolean;
   registry: { host: string; port: number; url?: string };
   bootServer: { host: string; port: number; url?: string };
+  /** OCI images and Ignition tooling (src/cmd/image-flags.ts). */
+  images: ImageFlags;
 }
 
 const DURATION = (v: string): number => {
@@ -268,12 +271,12 @@ function readCaBundle(path: string): string {
 
 /** The `--help` text (flags with their defaults). */
 export function managerHelp(): string {
-  return command().helpInformation();
+  return addImageOptions(command()).helpInformation();
 }
 
 /** Parses manager flags (without `node` and the script). Throws `CommanderError` for bad or unknown flags and for `--help`. */
 export function parseManagerConfig(argv: readonly string[], opts: { silent?: boolean } = {}): ManagerConfig {
-  const cmd = command();
+  const cmd = addImageOptions(command());
   if (opts.silent) cmd.configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
   cmd.parse([...argv], { from: 'user' });
   const o = cmd.opts<{
@@ -368,6 +371,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     leaderElect: o.leaderElect,
     registry: { host: rHost, port: rPort, url: o.registryUrl },
     bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+    images: imageFlagsOf(cmd.opts()),
   };
 }
 
@@ -416,7 +420,13 @@ export async function runManager(
     );
     catalog = ImageCatalogSource.empty(log);
   }
-  const setup = setupControllers(mgr, { config: cfg.controllers, catalog });
+  const oci = await imageServices(cfg.images, mgr.client, log);
+  const setup = setupControllers(mgr, {
+    config: cfg.controllers,
+    catalog,
+    ignition: oci.ignition,
+    images: oci.images,
+  });
   await mgr.start();
   const sources = {
     client: mgr.client,
@@ -443,6 +453,8 @@ export async function runManager(
     registryUrl,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
+    ignition: oci.ignition,
+    oci: { images: oci.images, cache: oci.cache },
   });
   const bootServerUrl = cfg.bootServer.url ?? reachable(bootServer.url);
   log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
@@ -458,6 +470,7 @@ export async function runManager(
         await closeWithin(SERVER_CLOSE_GRACE_MS, [registry.close(), bootServer.close()], log);
         await mgr.stop();
         await setup.connections.closeAll();
+        await oci.close();
       })();
       return stopping;
     },

@@ -20,6 +20,7 @@ import {
   localUp,
 } from '../localstack/commands.js';
 import { defaultLocalDir } from '../localstack/local-state.js';
+import { VENDOR_PROFILES } from '../virtualbmc/profile.js';
 
 const int = (min: number) => (v: string) => {
   const n = Number(v);
@@ -53,6 +54,12 @@ local
       .default('qemu'),
   )
   .addOption(accelOpt())
+  .addOption(
+    new Option(
+      '--bmc-profile <vendor>',
+      'virtual BMC serves this captured vendor tree with its write behaviour',
+    ).choices(Object.keys(VENDOR_PROFILES)),
+  )
   .option('--timeout <seconds>', 'give up after this many seconds', int(1), 900)
   .option('--no-claim', 'do not apply the example ServerClaim')
   .action(async (o) => process.exit(await localUp(o)));
@@ -63,6 +70,7 @@ local
   .option('--servers <n>', 'machines', int(1), 2)
   .addOption(new Option('--backend <backend>').choices(['qemu', 'sim']).default('qemu'))
   .addOption(accelOpt())
+  .addOption(new Option('--bmc-profile <vendor>').choices(Object.keys(VENDOR_PROFILES)))
   .action(async (o) => localServe(o));
 
 local

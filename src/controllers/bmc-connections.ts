@@ -16,6 +16,7 @@ import type { BMC } from '../bmc/bmc.js';
 import {
   BmcError,
   BootTargetNotSupportedError,
+  isBmcBusy,
   RedfishAuthError,
   RedfishBudgetExceededError,
   RedfishHttpError,
@@ -48,13 +49,18 @@ export interface SystemHandle {
 
 /** What went wrong with a BMC call, for conditions, Events and the requeue decision. */
 export interface BmcFailure {
-  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCCertificateRejected, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
+  /** CamelCase reason: BMCUnavailable, BMCBusy, BMCTimeout, BMCCertificateRejected, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
   reason: string;
   message: string;
   /** When to try again, ms (the BMC's `Retry-After` when it gave one). */
   retryAfterMs: number;
   /** False only when the BMC certainly did not act on the request. */
   maybeApplied: boolean;
+  /**
+   * The BMC is busy (a transient MessageId such as HPE's POST window, see `bmc/vendor.ts`): nothing was
+   * changed, the same call succeeds shortly. Worth a pending condition, not a Warning.
+   */
+  busy?: boolean;
 }
 
 /** Creates the BMC client; tests and embedders may replace it. */
@@ -271,6 +277,17 @@ function classify(err: unknown): BmcFailure {
       message: err.message,
       retryAfterMs: 60_000,
       maybeApplied: false,
+    };
+  }
+  if (isBmcBusy(err)) {
+    const retryAfterMs =
+      err instanceof RedfishHttpError ? err.retryAfterMs : (err as RedfishBudgetExceededError).retryAfterMs;
+    return {
+      reason: 'BMCBusy',
+      message: err instanceof Error ? err.message : String(err),
+      retryAfterMs: Math.max(retryAfterMs ?? 0, 2_000),
+      maybeApplied: false,
+      busy: true,
     };
   }
   if (err instanceof RedfishBudgetExceededError) {

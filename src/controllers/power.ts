@@ -172,7 +172,9 @@ export class PowerActions {
   private async failed(server: Server, what: string, f: BmcFailure): Promise<PowerProgress> {
     const pending = `${what}: ${f.reason}: ${f.message}; retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
     this.log(server).warn({ reason: f.reason, error: f.message }, `BMC call failed while ${what}`);
-    this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
+    // A busy BMC (e.g. HPE POST window) is waited out with a pending condition: no Warning storm.
+    if (!f.busy)
+      this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
     await this.setPending(server, { reason: f.reason, message: pending });
     return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending };
   }

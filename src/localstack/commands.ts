@@ -23,6 +23,7 @@ import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
+import type { VendorProfileName } from '../virtualbmc/profile.js';
 import { REPO_ROOT } from './control-plane.js';
 import { attemptLine, claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
@@ -59,6 +60,7 @@ export async function localServe(o: {
   servers: number;
   backend: Backend;
   accel?: AccelChoice;
+  bmcProfile?: VendorProfileName;
 }): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
@@ -80,6 +82,7 @@ export async function localServe(o: {
       dir: o.dir,
       progress: say,
       ...(o.accel ? { accel: o.accel } : {}),
+      ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
     });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
@@ -100,6 +103,7 @@ export async function localServe(o: {
       metricsUrl: stack.metricsUrl,
       managerLog: stack.managerLog,
       startedAt,
+      osImage: stack.images.osImage,
     });
     say('READY');
   } catch (err) {
@@ -124,6 +128,7 @@ export async function localUp(o: {
   servers: number;
   backend: Backend;
   accel?: AccelChoice;
+  bmcProfile?: VendorProfileName;
   timeout: number;
   claim: boolean;
 }): Promise<number> {
@@ -164,6 +169,7 @@ export async function localUp(o: {
         '--backend',
         o.backend,
         ...(o.accel ? ['--accel', o.accel] : []),
+        ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
@@ -207,9 +213,10 @@ export async function localUp(o: {
   try {
     console.log(`${stamp(t0)} servers discovered:\n${serversTable(await snapshot(client))}`);
     if (!o.claim) return 0;
-    await applyExampleClaim(client);
+    const image = state.osImage ?? OS_IMAGE;
+    await applyExampleClaim(client, image);
     console.log(
-      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${OS_IMAGE}, NetBootOnce); following it:`,
+      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${image}, NetBootOnce); following it:`,
     );
     const tty = process.stdout.isTTY;
     let lastView = '';
@@ -251,7 +258,8 @@ export async function localUp(o: {
   }
 }
 
-async function applyExampleClaim(client: KubeClient): Promise<void> {
+/** Applies the example claim booting `image` (the local registry's OCI image; a catalog name also works). */
+async function applyExampleClaim(client: KubeClient, image: string): Promise<void> {
   const existing = await client.get<ServerClaim>(Resources.ServerClaim, EXAMPLE_CLAIM, EXAMPLE_NS);
   if (existing) return;
   const servers = (await client.list<Server>(Resources.Server)).items
@@ -273,7 +281,7 @@ async function applyExampleClaim(client: KubeClient): Promise<void> {
     metadata: { name: EXAMPLE_CLAIM, namespace: EXAMPLE_NS },
     spec: {
       power: 'On',
-      image: OS_IMAGE,
+      image,
       serverRef: { name: servers[0].metadata.name },
       ignitionSecretRef: { name: `${EXAMPLE_CLAIM}-ignition` },
       bootPolicy: 'NetBootOnce',
