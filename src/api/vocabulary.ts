@@ -110,6 +110,8 @@ export const BootedReason = {
   BootCompleted: 'BootCompleted',
   /** The claim had no boot bookkeeping but its server was found booted: adopted, not re-provisioned. */
   Adopted: 'Adopted',
+  /** `spec.power` is neither On nor Off: nothing is powered. */
+  InvalidPower: 'InvalidPower',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
