@@ -127,7 +127,23 @@ export const BootConfigurationReason = {
   ImageFileMissing: 'ImageFileMissing',
   IgnitionSecretNotFound: 'IgnitionSecretNotFound',
   IgnitionMissing: 'IgnitionMissing',
-  ButaneUnavailable: 'ButaneUnavailable',
+  /** The official Butane translator rejected the config (its report is the message). */
+  InvalidButane: 'InvalidButane',
+  /** The official Ignition validator rejected what would be served (its report is the message). */
+  InvalidIgnition: 'InvalidIgnition',
+  /** hack/ignition-tools could not run (missing, timed out): an installation fault, rechecked. */
+  IgnitionToolsUnavailable: 'IgnitionToolsUnavailable',
+  // OCI images (src/oci/, src/controllers/boot-image-resolution.ts)
+  InvalidImageReference: 'InvalidImageReference',
+  RegistryNotAllowed: 'RegistryNotAllowed',
+  RegistryUnavailable: 'RegistryUnavailable',
+  RegistryUnauthorized: 'RegistryUnauthorized',
+  RegistryError: 'RegistryError',
+  PullSecretNotFound: 'PullSecretNotFound',
+  PullSecretInvalid: 'PullSecretInvalid',
+  ImageArchitectureNotFound: 'ImageArchitectureNotFound',
+  ImageLayerMissing: 'ImageLayerMissing',
+  ImageManifestInvalid: 'ImageManifestInvalid',
 } as const;
 
 /** Reasons of the SBC's `CallbackConfigured` condition (hand-made SBCs). */
@@ -168,6 +184,8 @@ export const BmcFailureReason = {
   BMCUnsupported: 'BMCUnsupported',
   BMCInvalidResponse: 'BMCInvalidResponse',
   BMCError: 'BMCError',
+  /** The BMC's TLS certificate failed verification (`--bmc-insecure-tls=false`). */
+  BMCCertificateRejected: 'BMCCertificateRejected',
   // The BMC cannot be addressed because of how it is described.
   NoSystemURI: 'NoSystemURI',
   BMCNotFound: 'BMCNotFound',
@@ -218,6 +236,8 @@ export const EventReason = {
   SystemUUIDMissing: 'SystemUUIDMissing',
   // ServerBootConfiguration
   BootConfigurationReady: 'BootConfigurationReady',
+  /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */
+  ImageResolved: 'ImageResolved',
   StaleCallback: 'StaleCallback',
 } as const;
 
