@@ -110,6 +110,8 @@ export const BootedReason = {
   BootCompleted: 'BootCompleted',
   /** The claim had no boot bookkeeping but its server was found booted: adopted, not re-provisioned. */
   Adopted: 'Adopted',
+  /** `spec.power` is neither On nor Off: nothing is powered. */
+  InvalidPower: 'InvalidPower',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
@@ -178,6 +180,8 @@ export const PowerReason = {
 /** Why a BMC call failed: condition and Event reasons (see `classifyBmcFailure`). */
 export const BmcFailureReason = {
   BMCUnavailable: 'BMCUnavailable',
+  /** A transient refusal (e.g. HPE's POST window, `bmc/vendor.ts` TRANSIENT_MESSAGES): pending, no Warning. */
+  BMCBusy: 'BMCBusy',
   BMCTimeout: 'BMCTimeout',
   BMCAuthenticationFailed: 'BMCAuthenticationFailed',
   BMCRejected: 'BMCRejected',

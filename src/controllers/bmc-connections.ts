@@ -283,7 +283,7 @@ function classify(err: unknown): BmcFailure {
     const retryAfterMs =
       err instanceof RedfishHttpError ? err.retryAfterMs : (err as RedfishBudgetExceededError).retryAfterMs;
     return {
-      reason: 'BMCBusy',
+      reason: BmcFailureReason.BMCBusy,
       message: err instanceof Error ? err.message : String(err),
       retryAfterMs: Math.max(retryAfterMs ?? 0, 2_000),
       maybeApplied: false,

@@ -32,6 +32,7 @@ import {
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
@@ -285,9 +286,15 @@ class ServerReconciler {
         message: `${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}: ${detail}`,
       }),
       write: async (book, outcome) => {
+        // The phase alone is no reason to write: it rides along with the next real change.
         const next = discoveryOf(book);
-        if (!isDeepStrictEqual(next, current.status?.discovery))
+        const stored = current.status?.discovery;
+        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
           current = await this.patchStatus(current, { discovery: next });
+        const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
+        const waiting =
+          step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
+        if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
         if (outcome)
           await this.discovered(
             current,

@@ -76,6 +76,7 @@ import {
   attemptSignals,
   type BootConfigurations,
   bootConfigurationReadiness,
+  NOT_EVALUATED,
   type Readiness,
 } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
@@ -458,6 +459,17 @@ class ServerClaimReconciler {
     bound: CondInput,
     log: pino.Logger,
   ): Promise<Result | undefined> {
+    if (claim.spec.power !== 'On' && claim.spec.power !== 'Off') {
+      const message = `spec.power must be On or Off, not ${JSON.stringify(claim.spec.power)}; nothing is powered`;
+      const invalid: CondInput = {
+        type: BOOTED_CONDITION,
+        status: 'False',
+        reason: BootedReason.InvalidPower,
+        message,
+      };
+      await this.save(claim, { phase: 'Bound', conditions: [bound, invalid] });
+      return undefined;
+    }
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
     const observed = needsPowerRead(facts) ? await this.readPower(server) : undefined;
@@ -517,9 +529,17 @@ class ServerClaimReconciler {
             type: BOOTED_CONDITION,
             status: 'False',
             reason: BootedReason.Booting,
-            message: `${text} (${decision.why}): preparing`,
+            // The words the next reconcile uses while the new attempt's SBC is evaluated: no second write.
+            message: `${text}: waiting for the boot configuration (${NOT_EVALUATED.reason}: ${NOT_EVALUATED.message})`,
           };
-    claim = await this.save(claim, { boot: book, phase: 'Bound', conditions: [x.bound, booted] });
+    const configReady: CondInput = {
+      type: BOOT_CONFIGURATION_READY_CONDITION,
+      status: 'False',
+      reason: NOT_EVALUATED.reason,
+      message: NOT_EVALUATED.message,
+    };
+    const conditions = decision.kind === 'start' ? [x.bound, configReady, booted] : [x.bound, booted];
+    claim = await this.save(claim, { boot: book, phase: 'Bound', conditions });
     if (x.facts.retryAsked) claim = await this.consumeRetry(claim);
     if (decision.kind === 'adopt') {
       this.announceAdoption(claim, book, decision.booted, log);
