@@ -180,6 +180,8 @@ export const PowerReason = {
 /** Why a BMC call failed: condition and Event reasons (see `classifyBmcFailure`). */
 export const BmcFailureReason = {
   BMCUnavailable: 'BMCUnavailable',
+  /** A transient refusal (e.g. HPE's POST window, `bmc/vendor.ts` TRANSIENT_MESSAGES): pending, no Warning. */
+  BMCBusy: 'BMCBusy',
   BMCTimeout: 'BMCTimeout',
   BMCAuthenticationFailed: 'BMCAuthenticationFailed',
   BMCRejected: 'BMCRejected',

@@ -36,6 +36,8 @@ export interface ManagerConfig {
   /** Port of /metrics, /healthz, /readyz; 0 picks a free one. */
   metricsPort: number;
   leaderElect: boolean;
+  /** Client-side limit of API requests (token bucket, as client-go's QPS/Burst); qps 0: unlimited. */
+  kubeApi: { qps: number; burst: number };
   registry: { host: string; port: number; url?: string };
   bootServer: { host: string; port: number; url?: string };
   /** OCI images and Ignition tooling (src/cmd/image-flags.ts). */
@@ -54,6 +56,13 @@ const POSITIVE_INT = (v: string): number => {
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${v} is not a positive integer`);
   return n;
 };
+const NON_NEGATIVE = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${v} is not a number ≥ 0`);
+  return n;
+};
+/** API requests/s and bucket size; 0 = unlimited (the API server's 429s still slow the client down). */
+const KUBE_API_DEFAULTS = { qps: 0, burst: 0 };
 const PORT = (v: string): number => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`${v} is not a port`);
@@ -246,6 +255,24 @@ function command(): Command {
     )
     .addOption(
       opt(
+        '--kube-api-qps <n>',
+        'client-side limit of API requests per second (token bucket, as client-go); 0: unlimited',
+        NON_NEGATIVE,
+        KUBE_API_DEFAULTS.qps,
+        String(KUBE_API_DEFAULTS.qps),
+      ),
+    )
+    .addOption(
+      opt(
+        '--kube-api-burst <n>',
+        'API requests allowed at once above --kube-api-qps (bucket size); 0: ceil(qps)',
+        NON_NEGATIVE,
+        KUBE_API_DEFAULTS.burst,
+        String(KUBE_API_DEFAULTS.burst),
+      ),
+    )
+    .addOption(
+      opt(
         '--workers <n>',
         'concurrent reconciles of the Server, ServerClaim and ServerBootConfiguration controllers each',
         POSITIVE_INT,
@@ -296,6 +323,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     imageCatalogConfigmap?: string;
     metricsPort: number;
     leaderElect: boolean;
+    kubeApiQps: number;
+    kubeApiBurst: number;
     registryAddr: string;
     registryUrl?: string;
     bootserverAddr: string;
@@ -369,6 +398,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     imageCatalogConfigMap: configMap,
     metricsPort: o.metricsPort,
     leaderElect: o.leaderElect,
+    kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     registry: { host: rHost, port: rPort, url: o.registryUrl },
     bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
     images: imageFlagsOf(cmd.opts()),
@@ -404,6 +434,7 @@ export async function runManager(
     leaderElection: cfg.leaderElect ? { namespace: cfg.controllers.managerNamespace } : false,
     metricsPort: cfg.metricsPort,
     log,
+    client: { qps: cfg.kubeApi.qps, burst: cfg.kubeApi.burst || undefined },
   });
   let catalog: ImageCatalogSource;
   if (cfg.imageCatalogFile) catalog = ImageCatalogSource.fromFile(cfg.imageCatalogFile, log);
