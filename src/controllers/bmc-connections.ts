@@ -306,6 +306,11 @@ function classify(err: unknown): BmcFailure {
       maybeApplied,
     };
   }
+  return classifyTransportOrHttp(err);
+}
+
+/** The transport, HTTP and parse failures of {@link classify}. */
+function classifyTransportOrHttp(err: unknown): BmcFailure {
   if (err instanceof RedfishTransportError && err.kind === 'tls') {
     // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
     return {

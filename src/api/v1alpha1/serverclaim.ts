@@ -117,9 +117,9 @@ const BINDING_RULE =
 
 export const ServerClaimSpec = Type.Object(
   {
-    power: Type.String({
-      // No enum or CEL rule: upstream's schema has a plain string, and its objects must apply unchanged;
-      // the claim controller refuses other values (Booted=False, InvalidPower) and powers nothing.
+    power: StringEnum(['On', 'Off'] as const, {
+      // Upstream's own constants (PowerOn, PowerOff); the claim controller also refuses other values
+      // of objects stored before this enum (Booted=False, InvalidPower).
       description: 'Desired power state of the server: On or Off.',
     }),
     serverRef: Type.Optional(
