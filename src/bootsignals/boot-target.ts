@@ -19,6 +19,7 @@ import {
   verifyToken,
 } from '../bootauth/callback-token.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import { badRequest, HttpError, unavailable } from './http-error.js';
@@ -50,7 +51,12 @@ export interface BootTargetSources {
   servers: Informer<Server>;
   sbcs: Informer<ServerBootConfiguration>;
   secrets: Informer<SecretObject>;
+  /** Where a callback refused as ambiguous is reported (a Warning Event on each Server involved). */
+  events?: EventRecorder;
 }
+
+/** A UUID's ambiguity is reported at most this often, ms (a host retries its callbacks). */
+const AMBIGUOUS_REPORT_INTERVAL_MS = 30_000;
 
 /** Maps a failed API call to 503 when the API server is unreachable or overloaded; rethrows others. */
 export function apiFailure(err: unknown, what: string): never {
@@ -62,6 +68,9 @@ export function apiFailure(err: unknown, what: string): never {
 }
 
 export class BootTargetResolver {
+  /** Last report per ambiguous UUID (bounded: cleared when it grows past 1024 entries). */
+  private readonly reported = new Map<string, number>();
+
   constructor(private readonly src: BootTargetSources) {}
 
   /** Parses a UUID from a path or body; 400 `InvalidUUID` when it is not one (any case is fine). */
@@ -77,9 +86,29 @@ export class BootTargetResolver {
     if (found.length === 0) throw new HttpError(404, 'UnknownServer', `no Server with systemUUID ${uuid}`);
     if (found.length > 1) {
       const names = found.map((s) => s.metadata.name).join(', ');
-      throw new HttpError(409, 'AmbiguousServer', `several Servers claim systemUUID ${uuid}: ${names}`);
+      const message = `several Servers claim systemUUID ${uuid}: ${names}`;
+      this.reportAmbiguous(uuid, found, message);
+      throw new HttpError(409, 'AmbiguousServer', message);
     }
     return found[0]!;
+  }
+
+  /** A Warning Event `AmbiguousServer` on every Server involved, at most once per interval per UUID. */
+  private reportAmbiguous(uuid: string, found: Server[], message: string): void {
+    const events = this.src.events;
+    if (!events) return;
+    const now = Date.now();
+    if (now - (this.reported.get(uuid) ?? 0) < AMBIGUOUS_REPORT_INTERVAL_MS) return;
+    if (this.reported.size >= 1024) this.reported.clear();
+    this.reported.set(uuid, now);
+    for (const s of found) {
+      events.event(
+        { ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+        'Warning',
+        'AmbiguousServer',
+        `boot callback for this system refused (409): ${message}; delete the Server that does not belong to this machine`,
+      );
+    }
   }
 
   /** Server, current SBC and callback data from the caches. */

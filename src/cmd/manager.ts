@@ -211,6 +211,15 @@ function command(): Command {
     )
     .addOption(dur('--bmc-resync <duration>', 're-read every BMC this often', d.bmcResyncMs))
     .addOption(
+      opt(
+        '--bmc-max-systems <n>',
+        'Servers are created for at most this many systems per BMC (the first by URI; the rest: condition SystemsDiscovered=False SystemLimitExceeded)',
+        POSITIVE_INT,
+        d.bmcMaxSystems,
+        String(d.bmcMaxSystems),
+      ),
+    )
+    .addOption(
       dur(
         '--server-resync <duration>',
         're-read the power state of idle Servers this often',
@@ -262,6 +271,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     bmcCallBudget: number;
     bmcRequestTimeout: number;
     bmcResync: number;
+    bmcMaxSystems: number;
     serverResync: number;
     workers: number;
   }>();
@@ -306,6 +316,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       discoveryMaxAttempts: o.discoveryMaxAttempts,
       powerActionResendMs: o.powerResendAfter,
       bmcResyncMs: o.bmcResync,
+      bmcMaxSystems: o.bmcMaxSystems,
       serverResyncMs: o.serverResync,
       workers: o.workers,
       bmc: {

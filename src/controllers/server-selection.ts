@@ -2,12 +2,13 @@
  * Which Servers a ServerClaim may bind: pure functions over the claim and Server specs.
  *
  * A Server is eligible when it is `Available`, has no `serverClaimRef` (or already names this
- * claim), is not `unclaimable`, and every taint is tolerated by the claim; by reference it must be
+ * claim), is not `unclaimable`, does not carry a system UUID another Server owns, and every taint is tolerated by the claim; by reference it must be
  * the named Server, by selector its labels must match (`metav1.LabelSelector` semantics: all
  * `matchLabels` and all `matchExpressions` ANDed).
  */
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { duplicatesIn } from './system-ownership.js';
 
 type Selector = NonNullable<ServerClaim['spec']['serverSelector']>;
 type Taint = NonNullable<Server['spec']['taints']>[number];
@@ -51,12 +52,16 @@ export function tolerates(tolerations: readonly Toleration[] | undefined, taint:
   );
 }
 
-/** Why `server` cannot be bound by `claim`, or `undefined` when it can. */
-export function ineligibility(claim: ServerClaim, server: Server): string | undefined {
+/**
+ * Why `server` cannot be bound by `claim`, or `undefined` when it can. `uuidOwner`: the other Server
+ * that owns its system UUID, if any (system-ownership.ts).
+ */
+export function ineligibility(claim: ServerClaim, server: Server, uuidOwner?: Server): string | undefined {
   const ref = server.spec.serverClaimRef;
   const mine = ref?.name === claim.metadata.name && ref?.namespace === claim.metadata.namespace;
   if (ref && !mine) return `claimed by ${ref.namespace}/${ref.name}`;
   if (server.metadata.deletionTimestamp) return 'being deleted';
+  if (uuidOwner && !mine) return `system UUID held by Server ${uuidOwner.metadata.name}`;
   if (server.spec.unclaimable) return 'unclaimable';
   if (!mine && server.status?.state !== 'Available')
     return `in state ${server.status?.state ?? 'Initial'}, not Available`;
@@ -73,9 +78,10 @@ export function ineligibility(claim: ServerClaim, server: Server): string | unde
 export function candidates(claim: ServerClaim, servers: readonly Server[]): Server[] {
   const want = claim.spec.serverRef?.name;
   const sel = claim.spec.serverSelector;
+  const dup = duplicatesIn(servers);
   const fit = servers
     .filter((s) => (want ? s.metadata.name === want : sel ? selectorMatches(sel, s.metadata.labels) : true))
-    .filter((s) => ineligibility(claim, s) === undefined)
+    .filter((s) => ineligibility(claim, s, dup.get(s.metadata.name ?? '')) === undefined)
     .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
   if (fit.length < 2) return fit;
   const start = hash(claim.metadata.uid ?? claim.metadata.name ?? '') % fit.length;

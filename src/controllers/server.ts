@@ -30,6 +30,7 @@ import { Resources } from '../runtime/resource.js';
 import { type BmcConnections, classifyBmcFailure } from './bmc-connections.js';
 import { attemptSignals, type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
+import type { DuplicateServers } from './duplicate-servers.js';
 import { formatDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition } from './owned-conditions.js';
@@ -55,6 +56,8 @@ export interface ServerControllerOptions {
   metrics?: RuntimeMetrics;
   bootMetrics: BootMetrics;
   config: ControllerConfig;
+  /** Servers whose UUID another Server owns are left alone (system-ownership.ts). */
+  duplicates: DuplicateServers;
 }
 
 type Discovery = NonNullable<NonNullable<Server['status']>['discovery']>;
@@ -130,6 +133,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
     const log = baseLog.child({ name: req.name, systemUUID: server.spec.systemUUID });
     const state = (server.status?.state || 'Initial') as ServerState;
 
+    if (await o.duplicates.check(server)) return undefined;
     if (server.spec.serverClaimRef) return reserved(server, state, log);
     if (state === 'Maintenance') return undefined;
     if (server.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY)
@@ -393,6 +397,10 @@ export function newServerController(o: ServerControllerOptions): Controller {
   });
   c.watches(o.servers);
   c.owns(o.sbcs, 'Server');
+  // The owner of a UUID is gone: a duplicate of it may now be the owner.
+  o.servers.on('delete', (gone) => {
+    for (const s of o.duplicates.sameUuid(gone)) c.enqueue({ name: s.metadata.name ?? '' });
+  });
   return c;
 }
 

@@ -19,9 +19,14 @@ const server = (
   state = 'Available',
 ): Server => ({
   metadata: { name, labels, resourceVersion: '1' },
-  spec: { systemUUID: '00000000-0000-0000-0000-000000000000', ...over },
+  spec: { systemUUID: uuidOf(name), ...over },
   status: { state },
 });
+/** A distinct UUID per name (Servers sharing one are duplicates: system-ownership.ts). */
+function uuidOf(name: string): string {
+  const hex = Buffer.from(name).toString('hex').padStart(12, '0').slice(-12);
+  return `00000000-0000-0000-0000-${hex}`;
+}
 const claim = (name: string, spec: Partial<ServerClaim['spec']> = {}): ServerClaim => ({
   metadata: { name, namespace: 'ns', uid: `uid-${name}` },
   spec: { power: 'On', image: 'img', ...spec },
