@@ -7,17 +7,20 @@
  *   waits for discovery, applies an example ServerClaim and shows a live table until it is Booted.
  * - `local down`, `local status`; `local serve` is the daemon itself.
  * - `get servers|claims`: kubectl-like columns. `boots <claim> [--watch]`: the claim's signal timeline.
+ * - `cordon|uncordon <server>`: the maintenance taint; `retry server|claim <name>`: the retry annotation.
  *
  * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   bootsCommand,
+  cordonCommand,
   getCommand,
   localDown,
   localServe,
   localStatus,
   localUp,
+  retryCommand,
 } from '../localstack/commands.js';
 import { defaultLocalDir } from '../localstack/local-state.js';
 
@@ -92,5 +95,43 @@ program
   )
   .addOption(dirOpt())
   .action(async (claim, o) => process.exit(await bootsCommand(claim, o)));
+
+const kubeconfigOpt = () =>
+  new Option(
+    '--kubeconfig <path>',
+    'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)',
+  );
+
+program
+  .command('cordon')
+  .description(
+    'taint a Server metal.ironcore.dev/maintenance[=reason]:NoBind: no new claims; unclaimed, it goes to state Maintenance (no power actions)',
+  )
+  .argument('<server>', 'Server name')
+  .option('--reason <text>', 'taint value: why (label-value syntax, at most 63 characters)')
+  .option('--evict', 'effect Evict: also release the claim bound to it (powered off, Event Evicted)')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (server, o) => process.exit(await cordonCommand(server, true, o)));
+
+program
+  .command('uncordon')
+  .description('remove the maintenance taint: the Server returns to Available')
+  .argument('<server>', 'Server name')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (server, o) => process.exit(await cordonCommand(server, false, o)));
+
+program
+  .command('retry')
+  .description(
+    'annotate metal.ironcore.dev/operation=retry: a claim starts a new series of boot attempts, a Server in Error its discovery',
+  )
+  .argument('<kind>', 'server | claim')
+  .argument('<name>', 'object name')
+  .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (kind, name, o) => process.exit(await retryCommand(kind, name, o)));
 
 await program.parseAsync();

@@ -1,7 +1,8 @@
 /**
  * Server controller: the life of one machine outside a claim.
  *
- * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left alone).
+ * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left
+ * alone; entered and left through the taint `metal.ironcore.dev/maintenance`, see taints.ts).
  * - Initial: read the system from the BMC (manufacturer, model, serial, power state) and begin discovery.
  * - Discovery: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
  *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: one-time
@@ -36,6 +37,7 @@ import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
+import { TaintActions } from './taints.js';
 
 export const DISCOVERED_CONDITION = 'Discovered';
 
@@ -66,6 +68,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
   const cfg = o.config;
   const baseLog = o.log.child({ controller: 'server' });
   const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' });
+  const taints = new TaintActions(o);
 
   /**
    * Writes status fields (null deletes) on the condition that `state` and `discovery` are still what
@@ -135,6 +138,8 @@ export function newServerController(o: ServerControllerOptions): Controller {
 
     if (await o.duplicates.check(server)) return undefined;
     if (server.spec.serverClaimRef) return reserved(server, state, log);
+    const maintenance = await taints.maintenance(server, state, log);
+    if (maintenance) return maintenance;
     if (state === 'Maintenance') return undefined;
     if (server.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY)
       return retry(server, state, log);

@@ -55,6 +55,7 @@ import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { PowerActions } from './power.js';
 import { candidates, ineligibility } from './server-selection.js';
+import { evictingTaint, TaintActions } from './taints.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
 export const BOUND_CONDITION = 'Bound';
@@ -135,6 +136,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
    * name). Without it, a reconcile running before the cache caught up could bind a second Server.
    */
   const recentBinds = new Map<string, string>();
+  const taints = new TaintActions(o);
 
   /**
    * Writes status changes (boot replaced as a whole, conditions set by type, phase) guarded by the
@@ -258,6 +260,8 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
 
     const server = (await boundServer(claim)) ?? (await bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    const evicting = evictingTaint(claim, server);
+    if (evicting) return taints.evict(claim, server, evicting, log);
     const serverName = server.metadata.name ?? '';
     log = log.child({ server: serverName, systemUUID: server.spec.systemUUID });
     if (!claim.spec.serverRef?.name) {

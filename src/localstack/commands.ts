@@ -34,6 +34,7 @@ import {
   statePath,
   writeLocalState,
 } from './local-state.js';
+import { OpError, requestRetry, setCordon } from './server-ops.js';
 import { OS_IMAGE } from './vm-artefacts.js';
 
 export const EXAMPLE_CLAIM = 'example';
@@ -432,4 +433,54 @@ async function followBoots(
   } finally {
     await client.close();
   }
+}
+
+/** Runs one write action against the cluster; prints its result line. */
+async function runOp(
+  o: { kubeconfig?: string; dir: string },
+  action: (client: KubeClient) => Promise<string>,
+): Promise<number> {
+  let client: KubeClient;
+  try {
+    client = new KubeClient(resolveKubeConfig(o), { fieldManager: 'metalctl' });
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 1;
+  }
+  try {
+    console.log(await action(client));
+    return 0;
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return err instanceof OpError ? err.exitCode : 1;
+  } finally {
+    await client.close();
+  }
+}
+
+/** `cordon|uncordon <server>`: the maintenance taint (see src/localstack/server-ops.ts). */
+export function cordonCommand(
+  name: string,
+  cordon: boolean,
+  o: { kubeconfig?: string; dir: string; reason?: string; evict?: boolean },
+): Promise<number> {
+  return runOp(o, (c) => setCordon(c, name, cordon, { reason: o.reason, evict: o.evict }));
+}
+
+/** `retry server|claim <name>`: the retry operation annotation. */
+export function retryCommand(
+  kind: string,
+  name: string,
+  o: { kubeconfig?: string; dir: string; namespace?: string },
+): Promise<number> {
+  const k = ['server', 'servers', 'srv'].includes(kind)
+    ? 'server'
+    : ['claim', 'claims', 'scl', 'serverclaim'].includes(kind)
+      ? 'claim'
+      : undefined;
+  if (!k) {
+    console.error(`unknown kind ${kind}: use server or claim`);
+    return Promise.resolve(2);
+  }
+  return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default'));
 }
