@@ -1,7 +1,8 @@
 /**
  * The boot server: what network-booting firmware and the booting OS fetch.
  *
- * - `GET /ipxe` → a script that chains to `/ipxe/${uuid}` (iPXE expands `${uuid}`).
+ * - `GET /ipxe` (and `/ipxe/`, as upstream boot-operator answers it) → a script that chains to
+ *   `/ipxe/${uuid}` (iPXE expands `${uuid}`).
  * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
@@ -10,7 +11,9 @@
  *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
  *   authenticate, so this is the one protection of the token in the script.
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
- *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry.
+ *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry. An SBC without
+ *   `ignitionSecretRef` gets the callback-only config (see {@link callbackOnlyIgnition}); with the
+ *   hook disabled there is nothing to serve: 404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
@@ -20,8 +23,15 @@
  */
 import { createReadStream, statSync } from 'node:fs';
 import { Registry } from 'prom-client';
-import { BootSignal } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import {
+  BootSignal,
+  ConditionType,
+  countsForCurrentAttempt,
+  currentAttemptCondition,
+  EventReason,
+  SignalReason,
+} from '../api/vocabulary.js';
 import {
   apiFailure,
   type BootTarget,
@@ -32,9 +42,14 @@ import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
-import { findCondition } from '../runtime/conditions.js';
 import { Resources } from '../runtime/resource.js';
-import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
+import {
+  butaneToIgnition,
+  DEFAULT_IGNITION_VERSION,
+  type IgnitionConfig,
+  parseIgnition,
+  withBootstateHook,
+} from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 
@@ -54,7 +69,7 @@ export interface BootServerOptions extends SignalServerOptions {
 /** Field-manager prefix of the boot server's condition writes. */
 export const BOOTSERVER_COMPONENT = 'metal-bootserver';
 /** Condition set by the claim controller when a claim completed; read for NetBootOnce. */
-export const BOOT_COMPLETED_CONDITION = 'BootCompleted';
+export const BOOT_COMPLETED_CONDITION = ConditionType.BootCompleted;
 
 const uuidParam = {
   type: 'object',
@@ -62,12 +77,6 @@ const uuidParam = {
   required: ['uuid'],
 };
 const CLIENT_IN_MESSAGE = / served to (\S+)$/;
-
-/** True when `sbc`'s condition `type` is True and belongs to the current attempt. */
-function currentAndTrue(sbc: ServerBootConfiguration, type: string): boolean {
-  const c = findCondition(sbc.status?.conditions, type);
-  return !!c && c.status === 'True' && (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0);
-}
 
 /** Starts the boot server; resolves once it listens. */
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
@@ -79,6 +88,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   let baseUrl = opts.externalUrl ?? '';
 
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
+  app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
   app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
@@ -91,23 +101,28 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     }
     if (
       target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-      currentAndTrue(target.sbc, BOOT_COMPLETED_CONDITION)
+      countsForCurrentAttempt(target.sbc, BOOT_COMPLETED_CONDITION)
     ) {
       log.info({ sbc: target.sbc.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
     if (!resolver.consistent(target)) target = await resolver.refresh(target);
     const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
+    if (!sbc || !target.callback) {
+      // A hand-made SBC gets its callback Secret from the SBC controller (CallbackConfigured condition).
+      throw new HttpError(
+        503,
+        'CallbackSecretPending',
+        'boot configuration has no callback Secret yet (the ServerBootConfiguration controller issues one for SBCs without callbackSecretRef)',
+        2,
+      );
+    }
     if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    const fetched = findCondition(sbc.status?.conditions, BootSignal.IPXEScriptFetched);
-    const pinnedTo =
-      fetched && (fetched.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0)
-        ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1]
-        : undefined;
+    const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
+    const pinnedTo = fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
     if (pin && pinnedTo && pinnedTo !== client) {
       log.warn({ pinnedTo, attempt }, 'script of this attempt was served to another client; refused');
       throw new HttpError(
@@ -129,7 +144,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
       type: BootSignal.IPXEScriptFetched,
       status: 'True',
-      reason: 'ScriptServed',
+      reason: SignalReason.ScriptServed,
       message: `script for attempt ${attempt} served to ${client}`,
     });
     log.info({ sbc: sbc.metadata.name, attempt, image: resolved.image.name }, 'iPXE script served');
@@ -149,7 +164,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         opts.events.event(
           { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
-          'StaleCallback',
+          EventReason.StaleCallback,
           `ignition fetch from ${req.socket.remoteAddress} carried the token of an earlier attempt; refused`,
         );
       }
@@ -170,7 +185,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
       type: BootSignal.IgnitionDataFetched,
       status: 'True',
-      reason: 'IgnitionServed',
+      reason: SignalReason.IgnitionServed,
       message: `ignition for attempt ${attempt} served to ${req.socket.remoteAddress}`,
     });
     req.log.info(
@@ -183,7 +198,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   /** The SBC's ignition as an Ignition v3 object (converting Butane once per SBC generation). */
   async function ignitionFor(sbc: ServerBootConfiguration): Promise<ReturnType<typeof parseIgnition>> {
     const ref = sbc.spec.ignitionSecretRef?.name;
-    if (!ref) return { ignition: { version: DEFAULT_IGNITION_VERSION } };
+    if (!ref) return callbackOnlyIgnition(sbc, inject);
     let secret: SecretObject | undefined;
     try {
       secret = await opts.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
@@ -232,5 +247,29 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
   baseUrl ||= bound.url;
-  return { ...bound, close: () => app.close() };
+  return {
+    ...bound,
+    close: async () => {
+      await app.close();
+      await resolver.aliases.settled();
+    },
+  };
+}
+
+/**
+ * What `/ignition/{uuid}` serves for an SBC without `ignitionSecretRef` (upstream boot-operator has no
+ * answer for it: its handler dereferences the missing reference). The image may still need the
+ * `/bootstate` callback that completes the boot, so with the hook enabled the config is
+ * `{"ignition":{"version":"3.4.0"}}` and nothing else; the hook is merged into it by the caller, so a
+ * host gets only the callback unit and its env file. With the hook disabled: 404 `NoIgnitionConfigured`.
+ */
+export function callbackOnlyIgnition(sbc: ServerBootConfiguration, inject: boolean): IgnitionConfig {
+  if (!inject) {
+    throw new HttpError(
+      404,
+      'NoIgnitionConfigured',
+      `ServerBootConfiguration ${sbc.metadata.namespace}/${sbc.metadata.name} has no ignitionSecretRef and the /bootstate hook is disabled: no ignition configured`,
+    );
+  }
+  return { ignition: { version: DEFAULT_IGNITION_VERSION } };
 }

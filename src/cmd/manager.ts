@@ -6,7 +6,7 @@
  * `parseManagerConfig` turns flags into a {@link ManagerConfig} (pure, throws on bad input);
  * `runManager` parses, starts everything and returns a handle (tests start it in-process).
  */
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
@@ -157,6 +157,11 @@ function command(): Command {
         .choices(['required', 'optional'])
         .default('required'),
     )
+    .option(
+      '--require-server-selection',
+      'refuse ServerClaims with neither spec.serverRef nor spec.serverSelector (Bound=False, reason ServerSelectionRequired) instead of binding any Available Server as upstream does',
+      false,
+    )
     .option('--image-catalog <file>', 'YAML image catalog file (see src/bootserver/image-catalog.ts)')
     .option(
       '--image-catalog-configmap <ns/name>',
@@ -209,6 +214,15 @@ function command(): Command {
     .addOption(
       dur('--bmc-request-timeout <duration>', 'timeout of one HTTP request to a BMC', d.bmc.requestTimeoutMs),
     )
+    .option(
+      '--bmc-insecure-tls',
+      'accept any BMC certificate without verification (default: verify against the system store or --bmc-ca-file)',
+      false,
+    )
+    .option(
+      '--bmc-ca-file <path>',
+      'PEM CA bundle trusted for BMC certificates instead of the system store (a BMCSecret key ca.crt overrides it)',
+    )
     .addOption(dur('--bmc-resync <duration>', 're-read every BMC this often', d.bmcResyncMs))
     .addOption(
       opt(
@@ -237,6 +251,20 @@ function command(): Command {
     );
 }
 
+/** Reads `--bmc-ca-file`; a missing file or one without a PEM certificate is a flag error. */
+function readCaBundle(path: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CommanderError(1, 'manager.invalidCaFile', `--bmc-ca-file: ${(err as Error).message}`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new CommanderError(1, 'manager.invalidCaFile', `--bmc-ca-file: ${path} holds no PEM certificate`);
+  }
+  return pem;
+}
+
 /** The `--help` text (flags with their defaults). */
 export function managerHelp(): string {
   return command().helpInformation();
@@ -258,6 +286,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
     callbackAuth: CallbackAuth;
+    requireServerSelection: boolean;
     imageCatalog?: string;
     imageCatalogConfigmap?: string;
     metricsPort: number;
@@ -270,6 +299,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     powerResendAfter: number;
     bmcCallBudget: number;
     bmcRequestTimeout: number;
+    bmcInsecureTls: boolean;
+    bmcCaFile?: string;
     bmcResync: number;
     bmcMaxSystems: number;
     serverResync: number;
@@ -323,8 +354,11 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
         ...DEFAULT_CONTROLLER_CONFIG.bmc,
         callBudgetMs: o.bmcCallBudget,
         requestTimeoutMs: o.bmcRequestTimeout,
+        insecureTLS: o.bmcInsecureTls,
+        ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
       },
       scopeLabels: o.objectSelector,
+      requireServerSelection: o.requireServerSelection,
     },
     callbackAuth: o.callbackAuth,
     imageCatalogFile: o.imageCatalog,
