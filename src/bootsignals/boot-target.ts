@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import { byteSwappedSystemUUID, canonicalSystemUUID } from '../api/system-uuid.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { EventReason } from '../api/vocabulary.js';
 import {
   type CallbackSecretData,
   decodeCallbackSecret,
@@ -166,7 +167,7 @@ export class BootTargetResolver {
       events.event(
         { ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
         'Warning',
-        'AmbiguousServer',
+        EventReason.AmbiguousServer,
         `boot callback for this system refused (409): ${message}; delete the Server that does not belong to this machine`,
       );
     }

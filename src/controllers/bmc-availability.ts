@@ -9,18 +9,19 @@
  */
 import type { Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { BmcFailureReason, ConditionType } from '../api/vocabulary.js';
 
 /** BMC failure reasons (bmc-connections.ts `classifyBmcFailure`) that say the BMC itself is not usable. */
 export const BMC_DOWN_REASONS: ReadonlySet<string> = new Set([
-  'BMCUnavailable',
-  'BMCTimeout',
-  'BMCAuthenticationFailed',
+  BmcFailureReason.BMCUnavailable,
+  BmcFailureReason.BMCTimeout,
+  BmcFailureReason.BMCAuthenticationFailed,
 ]);
 
 /** Server condition types whose failure reasons name a BMC failure (power.ts, server.ts). */
 const REPORTING_CONDITIONS: Readonly<Record<string, Condition['status']>> = {
-  PowerActionPending: 'True',
-  Discovered: 'False',
+  [ConditionType.PowerActionPending]: 'True',
+  [ConditionType.Discovered]: 'False',
 };
 
 export interface BmcDownReport {

@@ -20,6 +20,7 @@ import type { BMC as BMCObject } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { BmcReason, EventReason } from '../api/vocabulary.js';
 import { type BMC, type ComputerSystemInfo, describeTransportSecurity } from '../bmc/bmc.js';
 import { RedfishAuthError } from '../bmc/errors.js';
 import { RedfishParseError } from '../bmc/parse.js';
@@ -105,7 +106,7 @@ export function systemsVerdict(
     );
   }
   if (scan.withoutUUID.length) {
-    reason ||= 'SystemUUIDMissing';
+    reason ||= BmcReason.SystemUUIDMissing;
     parts.push(`no Server created for system(s) without a valid UUID: ${listed(scan.withoutUUID)}`);
   }
   if (scan.duplicates.length) {
@@ -117,7 +118,7 @@ export function systemsVerdict(
   if (!reason)
     return {
       status: 'True',
-      reason: 'AllSystemsHaveUUID',
+      reason: BmcReason.AllSystemsHaveUUID,
       message: `${scan.listed} system(s), each with a Server`,
     };
   return { status: 'False', reason, message: parts.join('; ') };
@@ -261,7 +262,7 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
       o.events.event(
         ev,
         'Warning',
-        'SystemUUIDMissing',
+        EventReason.SystemUUIDMissing,
         `no valid UUID reported by ${scan.withoutUUID.join(', ')}; no Server created`,
       );
     }

@@ -13,13 +13,14 @@
  */
 import { canonicalSystemUUID } from '../api/system-uuid.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { BmcReason, ConditionType, DuplicateReason } from '../api/vocabulary.js';
 
 /** Condition type (on BMCs and Servers), condition reason and Event reason of a duplicated UUID. */
-export const DUPLICATE_SYSTEM_UUID = 'DuplicateSystemUUID';
+export const DUPLICATE_SYSTEM_UUID = ConditionType.DuplicateSystemUUID;
 /** `DuplicateSystemUUID=False` reason when no UUID of the object is held by another Server. */
-export const NO_DUPLICATE_SYSTEM_UUID = 'SystemUUIDsUnique';
+export const NO_DUPLICATE_SYSTEM_UUID = DuplicateReason.SystemUUIDsUnique;
 /** `SystemsDiscovered=False` reason and Event reason: the BMC lists more systems than `--bmc-max-systems`. */
-export const SYSTEM_LIMIT_EXCEEDED = 'SystemLimitExceeded';
+export const SYSTEM_LIMIT_EXCEEDED = BmcReason.SystemLimitExceeded;
 /** Default of `--bmc-max-systems`: a chassis manager has tens of blades; the sim fleet bench puts 1000 behind one. */
 export const DEFAULT_MAX_SYSTEMS_PER_BMC = 1024;
 

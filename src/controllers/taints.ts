@@ -18,6 +18,7 @@
 import type pino from 'pino';
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { ConditionType, TaintReason } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { findCondition, setCondition } from '../runtime/conditions.js';
 import type { Result } from '../runtime/controller.js';
@@ -32,9 +33,9 @@ type Taint = NonNullable<Server['spec']['taints']>[number];
 /** Taint key that puts an unclaimed Server into `Maintenance` (set by `metalctl cordon`). */
 export const MAINTENANCE_TAINT_KEY = 'metal.ironcore.dev/maintenance';
 /** Condition reason and Event reason of a claim released by an `Evict` taint. */
-export const EVICTED_REASON = 'Evicted';
-export const MAINTENANCE_STARTED_REASON = 'MaintenanceStarted';
-export const MAINTENANCE_ENDED_REASON = 'MaintenanceEnded';
+export const EVICTED_REASON = TaintReason.Evicted;
+export const MAINTENANCE_STARTED_REASON = TaintReason.MaintenanceStarted;
+export const MAINTENANCE_ENDED_REASON = TaintReason.MaintenanceEnded;
 
 /** `key=value:Effect` (`key:Effect` without a value), as kubectl prints taints. */
 export function taintText(t: Taint): string {
@@ -62,7 +63,7 @@ export function maintenanceTransition(server: Server, state: ServerState): Serve
   const tainted = !!maintenanceTaint(server);
   if (tainted && (state === 'Available' || state === 'Error' || state === 'Reserved')) return 'Maintenance';
   if (!tainted && state === 'Maintenance') {
-    const discovered = findCondition(server.status?.conditions, 'Discovered')?.status === 'True';
+    const discovered = findCondition(server.status?.conditions, ConditionType.Discovered)?.status === 'True';
     return discovered || server.status?.registration ? 'Available' : 'Initial';
   }
   return undefined;
@@ -138,7 +139,7 @@ export class TaintActions {
   private async markEvicted(claim: ServerClaim, message: string): Promise<void> {
     const generation = claim.metadata.generation ?? 0;
     let conditions = claim.status?.conditions ?? [];
-    for (const type of ['Bound', 'Booted']) {
+    for (const type of [ConditionType.Bound, ConditionType.Booted]) {
       conditions = setCondition(
         conditions,
         { type, status: 'False', reason: EVICTED_REASON, message, observedGeneration: generation },
