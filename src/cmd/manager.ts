@@ -408,6 +408,7 @@ export async function runManager(
       mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace }),
       name,
       log,
+      namespace,
     );
   } else {
     log.warn(

@@ -57,7 +57,7 @@ import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { PowerActions } from './power.js';
-import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
+import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
@@ -216,22 +216,14 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
         throw err;
       }
     }
-    const want = claim.spec.serverRef?.name;
-    let reason: string = BoundReason.NoServerAvailable;
-    let message = `no Available Server matches (${list.length} candidate(s) were taken meanwhile)`;
-    if (want) {
-      const s = o.servers.get(want);
-      reason = s ? BoundReason.ServerNotAvailable : BoundReason.ServerNotFound;
-      message = s
-        ? `Server ${want} is ${ineligibility(claim, s) ?? 'taken'}`
-        : `Server ${want} does not exist`;
-    } else if (list.length === 0) {
-      message = 'no Available Server matches the selector, is unclaimed and tolerated';
-    }
+    const { reason, message } = unboundExplanation(claim, o.servers.list(), list.length);
+    const before = findCondition(claim.status?.conditions, BOUND_CONDITION);
     await save(claim, {
       phase: 'Unbound',
       conditions: [{ type: BOUND_CONDITION, status: 'False', reason, message }],
     });
+    // Once per change of the explanation, as the scheduler's FailedScheduling.
+    if (before?.message !== message) o.events.event(eventObject(claim), 'Warning', reason, message);
     return undefined;
   }
 

@@ -26,7 +26,9 @@ import type { EventRecorder } from '../runtime/events.js';
 import { Resources } from '../runtime/resource.js';
 import type { BootConfigurations } from './boot-configuration.js';
 import type { PowerActions } from './power.js';
-import { tolerates } from './server-selection.js';
+import { taintText, tolerates } from './server-selection.js';
+
+export { taintText };
 
 type Taint = NonNullable<Server['spec']['taints']>[number];
 
@@ -36,11 +38,6 @@ export const MAINTENANCE_TAINT_KEY = 'metal.ironcore.dev/maintenance';
 export const EVICTED_REASON = TaintReason.Evicted;
 export const MAINTENANCE_STARTED_REASON = TaintReason.MaintenanceStarted;
 export const MAINTENANCE_ENDED_REASON = TaintReason.MaintenanceEnded;
-
-/** `key=value:Effect` (`key:Effect` without a value), as kubectl prints taints. */
-export function taintText(t: Taint): string {
-  return `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect ?? 'NoBind'}`;
-}
 
 /** The first `Evict` taint of `server` that `claim` does not tolerate, or undefined. */
 export function evictingTaint(claim: ServerClaim, server: Server): Taint | undefined {

@@ -53,7 +53,10 @@ test('taints, tolerations, unclaimable and state decide eligibility', () => {
   assert.ok(tolerates([{ key: 'k', value: 'v', effect: 'NoBind' }], { key: 'k', value: 'v' }));
   assert.ok(!tolerates([{ key: 'k', value: 'v', effect: 'Evict' }], { key: 'k', value: 'v' }));
   assert.equal(ineligibility(c, server('s', { taints: [{ key: 'gpu' }] })), undefined);
-  assert.match(ineligibility(c, server('s', { taints: [{ key: 'ssd' }] }))!, /taint ssd not tolerated/);
+  assert.match(
+    ineligibility(c, server('s', { taints: [{ key: 'ssd' }] }))!,
+    /taint ssd:NoBind not tolerated/,
+  );
   assert.equal(ineligibility(c, server('s', { unclaimable: true })), 'unclaimable');
   assert.match(ineligibility(c, server('s', {}, {}, 'Discovery'))!, /not Available/);
   assert.match(

@@ -118,8 +118,27 @@ test('cordon puts an unclaimed Server into Maintenance (nothing binds it); uncor
       const c = await getClaim(s, 'waits');
       return cond(c, 'Bound')?.status === 'False' ? c : undefined;
     });
-    assert.match(cond(waiting, 'Bound')!.message, /Maintenance/);
+    assert.match(
+      cond(waiting, 'Bound')!.message,
+      /taint metal\.ironcore\.dev\/maintenance=disk-swap:NoBind not tolerated/,
+    );
     assert.ok((await eventsFor(s, 'Server', name, 'default')).some((e) => e.reason === 'MaintenanceStarted'));
+    // A claim by selector is told, like a pending pod, why no Server fits (condition and Warning Event).
+    await createClaim(s, 'any', { selector: { [SCOPE_LABEL]: s.scope }, timeout: '20s' });
+    const explained = await eventually('explained', 10_000, async () => {
+      const c = await getClaim(s, 'any');
+      return cond(c, 'Bound')?.reason === 'NoServerAvailable' ? c : undefined;
+    });
+    assert.equal(
+      cond(explained, 'Bound')!.message,
+      '0/1 servers: 1 taint metal.ironcore.dev/maintenance=disk-swap:NoBind not tolerated',
+    );
+    await eventually('Warning NoServerAvailable Event', 10_000, async () =>
+      (await eventsFor(s, 'ServerClaim', 'any')).some(
+        (e) => e.type === 'Warning' && e.reason === 'NoServerAvailable' && /^0\/1 servers: /.test(e.message),
+      ),
+    );
+    await s.client.delete(Resources.ServerClaim, 'any', s.ns);
     assert.equal(await setCordon(s.client, name, false), `Server ${name} uncordoned`);
     await eventually(
       'claim Booted after uncordon',
