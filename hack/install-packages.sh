@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the QEMU end-to-end stack needs. Idempotent: when every package is
+# Installs the Debian packages the QEMU end-to-end stack and the rule tests (promtool) need. Idempotent: when every package is
 # already installed it does nothing and never touches apt. `apt-get update` runs only when the
 # first install attempt fails (typically a missing or stale package list).
 set -euo pipefail
@@ -12,6 +12,7 @@ PACKAGES=(
   cpio              # packs the initramfs
   gzip
   kmod              # depmod-free modules.dep reading is enough, but modinfo helps debugging
+  prometheus        # promtool: hack/test.sh checks and unit-tests config/prometheus/rules.yaml
 )
 
 log() { echo "[install-packages] $*" >&2; }

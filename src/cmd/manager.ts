@@ -27,6 +27,8 @@ import { splitAddr } from './listen-address.js';
 
 export interface ManagerConfig {
   kubeconfig?: string;
+  /** Least severe pino level logged (`--log-level`, default `LOG_LEVEL`, else `info`). */
+  logLevel: string;
   controllers: ControllerConfig;
   callbackAuth: CallbackAuth;
   imageCatalogFile?: string;
@@ -101,6 +103,11 @@ function command(): Command {
     .description('metal-operator manager: controllers, registry and boot server')
     .exitOverride()
     .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .addOption(
+      new Option('--log-level <level>', 'least severe level logged (JSON lines on stdout)')
+        .choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal'])
+        .default(process.env.LOG_LEVEL || 'info', 'LOG_LEVEL, else info'),
+    )
     .option(
       '--manager-namespace <ns>',
       'namespace of discovery boot configurations and the leader Lease',
@@ -277,6 +284,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
   cmd.parse([...argv], { from: 'user' });
   const o = cmd.opts<{
     kubeconfig?: string;
+    logLevel: string;
     managerNamespace: string;
     probeImage: string;
     defaultBootPolicy: BootPolicy;
@@ -336,6 +344,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
   const [bHost, bPort] = addr('--bootserver-addr', o.bootserverAddr);
   return {
     kubeconfig: o.kubeconfig,
+    logLevel: o.logLevel,
     controllers: {
       managerNamespace: o.managerNamespace,
       probeImage: o.probeImage,
@@ -391,7 +400,7 @@ export async function runManager(
   opts: { kubeConfig?: KubeConfig; log?: pino.Logger } = {},
 ): Promise<RunningManager> {
   const cfg = parseManagerConfig(argv);
-  const log = opts.log ?? newLogger('metal-operator');
+  const log = opts.log ?? newLogger('metal-operator', { level: cfg.logLevel });
   const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
   const mgr = new Manager({
     kubeConfig,

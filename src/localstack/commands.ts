@@ -384,8 +384,17 @@ function commandClient(o: { kubeconfig?: string; dir: string }): KubeClient | un
 
 /** A list or one object as `kubectl get -o json|yaml` prints it. */
 function printObjects(items: object[], single: boolean, format: string): void {
-  const doc = single ? items[0] : { apiVersion: 'v1', kind: 'List', items };
-  console.log(format === 'json' ? JSON.stringify(doc, null, 2) : stringifyYaml(doc).trimEnd());
+  // As kubectl (--show-managed-fields=false): managedFields are bookkeeping, not state.
+  const shown = items.map((i) => {
+    const { managedFields: _, ...metadata } = (i as KObject).metadata as KObject['metadata'] & {
+      managedFields?: unknown;
+    };
+    return { ...i, metadata };
+  });
+  const doc = single ? shown[0] : { apiVersion: 'v1', kind: 'List', items: shown };
+  console.log(
+    format === 'json' ? JSON.stringify(doc, null, 2) : stringifyYaml(doc, { lineWidth: 0 }).trimEnd(),
+  );
 }
 
 /** `get servers|claims [NAME]` with `-o wide|json|yaml`, `-l`, `-n`/`-A`. Exit 0, 1 (not found, API), 2 (usage). */
