@@ -84,6 +84,8 @@ export const ConditionType = {
   Ready: 'Ready',
   /** Set by the claim controller when a NetBootOnce claim completed; read by the boot server. */
   BootCompleted: 'BootCompleted',
+  /** Hand-made SBCs (no `callbackSecretRef`): how their callbacks are authenticated. */
+  CallbackConfigured: 'CallbackConfigured',
   // BMC
   SystemsDiscovered: 'SystemsDiscovered',
   // BMC and Server: a system UUID another Server owns (controllers/system-ownership.ts)
@@ -110,6 +112,8 @@ export const BoundReason = {
   NoServerAvailable: 'NoServerAvailable',
   ServerNotAvailable: 'ServerNotAvailable',
   ServerNotFound: 'ServerNotFound',
+  /** Neither `serverRef` nor `serverSelector` under `--require-server-selection`. */
+  ServerSelectionRequired: 'ServerSelectionRequired',
 } as const;
 
 /** Reasons of the claim's `Booted` condition (and of the discovery `Discovered` condition where shared). */
@@ -122,6 +126,8 @@ export const BootedReason = {
   BootCompleted: 'BootCompleted',
   /** The claim had no boot bookkeeping but its server was found booted: adopted, not re-provisioned. */
   Adopted: 'Adopted',
+  /** `spec.power` is neither On nor Off: nothing is powered. */
+  InvalidPower: 'InvalidPower',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
@@ -139,7 +145,31 @@ export const BootConfigurationReason = {
   ImageFileMissing: 'ImageFileMissing',
   IgnitionSecretNotFound: 'IgnitionSecretNotFound',
   IgnitionMissing: 'IgnitionMissing',
-  ButaneUnavailable: 'ButaneUnavailable',
+  /** The official Butane translator rejected the config (its report is the message). */
+  InvalidButane: 'InvalidButane',
+  /** The official Ignition validator rejected what would be served (its report is the message). */
+  InvalidIgnition: 'InvalidIgnition',
+  /** hack/ignition-tools could not run (missing, timed out): an installation fault, rechecked. */
+  IgnitionToolsUnavailable: 'IgnitionToolsUnavailable',
+  // OCI images (src/oci/, src/controllers/boot-image-resolution.ts)
+  InvalidImageReference: 'InvalidImageReference',
+  RegistryNotAllowed: 'RegistryNotAllowed',
+  RegistryUnavailable: 'RegistryUnavailable',
+  RegistryUnauthorized: 'RegistryUnauthorized',
+  RegistryError: 'RegistryError',
+  PullSecretNotFound: 'PullSecretNotFound',
+  PullSecretInvalid: 'PullSecretInvalid',
+  ImageArchitectureNotFound: 'ImageArchitectureNotFound',
+  ImageLayerMissing: 'ImageLayerMissing',
+  ImageManifestInvalid: 'ImageManifestInvalid',
+} as const;
+
+/** Reasons of the SBC's `CallbackConfigured` condition (hand-made SBCs). */
+export const CallbackConfiguredReason = {
+  /** The SBC controller created the callback Secret and set `spec.callbackSecretRef`. */
+  TokenIssued: 'TokenIssued',
+  /** A Secret named `<sbc>-callback` exists and is not controlled by the SBC. */
+  CallbackSecretConflict: 'CallbackSecretConflict',
 } as const;
 
 /** Reasons of the SBC's `BootCompleted` condition. */
@@ -166,12 +196,16 @@ export const PowerReason = {
 /** Why a BMC call failed: condition and Event reasons (see `classifyBmcFailure`). */
 export const BmcFailureReason = {
   BMCUnavailable: 'BMCUnavailable',
+  /** A transient refusal (e.g. HPE's POST window, `bmc/vendor.ts` TRANSIENT_MESSAGES): pending, no Warning. */
+  BMCBusy: 'BMCBusy',
   BMCTimeout: 'BMCTimeout',
   BMCAuthenticationFailed: 'BMCAuthenticationFailed',
   BMCRejected: 'BMCRejected',
   BMCUnsupported: 'BMCUnsupported',
   BMCInvalidResponse: 'BMCInvalidResponse',
   BMCError: 'BMCError',
+  /** The BMC's TLS certificate failed verification (`--bmc-insecure-tls=false`). */
+  BMCCertificateRejected: 'BMCCertificateRejected',
   // The BMC cannot be addressed because of how it is described.
   NoSystemURI: 'NoSystemURI',
   BMCNotFound: 'BMCNotFound',
@@ -219,6 +253,8 @@ export const EventReason = {
   RegistrationChanged: 'RegistrationChanged',
   /** A boot callback for this Server's UUID was refused 409: several Servers carry it. */
   AmbiguousServer: 'AmbiguousServer',
+  /** A request matched the Server through its byte-swapped system UUID (SMBIOS >= 2.6 byte order). */
+  SystemUUIDByteSwapped: 'SystemUUIDByteSwapped',
   // BMC
   ServerCreated: 'ServerCreated',
   SystemUUIDMissing: 'SystemUUIDMissing',
@@ -226,6 +262,8 @@ export const EventReason = {
   DuplicateSystemUUID: 'DuplicateSystemUUID',
   // ServerBootConfiguration
   BootConfigurationReady: 'BootConfigurationReady',
+  /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */
+  ImageResolved: 'ImageResolved',
   StaleCallback: 'StaleCallback',
 } as const;
 

@@ -7,7 +7,7 @@
  *   waits for discovery, applies an example ServerClaim and shows a live table until it is Booted.
  * - `local down`, `local status`; `local serve` is the daemon itself.
  * - `get servers|claims [NAME] [-o wide|json|yaml] [-l SEL] [-n NS|-A]`: kubectl-like columns;
- *   `describe server NAME`; `boots <claim> [--watch]`: the claim's signal timeline.
+ *   `describe server NAME`; `boots <claim> [--watch]`: the claim's attempts with their durations.
  * - `cordon|uncordon <server>`: the maintenance taint; `retry server|claim <name>`: the retry annotation.
  *
  * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
@@ -26,6 +26,7 @@ import {
 } from '../localstack/commands.js';
 import { defaultLocalDir } from '../localstack/local-state.js';
 import { metalctlVersion } from '../localstack/version.js';
+import { VENDOR_PROFILES } from '../virtualbmc/profile.js';
 
 const int = (min: number) => (v: string) => {
   const n = Number(v);
@@ -60,6 +61,12 @@ local
       .default('qemu'),
   )
   .addOption(accelOpt())
+  .addOption(
+    new Option(
+      '--bmc-profile <vendor>',
+      'virtual BMC serves this captured vendor tree with its write behaviour',
+    ).choices(Object.keys(VENDOR_PROFILES)),
+  )
   .option('--timeout <seconds>', 'give up after this many seconds', int(1), 900)
   .option('--no-claim', 'do not apply the example ServerClaim')
   .action(async (o) => process.exit(await localUp(o)));
@@ -70,6 +77,7 @@ local
   .option('--servers <n>', 'machines', int(1), 2)
   .addOption(new Option('--backend <backend>').choices(['qemu', 'sim']).default('qemu'))
   .addOption(accelOpt())
+  .addOption(new Option('--bmc-profile <vendor>').choices(Object.keys(VENDOR_PROFILES)))
   .action(async (o) => localServe(o));
 
 local
@@ -130,7 +138,7 @@ program
     '-n, --namespace <ns>',
     'namespace of the claim (default: the only namespace with a claim of that name)',
   )
-  .option('--watch', 'keep following until the claim is Booted or out of attempts')
+  .option('--watch', 'keep following until the claim is Booted (exit 0) or out of attempts (exit 2)')
   .addOption(kubeconfigOpt())
   .addOption(dirOpt())
   .action(async (claim, o) => process.exit(await bootsCommand(claim, o)));

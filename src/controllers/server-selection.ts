@@ -103,7 +103,7 @@ function hash(s: string): number {
 }
 
 /** Bound condition reason of a claim refused under `--require-server-selection`. */
-export const SERVER_SELECTION_REQUIRED_REASON = 'ServerSelectionRequired';
+export const SERVER_SELECTION_REQUIRED_REASON = BoundReason.ServerSelectionRequired;
 
 /**
  * Why `claim` may not bind at all, or `undefined`: with `requireSelection`, a claim with neither

@@ -15,10 +15,12 @@ import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import { type AccelChoice, type AccelVerdict, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
+import { resolveProfile, type VendorProfileName } from '../virtualbmc/profile.js';
 import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
+import { type LocalImages, startLocalImages } from './local-images.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
 
 export type Backend = 'qemu' | 'sim';
@@ -34,6 +36,8 @@ export interface LocalStackOptions {
   progress?: (line: string) => void;
   /** Log of the virtual BMC (silent when unset). */
   log?: pino.Logger;
+  /** Vendor profile of the virtual BMC (`dell`, `hpe`, `supermicro`, `dmtf`; see virtualbmc/profile.ts). */
+  bmcProfile?: VendorProfileName;
   /** Sim back end only: simulated firmware and kernel times in ms. */
   simTiming?: { firmwareMs?: number; kernelMs?: number };
   /** QEMU back end only: accelerator (default `$METAL_QEMU_ACCEL`, else `auto`: KVM only after a probe boot proved it). */
@@ -76,6 +80,8 @@ export class LocalStack {
     readonly registryUrl: string,
     readonly bootServerUrl: string,
     readonly metricsUrl: string,
+    /** The local OCI registry and the images pushed to it (local-images.ts). */
+    readonly images: LocalImages,
   ) {}
 
   get kubeconfigPath(): string {
@@ -105,6 +111,9 @@ export class LocalStack {
     const cp = await ControlPlane.start({ garbageCollector: true });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
+      say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
+      const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
+      cleanup.unshift(() => images.registry.stop());
       const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
       await client.create(Resources.Namespace, {
         apiVersion: 'v1',
@@ -157,7 +166,14 @@ export class LocalStack {
         closeFleet = () => fleet.close();
       }
       const password = Math.random().toString(36).slice(2);
-      const vbmc = await startVirtualBmc({ hosts, username: BMC_USER, password, port: 0, logger: opts.log });
+      const vbmc = await startVirtualBmc({
+        hosts,
+        username: BMC_USER,
+        password,
+        port: 0,
+        ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
+        logger: opts.log,
+      });
       cleanup.unshift(async () => {
         await vbmc.close();
         await closeFleet();
@@ -183,6 +199,7 @@ export class LocalStack {
           `--bootserver-addr=127.0.0.1:${bootPort}`,
           `--bootserver-url=${bootServerUrl}`,
           `--metrics-port=${metricsPort}`,
+          ...images.managerArgs,
           ...(opts.managerArgs ?? []),
         ],
         { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
@@ -233,6 +250,7 @@ export class LocalStack {
         registryUrl,
         bootServerUrl,
         metricsUrl,
+        images,
       );
     } catch (err) {
       for (const c of cleanup) await c().catch(() => undefined);
@@ -298,6 +316,7 @@ export class LocalStack {
     await this.vbmc.close();
     await Promise.all(this.hosts.map((h) => h.close().catch(() => undefined)));
     await this.client.close();
+    await this.images.registry.stop();
     await this.cp.stop();
   }
 }
