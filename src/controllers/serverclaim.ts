@@ -83,7 +83,8 @@ import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { PowerActions, PowerProgress } from './power.js';
-import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
+import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
+import { evictingTaint, TaintActions } from './taints.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
 export const BOUND_CONDITION = ConditionType.Bound;
@@ -201,8 +202,10 @@ class ServerClaimReconciler {
    * name). Without it, a reconcile running before the cache caught up could bind a second Server.
    */
   private readonly recentBinds = new Map<string, string>();
+  private readonly taints: TaintActions;
 
   constructor(private readonly o: ServerClaimControllerOptions) {
+    this.taints = new TaintActions(o);
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'serverclaim' });
     this.releaseTimeoutMs = Math.max(o.config.powerActionResendMs * 2, 60_000);
@@ -306,22 +309,14 @@ class ServerClaimReconciler {
         throw err;
       }
     }
-    const want = claim.spec.serverRef?.name;
-    let reason: string = BoundReason.NoServerAvailable;
-    let message = `no Available Server matches (${list.length} candidate(s) were taken meanwhile)`;
-    if (want) {
-      const s = this.o.servers.get(want);
-      reason = s ? BoundReason.ServerNotAvailable : BoundReason.ServerNotFound;
-      message = s
-        ? `Server ${want} is ${ineligibility(claim, s) ?? 'taken'}`
-        : `Server ${want} does not exist`;
-    } else if (list.length === 0) {
-      message = 'no Available Server matches the selector, is unclaimed and tolerated';
-    }
+    const { reason, message } = unboundExplanation(claim, this.o.servers.list(), list.length);
+    const before = findCondition(claim.status?.conditions, BOUND_CONDITION);
     await this.save(claim, {
       phase: 'Unbound',
       conditions: [{ type: BOUND_CONDITION, status: 'False', reason, message }],
     });
+    // Once per change of the explanation, as the scheduler's FailedScheduling.
+    if (before?.message !== message) this.o.events.event(eventObject(claim), 'Warning', reason, message);
     return undefined;
   }
 
@@ -388,6 +383,8 @@ class ServerClaimReconciler {
 
     const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    const evicting = evictingTaint(claim, server);
+    if (evicting) return this.taints.evict(claim, server, evicting, log);
     const serverName = server.metadata.name ?? '';
     log = log.child({ server: serverName, systemUUID: server.spec.systemUUID });
     if (!claim.spec.serverRef?.name) {
