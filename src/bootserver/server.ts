@@ -6,11 +6,17 @@
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
  *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
- *   cannot re-provision it. With `pinScriptClient`, an attempt's script goes only to the first client
- *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
- *   authenticate, so this is the one protection of the token in the script.
+ *   cannot re-provision it. Firmware cannot authenticate, so the token in the script is protected
+ *   twice (security review S3): the script is served only once the power-on of its attempt is
+ *   recorded (503 `AwaitingPowerOn` before, see bootsignals/power-intent.ts), and with
+ *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt
+ *   (403 `ScriptPinned` for others). The pin is the `IPXEScriptFetched` write itself, a
+ *   compare-and-swap on the SBC's resourceVersion: of two concurrent clients exactly one is pinned,
+ *   and the script is sent only after its pin is stored.
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
- *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry.
+ *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
+ *   `TokenRetired` once a NetBootOnce claim completed (S4): the provisioning secrets are not served
+ *   again for as long as the claim lives.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
@@ -24,12 +30,15 @@ import { BootSignal } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
   apiFailure,
+  BOOT_COMPLETED_CONDITION,
   type BootTarget,
   BootTargetResolver,
+  provisioned,
   type SecretObject,
 } from '../bootsignals/boot-target.js';
-import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
+import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
+import { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
 import { findCondition } from '../runtime/conditions.js';
@@ -53,8 +62,7 @@ export interface BootServerOptions extends SignalServerOptions {
 
 /** Field-manager prefix of the boot server's condition writes. */
 export const BOOTSERVER_COMPONENT = 'metal-bootserver';
-/** Condition set by the claim controller when a claim completed; read for NetBootOnce. */
-export const BOOT_COMPLETED_CONDITION = 'BootCompleted';
+export { BOOT_COMPLETED_CONDITION };
 
 const uuidParam = {
   type: 'object',
@@ -63,16 +71,20 @@ const uuidParam = {
 };
 const CLIENT_IN_MESSAGE = / served to (\S+)$/;
 
-/** True when `sbc`'s condition `type` is True and belongs to the current attempt. */
-function currentAndTrue(sbc: ServerBootConfiguration, type: string): boolean {
-  const c = findCondition(sbc.status?.conditions, type);
-  return !!c && c.status === 'True' && (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0);
+/** The client the current attempt's script was served to, per the SBC's `IPXEScriptFetched`. */
+function pinnedClient(sbc: ServerBootConfiguration): string | undefined {
+  const fetched = findCondition(sbc.status?.conditions, BootSignal.IPXEScriptFetched);
+  return fetched && (fetched.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0)
+    ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1]
+    : undefined;
 }
 
 /** Starts the boot server; resolves once it listens. */
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
-  const resolver = new BootTargetResolver(opts);
-  const app = createHttpApp('bootserver', opts.log, opts.metrics ?? new Registry());
+  const metrics = opts.metrics ?? new Registry();
+  const resolver = new BootTargetResolver(opts, metrics);
+  const intents = new PowerIntentGate(opts.client);
+  const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;
   const inject = opts.injectBootstateUnit ?? true;
   const butaneCache = new Map<string, string>();
@@ -80,7 +92,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
 
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
-  app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+  app.get('/ipxe/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const client = req.socket.remoteAddress ?? 'unknown';
     let target = resolver.resolve(uuid);
@@ -89,10 +101,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       log.info('no boot configuration: local boot');
       return reply.type('text/plain').send(localBootScript('no boot configuration'));
     }
-    if (
-      target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-      currentAndTrue(target.sbc, BOOT_COMPLETED_CONDITION)
-    ) {
+    if (provisioned(target.sbc)) {
       log.info({ sbc: target.sbc.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
@@ -103,19 +112,19 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    const fetched = findCondition(sbc.status?.conditions, BootSignal.IPXEScriptFetched);
-    const pinnedTo =
-      fetched && (fetched.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0)
-        ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1]
-        : undefined;
-    if (pin && pinnedTo && pinnedTo !== client) {
+    /** Refuses when this attempt's script went to another client (run on every SBC version the pin is decided on). */
+    const notPinnedElsewhere = (current: ServerBootConfiguration) => {
+      const pinnedTo = pinnedClient(current);
+      if (!pin || !pinnedTo || pinnedTo === client) return;
       log.warn({ pinnedTo, attempt }, 'script of this attempt was served to another client; refused');
       throw new HttpError(
         403,
         'ScriptPinned',
         'the script of this attempt was already served to another client',
       );
-    }
+    };
+    notPinnedElsewhere(sbc);
+    await intents.require(sbc, target.server);
     const resolved = opts.catalog().resolve(sbc.spec.image);
     if (!resolved.ok) throw unavailable(`${resolved.reason}: ${resolved.message}`, 30);
     const script = attemptScript({
@@ -126,26 +135,34 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       bootServerUrl: baseUrl,
       registryUrl: opts.registryUrl,
     });
-    await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
-      type: BootSignal.IPXEScriptFetched,
-      status: 'True',
-      reason: 'ScriptServed',
-      message: `script for attempt ${attempt} served to ${client}`,
-    });
+    // The pin is stored (compare-and-swap) before a byte of the script leaves.
+    await recordSignal(
+      opts.client,
+      BOOTSERVER_COMPONENT,
+      sbc,
+      {
+        type: BootSignal.IPXEScriptFetched,
+        status: 'True',
+        reason: 'ScriptServed',
+        message: `script for attempt ${attempt} served to ${client}`,
+      },
+      { check: notPinnedElsewhere },
+    );
     log.info({ sbc: sbc.metadata.name, attempt, image: resolved.image.name }, 'iPXE script served');
     return reply.type('text/plain').send(script);
   });
 
-  app.get('/ignition/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+  app.get('/ignition/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const q = req.query as Record<string, unknown>;
     const token = typeof q.token === 'string' ? q.token : undefined;
     let target: BootTarget;
     try {
-      target = await resolver.verify(resolver.resolve(uuid), token);
+      target = await resolver.authenticate(uuid, token);
     } catch (err) {
-      const sbc = resolver.resolve(uuid).sbc;
-      if (err instanceof HttpError && err.reason === 'StaleToken' && sbc) {
+      const sbc =
+        err instanceof HttpError && err.reason === 'StaleToken' ? resolver.resolve(uuid).sbc : undefined;
+      if (sbc) {
         opts.events.event(
           { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
@@ -230,7 +247,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       .send(createReadStream(path));
   });
 
-  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
+  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
   baseUrl ||= bound.url;
   return { ...bound, close: () => app.close() };
 }

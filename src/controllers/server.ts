@@ -18,7 +18,12 @@
  *   of its own: so an Available-state power-off can never race a claim's power-on.
  */
 import type pino from 'pino';
-import { BootSignal, OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
+import {
+  BootSignal,
+  discoveryAttemptKey,
+  OPERATION_ANNOTATION,
+  OPERATION_RETRY,
+} from '../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
@@ -232,7 +237,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
       serverName: name,
       image: cfg.probeImage,
       bootPolicy: 'NetBootAlways',
-      attemptKey: `d${d.attempt}`,
+      attemptKey: discoveryAttemptKey(d.attempt),
       labels: cfg.scopeLabels,
     });
     const ref = server.spec.bootConfigurationRef;

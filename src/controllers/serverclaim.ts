@@ -34,6 +34,7 @@ import type pino from 'pino';
 import {
   type BootPolicy,
   BootSignal,
+  claimAttemptKey,
   OPERATION_ANNOTATION,
   OPERATION_RETRY,
 } from '../api/v1alpha1/boot-policy.js';
@@ -367,7 +368,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     }
 
     // 2. The boot configuration of the current attempt, and the Server pointing at it.
-    const attemptKey = `s${boot?.series ?? 0}a${boot?.attempt ?? 0}`;
+    const attemptKey = claimAttemptKey(boot?.series ?? 0, boot?.attempt ?? 0);
     const sbc = await o.bootConfigs.sync({
       name,
       namespace,

@@ -27,8 +27,8 @@ let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
 let ns: { name: string; cleanup(): Promise<void> };
 
-async function getText(url: string) {
-  const res = await fetch(url);
+async function getText(url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { headers });
   return { status: res.status, text: await res.text() };
 }
 
@@ -80,7 +80,7 @@ describe('boot-flow cases (registry + boot server)', () => {
       5_000,
       () => !!stack.sources.servers.get(s.server.metadata.name!)?.status?.registration,
     );
-    const sys = await getText(`${stack.registryUrl}/systems/${upper}`);
+    const sys = await getText(`${stack.registryUrl}/systems/${upper}`, bearer(s.token));
     assert.equal(sys.status, 200, sys.text);
     assert.deepEqual(JSON.parse(sys.text), { memory: { totalBytes: 1 } });
     const boot = await postJson(

@@ -1,0 +1,90 @@
+/**
+ * "Is this attempt's power-on recorded?" — the gate in front of an attempt's iPXE script (security
+ * review S3). Firmware cannot authenticate, so the script (and the attempt token in it) must not be
+ * handed out before the operator decided to power the server on for this very attempt: before that
+ * moment, anyone who polls `/ipxe/{uuid}` (UUIDs travel in DHCP option 97) would get the token first.
+ *
+ * The controllers write the intent before they ask the BMC (restart safety), and tag the SBC with the
+ * attempt key ({@link ATTEMPT_KEY_ANNOTATION}) in the write that begins the attempt. The intent of
+ * the SBC's current attempt is recorded when the SBC's controller owner says so for the same key:
+ * - owner Server (discovery): `status.discovery.deadline` set and key `d<status.discovery.attempt>`;
+ * - owner ServerClaim: `status.boot.poweredOnAt` set and key `s<series>a<attempt>`.
+ * An SBC with another or no controller owner has no recorded intent.
+ *
+ * The owner is read from the API (a cache may lag the intent by the time the host fetches; the
+ * Server's cached copy is used when it already shows the intent); concurrent fetches for one SBC
+ * share one read ({@link SingleFlight} without pacing: a remembered "not yet" could refuse the host
+ * that fetches right after its power-on). A refusal counts against the client address's budget of
+ * failed requests (see auth-failure-limit.ts), so polling costs at most that budget in reads.
+ */
+import { ATTEMPT_KEY_ANNOTATION, claimAttemptKey, discoveryAttemptKey } from '../api/v1alpha1/boot-policy.js';
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import type { KubeClient } from '../runtime/client.js';
+import { type KObject, Resources } from '../runtime/resource.js';
+import { apiFailure } from './boot-target.js';
+import { HttpError } from './http-error.js';
+import { SingleFlight } from './single-flight.js';
+
+/** Seconds a host is told to wait when the power-on of its attempt is not recorded (yet). */
+export const AWAITING_POWER_ON_RETRY_SECONDS = 5;
+
+function controllerOwner(sbc: ServerBootConfiguration) {
+  return sbc.metadata.ownerReferences?.find((r) => r.controller);
+}
+
+/** True when `owner` (the SBC's controller owner, fresh or cached) records the power-on of the SBC's current attempt. */
+export function intentRecorded(sbc: ServerBootConfiguration, owner: KObject | undefined): boolean {
+  const ref = controllerOwner(sbc);
+  const key = sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION];
+  if (!ref || !owner || !key || owner.metadata.uid !== ref.uid) return false;
+  if (ref.kind === 'Server') {
+    const d = (owner as Server).status?.discovery;
+    return !!d?.deadline && key === discoveryAttemptKey(d.attempt);
+  }
+  if (ref.kind === 'ServerClaim') {
+    const b = (owner as ServerClaim).status?.boot;
+    return !!b?.poweredOnAt && key === claimAttemptKey(b.series ?? 0, b.attempt);
+  }
+  return false;
+}
+
+/** True when the SBC's controller owner is a Server: the attempt is a discovery attempt. */
+export function isDiscoveryAttempt(sbc: ServerBootConfiguration): boolean {
+  return controllerOwner(sbc)?.kind === 'Server';
+}
+
+export class PowerIntentGate {
+  private readonly flights = new SingleFlight<KObject | undefined>(0);
+
+  constructor(private readonly client: KubeClient) {}
+
+  /**
+   * Resolves when the power-on of `sbc`'s current attempt is recorded. Throws `HttpError` 503
+   * `AwaitingPowerOn` (with `Retry-After`) when it is not, 503 `APIUnavailable` when the owner
+   * cannot be read.
+   */
+  async require(sbc: ServerBootConfiguration, cachedServer: Server | undefined): Promise<void> {
+    if (intentRecorded(sbc, cachedServer)) return;
+    const ref = controllerOwner(sbc);
+    if (ref?.kind === 'Server' || ref?.kind === 'ServerClaim') {
+      const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
+      const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
+      const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {
+        try {
+          return await this.client.get<KObject>(rt, ref.name, ns);
+        } catch (err) {
+          apiFailure(err, `reading the ${ref.kind} of the boot configuration`);
+        }
+      });
+      if (intentRecorded(sbc, read.value)) return;
+    }
+    throw new HttpError(
+      503,
+      'AwaitingPowerOn',
+      'the power-on of this boot attempt is not recorded; the script is served only after it',
+      AWAITING_POWER_ON_RETRY_SECONDS,
+    );
+  }
+}
