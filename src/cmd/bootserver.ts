@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { newLogger } from '../runtime/logger.js';
+import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { serveUntilSignal } from './signal-process.js';
@@ -34,6 +35,17 @@ const o = cmd.opts<{
 }>();
 const log = newLogger('bootserver');
 const [host, port] = splitAddr(o.addr);
+let externalUrl: string | undefined;
+let registryUrl: string;
+try {
+  // These URLs go onto kernel command lines: refuse what hosts cannot reach (S16).
+  registryUrl = hostFacingUrl('--registry-url', o.registryUrl, { host: '', port: 0 });
+  externalUrl = port === 0 && !o.url ? undefined : hostFacingUrl('--url', o.url, { host, port });
+} catch (err) {
+  if (!(err instanceof HostUrlError)) throw err;
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
+}
 const catalog = o.imageCatalog
   ? ImageCatalog.parse(readFileSync(o.imageCatalog, 'utf8'))
   : ImageCatalog.empty();
@@ -43,8 +55,8 @@ const stack = await startSignalStack({
   bootServer: {
     host,
     port,
-    externalUrl: o.url,
-    registryUrl: o.registryUrl,
+    externalUrl,
+    registryUrl,
     catalog: () => catalog,
     pinScriptClient: o.pinScriptClient,
     injectBootstateUnit: o.injectBootstate,

@@ -22,6 +22,7 @@ import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
+import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 
@@ -346,6 +347,14 @@ export async function runManager(
   opts: { kubeConfig?: KubeConfig; log?: pino.Logger } = {},
 ): Promise<RunningManager> {
   const cfg = parseManagerConfig(argv);
+  // Fail before anything starts: these URLs end up on every kernel command line (S16).
+  try {
+    hostFacingUrl('--registry-url', cfg.registry.url, cfg.registry);
+    hostFacingUrl('--bootserver-url', cfg.bootServer.url, cfg.bootServer);
+  } catch (err) {
+    if (err instanceof HostUrlError) throw new CommanderError(1, 'manager.hostUrl', err.message);
+    throw err;
+  }
   const log = opts.log ?? newLogger('metal-operator');
   const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
   const mgr = new Manager({
@@ -387,7 +396,10 @@ export async function runManager(
     callbackAuth: cfg.callbackAuth,
     metrics: mgr.metrics.registry,
   });
-  const registryUrl = cfg.registry.url ?? reachable(registry.url);
+  const registryUrl = hostFacingUrl('--registry-url', cfg.registry.url, {
+    host: cfg.registry.host,
+    port: registry.port,
+  });
   const bootServer = await startBootServer({
     ...sources,
     log: log.child({ component: 'bootserver' }),
@@ -398,7 +410,10 @@ export async function runManager(
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
   });
-  const bootServerUrl = cfg.bootServer.url ?? reachable(bootServer.url);
+  const bootServerUrl = hostFacingUrl('--bootserver-url', cfg.bootServer.url, {
+    host: cfg.bootServer.host,
+    port: bootServer.port,
+  });
   log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
   let stopping: Promise<void> | undefined;
   return {
@@ -436,16 +451,9 @@ async function closeWithin(ms: number, closing: Promise<unknown>[], log: pino.Lo
     log.warn({ graceMs: ms }, 'registry / boot server still draining connections; stopping anyway');
 }
 
-/** A URL hosts can use for a listen URL: the wildcard address becomes 127.0.0.1 (right for a local stack; behind a Service pass --registry-url / --bootserver-url). */
-function reachable(url: string): string {
-  const u = new URL(url);
-  if (u.hostname === '0.0.0.0' || u.hostname === '[::]') u.hostname = '127.0.0.1';
-  return u.origin;
-}
-
 /** The boot server's URL for its scripts when its port is known before it listens; otherwise it uses its bound URL. */
 function plannedUrl(host: string, port: number): string | undefined {
-  return port === 0 ? undefined : reachable(`http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+  return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port });
 }
 
 async function main(): Promise<void> {
@@ -453,7 +461,11 @@ async function main(): Promise<void> {
   try {
     running = await runManager(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof CommanderError) process.exit(err.exitCode);
+    if (err instanceof CommanderError) {
+      // Commander printed its own errors; ours (code manager.*) are printed here.
+      if (err.code.startsWith('manager.')) process.stderr.write(`error: ${err.message}\n`);
+      process.exit(err.exitCode);
+    }
     throw err;
   }
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
