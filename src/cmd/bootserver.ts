@@ -10,12 +10,17 @@ import { newLogger } from '../runtime/logger.js';
 import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
-import { serveUntilSignal } from './signal-process.js';
+import { serveUntilSignal, tlsFiles } from './signal-process.js';
 
 const cmd = new Command('bootserver')
   .description('metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}')
   .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
   .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option(
+    '--tls-cert-file <path>',
+    'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
+  )
+  .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
   .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
   .option('--url <url>', 'URL hosts use to reach this boot server (default: the listen address)')
   .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
@@ -27,6 +32,8 @@ const o = cmd.opts<{
   metricsAddr?: string;
   kubeconfig?: string;
   addr: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
   url?: string;
   registryUrl: string;
   imageCatalog?: string;
@@ -40,7 +47,10 @@ let registryUrl: string;
 try {
   // These URLs go onto kernel command lines: refuse what hosts cannot reach (S16).
   registryUrl = hostFacingUrl('--registry-url', o.registryUrl, { host: '', port: 0 });
-  externalUrl = port === 0 && !o.url ? undefined : hostFacingUrl('--url', o.url, { host, port });
+  externalUrl =
+    port === 0 && !o.url
+      ? undefined
+      : hostFacingUrl('--url', o.url, { host, port, scheme: o.tlsCertFile ? 'https' : 'http' });
 } catch (err) {
   if (!(err instanceof HostUrlError)) throw err;
   process.stderr.write(`error: ${err.message}\n`);
@@ -55,6 +65,7 @@ const stack = await startSignalStack({
   bootServer: {
     host,
     port,
+    tls: tlsFiles(o),
     externalUrl,
     registryUrl,
     catalog: () => catalog,

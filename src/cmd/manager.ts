@@ -6,7 +6,7 @@
  * `parseManagerConfig` turns flags into a {@link ManagerConfig} (pure, throws on bad input);
  * `runManager` parses, starts everything and returns a handle (tests start it in-process).
  */
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
@@ -37,6 +37,8 @@ export interface ManagerConfig {
   leaderElect: boolean;
   registry: { host: string; port: number; url?: string };
   bootServer: { host: string; port: number; url?: string };
+  /** PEM files: the registry and the boot server serve HTTPS with them (S17). */
+  tls?: { certFile: string; keyFile: string };
 }
 
 const DURATION = (v: string): number => {
@@ -177,6 +179,11 @@ function command(): Command {
       'run controllers only while holding the Lease in --manager-namespace (several replicas)',
       false,
     )
+    .option(
+      '--tls-cert-file <path>',
+      'PEM certificate (chain): the registry and the boot server serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
+    )
+    .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
     .option('--registry-addr <host:port>', 'listen address of the registry', '0.0.0.0:10000')
     .option('--registry-url <url>', 'URL hosts use to reach the registry (default: from --registry-addr)')
     .option('--bootserver-addr <host:port>', 'listen address of the boot server', '0.0.0.0:8082')
@@ -258,6 +265,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     registryUrl?: string;
     bootserverAddr: string;
     bootserverUrl?: string;
+    tlsCertFile?: string;
+    tlsKeyFile?: string;
     objectSelector: Record<string, string>;
     powerResendAfter: number;
     bmcCallBudget: number;
@@ -292,6 +301,9 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       throw new CommanderError(1, 'manager.invalidAddress', `${flag}: bad address ${v}`);
     }
   };
+  if (!o.tlsCertFile !== !o.tlsKeyFile) {
+    throw new CommanderError(1, 'manager.tls', '--tls-cert-file and --tls-key-file go together');
+  }
   const [rHost, rPort] = addr('--registry-addr', o.registryAddr);
   const [bHost, bPort] = addr('--bootserver-addr', o.bootserverAddr);
   return {
@@ -323,6 +335,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     leaderElect: o.leaderElect,
     registry: { host: rHost, port: rPort, url: o.registryUrl },
     bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+    ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
   };
 }
 
@@ -344,7 +357,12 @@ export interface RunningManager {
  */
 export async function runManager(
   argv: readonly string[],
-  opts: { kubeConfig?: KubeConfig; log?: pino.Logger } = {},
+  opts: {
+    kubeConfig?: KubeConfig;
+    log?: pino.Logger;
+    /** Called when the Lease is lost; default: log and exit the process with status 1 (see below). */
+    onLeadershipLost?: () => void;
+  } = {},
 ): Promise<RunningManager> {
   const cfg = parseManagerConfig(argv);
   // Fail before anything starts: these URLs end up on every kernel command line (S16).
@@ -360,7 +378,12 @@ export async function runManager(
   const mgr = new Manager({
     kubeConfig,
     name: 'metal-operator',
-    leaderElection: cfg.leaderElect ? { namespace: cfg.controllers.managerNamespace } : false,
+    leaderElection: cfg.leaderElect
+      ? {
+          namespace: cfg.controllers.managerNamespace,
+          onLost: opts.onLeadershipLost ?? (() => exitOnLeadershipLost(log)),
+        }
+      : false,
     metricsPort: cfg.metricsPort,
     log,
   });
@@ -388,8 +411,13 @@ export async function runManager(
     secrets: setup.callbackSecrets,
     events: mgr.events,
   };
+  const tls = cfg.tls
+    ? { cert: readFileSync(cfg.tls.certFile), key: readFileSync(cfg.tls.keyFile) }
+    : undefined;
+  const scheme = tls ? ('https' as const) : ('http' as const);
   const registry = await startRegistry({
     ...sources,
+    tls,
     log: log.child({ component: 'registry' }),
     host: cfg.registry.host,
     port: cfg.registry.port,
@@ -399,13 +427,15 @@ export async function runManager(
   const registryUrl = hostFacingUrl('--registry-url', cfg.registry.url, {
     host: cfg.registry.host,
     port: registry.port,
+    scheme,
   });
   const bootServer = await startBootServer({
     ...sources,
+    tls,
     log: log.child({ component: 'bootserver' }),
     host: cfg.bootServer.host,
     port: cfg.bootServer.port,
-    externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port),
+    externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port, scheme),
     registryUrl,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
@@ -413,6 +443,7 @@ export async function runManager(
   const bootServerUrl = hostFacingUrl('--bootserver-url', cfg.bootServer.url, {
     host: cfg.bootServer.host,
     port: bootServer.port,
+    scheme,
   });
   log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
   let stopping: Promise<void> | undefined;
@@ -434,6 +465,17 @@ export async function runManager(
 }
 
 /**
+ * Lost the Lease: exit at once, as controller-runtime does ("leader election lost", no graceful
+ * shutdown). Exiting is what aborts every BMC call still in flight and every reconcile of the lost
+ * term, so an old leader can never power-cycle a server while the new one acts on it (security
+ * review S10). The Deployment restarts the process, which campaigns again as a follower.
+ */
+function exitOnLeadershipLost(log: pino.Logger): never {
+  log.fatal('leader election lost: exiting so that no reconcile or BMC call of the lost term continues');
+  process.exit(1);
+}
+
+/**
  * How long stopping waits for the registry and boot server to close. Fastify waits for every
  * keep-alive connection that was busy when close began (up to its 72 s keep-alive timeout); a
  * stopping manager need not: its exit closes them.
@@ -452,8 +494,8 @@ async function closeWithin(ms: number, closing: Promise<unknown>[], log: pino.Lo
 }
 
 /** The boot server's URL for its scripts when its port is known before it listens; otherwise it uses its bound URL. */
-function plannedUrl(host: string, port: number): string | undefined {
-  return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port });
+function plannedUrl(host: string, port: number, scheme: 'http' | 'https'): string | undefined {
+  return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port, scheme });
 }
 
 async function main(): Promise<void> {

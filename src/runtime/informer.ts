@@ -49,6 +49,11 @@ export interface InformerOptions<T extends KObject> {
   backoff?: { initialMs: number; maxMs: number };
   log?: pino.Logger;
   metrics?: RuntimeMetrics;
+  /**
+   * Applied to every object before it is cached and handed to handlers (client-go's
+   * `SetTransform`): e.g. drops fields the process must not hold. Must keep `metadata`.
+   */
+  transform?: (obj: T) => T;
 }
 
 /** Counters for tests and diagnostics. */
@@ -350,7 +355,8 @@ export class Informer<T extends KObject> {
   }
 
   /** Stores `obj`, emits add/update (nothing when the resourceVersion is unchanged). Returns the key. */
-  private upsert(obj: T): string {
+  private upsert(received: T): string {
+    const obj = this.opts.transform ? this.opts.transform(received) : received;
     const key = objectKey(obj);
     const old = this.store.get(key);
     if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return key;

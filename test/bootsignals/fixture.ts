@@ -147,6 +147,20 @@ export async function seedBootTarget(
       ...(opts.withIgnition ? { ignitionSecretRef: { name: `${sbcName}-ignition` } } : {}),
     },
   });
+  // Callback Secrets are controlled by their SBC (the signal servers cache no other Secret's data).
+  await client.mergePatch(Resources.Secret, secretName, namespace, {
+    metadata: {
+      ownerReferences: [
+        {
+          apiVersion: API,
+          kind: 'ServerBootConfiguration',
+          name: sbcName,
+          uid: created.metadata.uid!,
+          controller: true,
+        },
+      ],
+    },
+  });
   const sbc = await client.mergePatch<ServerBootConfiguration>(
     Resources.ServerBootConfiguration,
     sbcName,
@@ -244,10 +258,11 @@ export async function startTestStack(
     callbackAuth?: 'required' | 'optional';
     pin?: boolean;
     timeouts?: { requestMs?: number; headersMs?: number; keepAliveMs?: number; idleMs?: number };
+    tls?: { cert: string; key: string };
   } = {},
 ): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
   const [rp, bp] = await freePorts(2);
-  const registryUrl = `http://127.0.0.1:${rp}`;
+  const registryUrl = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
     kubeConfig: kc,
     log: newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
@@ -256,11 +271,13 @@ export async function startTestStack(
       port: rp!,
       callbackAuth: opts.callbackAuth ?? 'required',
       timeouts: opts.timeouts,
+      tls: opts.tls,
     },
     bootServer: {
       host: '127.0.0.1',
       port: bp!,
       timeouts: opts.timeouts,
+      tls: opts.tls,
       registryUrl,
       catalog: (() => {
         const c = testCatalog();
