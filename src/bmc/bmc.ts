@@ -185,6 +185,29 @@ export interface BootOverrideResult {
   ignored: Array<'mode'>;
 }
 
+/**
+ * How the connection to a BMC is protected, for status and logs: plain HTTP; TLS with the certificate
+ * verified against the system trust store or against a configured CA bundle; or TLS with verification
+ * turned off (`--bmc-insecure-tls`).
+ */
+export type TransportSecurity =
+  | 'http'
+  | 'tls-verified-system-ca'
+  | 'tls-verified-ca-bundle'
+  | 'tls-unverified';
+
+const TRANSPORT_TEXT: Record<TransportSecurity, string> = {
+  http: 'plain HTTP, no TLS',
+  'tls-verified-system-ca': 'TLS, certificate verified against the system trust store',
+  'tls-verified-ca-bundle': 'TLS, certificate verified against the configured CA bundle',
+  'tls-unverified': 'TLS without certificate verification (--bmc-insecure-tls)',
+};
+
+/** One line for conditions and logs, e.g. `TLS, certificate verified against the configured CA bundle`. */
+export function describeTransportSecurity(t: TransportSecurity | undefined): string {
+  return t === undefined ? 'transport unknown' : TRANSPORT_TEXT[t];
+}
+
 /** Per-call controls. */
 export interface CallOptions {
   /** Aborts the call (all its requests and backoff sleeps). */
@@ -212,6 +235,8 @@ export interface RestartOptions extends CallOptions {
  * `BootTargetNotSupportedError` (all in `./errors.js` / `./parse.js`).
  */
 export interface BMC {
+  /** How the connection is protected (see {@link TransportSecurity}); `undefined` for non-network BMCs. */
+  readonly transportSecurity?: TransportSecurity;
   /** Members of `/redfish/v1/Systems`. */
   listSystems(opts?: CallOptions): Promise<ResourceRef[]>;
   /** Members of `/redfish/v1/Managers`. */

@@ -44,6 +44,21 @@ export class RedfishParseError extends BmcError {
   }
 }
 
+/**
+ * A request would go to another origin than the BMC's: a link from a Redfish body or header
+ * (`@odata.id`, action `target`, `@Redfish.ActionInfo`, `Location`) that is not a path on the same
+ * service. Nothing is sent; the credentials stay with their origin.
+ */
+export class ForeignLinkError extends RedfishParseError {
+  override name = 'ForeignLinkError';
+  constructor(
+    readonly method: string,
+    path: string,
+  ) {
+    super(path.slice(0, 200), '(link)', 'invalid', `${method} to a link outside the BMC`);
+  }
+}
+
 type Json = Record<string, unknown>;
 
 /** The ComputerSystem.Reset action as advertised by a system (Redfish `ComputerSystem.Actions`). */
@@ -190,13 +205,15 @@ export function parseResetAction(body: unknown, resource: string): ResetActionIn
   const action = asObject(raw, resource, field);
   const target = action['target'];
   if (target === undefined) throw new RedfishParseError(resource, `${field}.target`, 'missing');
-  if (typeof target !== 'string' || !target.startsWith('/')) {
-    throw new RedfishParseError(resource, `${field}.target`, 'invalid', target);
+  if (!isServicePath(target)) throw new RedfishParseError(resource, `${field}.target`, 'invalid', target);
+  const actionInfo = action['@Redfish.ActionInfo'];
+  if (actionInfo !== undefined && actionInfo !== null && !isServicePath(actionInfo)) {
+    throw new RedfishParseError(resource, `${field}.@Redfish.ActionInfo`, 'invalid', actionInfo);
   }
   return {
     target,
     allowed: allowableValues(action, 'ResetType@Redfish.AllowableValues', RESET_TYPES, resource, `${field}.`),
-    actionInfoUri: optString(action, '@Redfish.ActionInfo', resource, `${field}.`),
+    actionInfoUri: actionInfo ?? undefined,
   };
 }
 
@@ -278,11 +295,11 @@ export function parseSession(body: unknown, resource: string): SessionInfo {
   const obj = asObject(body, resource);
   const id = optString(obj, 'Id', resource);
   if (id === undefined) throw new RedfishParseError(resource, 'Id', 'missing');
-  return {
-    id,
-    userName: optString(obj, 'UserName', resource),
-    uri: optString(obj, '@odata.id', resource) ?? resource,
-  };
+  const uri = obj['@odata.id'];
+  if (uri !== undefined && uri !== null && !isServicePath(uri)) {
+    throw new RedfishParseError(resource, '@odata.id', 'invalid', uri);
+  }
+  return { id, userName: optString(obj, 'UserName', resource), uri: uri ?? resource };
 }
 
 /** Extracts the Redfish error object (Redfish spec "Error responses"); tolerant of non-Redfish bodies. */
@@ -319,13 +336,34 @@ export function canonicalMac(raw: unknown): string | undefined {
 function odataId(raw: unknown, resource: string, field: string, required: boolean): string {
   const obj = typeof raw === 'object' && raw !== null ? (raw as Json) : undefined;
   const id = obj?.['@odata.id'];
-  if (typeof id === 'string' && id.startsWith('/')) return id;
+  if (isServicePath(id)) return id;
   throw new RedfishParseError(
     resource,
     `${field}.@odata.id`,
     id === undefined && required ? 'missing' : 'invalid',
     id,
   );
+}
+
+/** Origin used only to test where a link resolves; `.invalid` is reserved (RFC 2606 §2). */
+const PROBE_ORIGIN = 'http://service.invalid';
+
+/**
+ * Whether `v` is a link to a resource of the same service: an absolute path (`/redfish/v1/...`), as
+ * Redfish (DSP0266) uses for `@odata.id`, action `target`s and `@Redfish.ActionInfo`. Network-path references (`//host/x`),
+ * backslashes (`/\host/x`, which WHATWG URL parsing turns into `//host/x`) and control characters
+ * (tabs and newlines are dropped by URL parsing, so `/\t/host` would become `//host`) are refused:
+ * following such a link would send the BMC's credentials to another origin.
+ */
+export function isServicePath(v: unknown): v is string {
+  if (typeof v !== 'string' || !v.startsWith('/') || v.startsWith('//')) return false;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (v.includes('\\') || /[\u0000-\u001f\u007f]/.test(v)) return false;
+  try {
+    return new URL(v, PROBE_ORIGIN).origin === PROBE_ORIGIN;
+  } catch {
+    return false;
+  }
 }
 
 function optString(obj: Json, key: string, resource: string, prefix = ''): string | undefined {

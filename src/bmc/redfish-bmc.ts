@@ -21,6 +21,7 @@ import type {
   ResetType,
   ResourceRef,
   RestartOptions,
+  TransportSecurity,
 } from './bmc.js';
 import { BootTargetNotSupportedError, RedfishHttpError, ResetTypeNotSupportedError } from './errors.js';
 import {
@@ -73,6 +74,10 @@ export class RedfishBMC implements BMC {
   constructor(options: RedfishBMCOptions) {
     this.client = new RedfishClient(options);
     this.vendor = options.vendor;
+  }
+
+  get transportSecurity(): TransportSecurity {
+    return this.client.transportSecurity;
   }
 
   async listSystems(opts?: CallOptions): Promise<ResourceRef[]> {

@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { type Logger, pino } from 'pino';
 import { Agent, request } from 'undici';
 import { Backoff } from '../runtime/backoff.js';
-import type { CallOptions } from './bmc.js';
+import type { CallOptions, TransportSecurity } from './bmc.js';
 import {
   BmcError,
   RedfishAuthError,
@@ -17,7 +17,13 @@ import {
   RedfishHttpError,
   RedfishTransportError,
 } from './errors.js';
-import { parseRedfishError, parseSession, RedfishParseError } from './parse.js';
+import {
+  ForeignLinkError,
+  isServicePath,
+  parseRedfishError,
+  parseSession,
+  RedfishParseError,
+} from './parse.js';
 import { Budget, isRetryableStatus, parseRetryAfter } from './retry.js';
 
 export interface RedfishClientOptions {
@@ -125,6 +131,8 @@ export class RedfishClient {
   private session: Session | undefined;
   private login: Promise<void> | undefined;
   private closed = false;
+  private readonly insecureTLS: boolean;
+  private readonly hasCa: boolean;
 
   constructor(options: RedfishClientOptions) {
     this.endpoint = new URL(options.endpoint);
@@ -143,14 +151,23 @@ export class RedfishClient {
     this.password = options.password;
     this.basicHeader = `Basic ${Buffer.from(`${options.username}:${options.password}`).toString('base64')}`;
     this.mode = options.auth ?? 'session';
+    this.insecureTLS = options.insecureTLS ?? false;
+    this.hasCa = options.ca !== undefined && options.ca.length > 0;
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ bmc: this.endpoint.host });
     this.dispatcher = new Agent({
       connections: options.maxConnections ?? 4,
       connect: {
-        rejectUnauthorized: !(options.insecureTLS ?? false),
-        ...(options.ca === undefined ? {} : { ca: options.ca }),
+        rejectUnauthorized: !this.insecureTLS,
+        ...(this.hasCa ? { ca: options.ca } : {}),
       },
     });
+  }
+
+  /** How requests are protected: HTTP, or TLS with or without certificate verification. */
+  get transportSecurity(): TransportSecurity {
+    if (this.endpoint.protocol === 'http:') return 'http';
+    if (this.insecureTLS) return 'tls-unverified';
+    return this.hasCa ? 'tls-verified-ca-bundle' : 'tls-verified-system-ca';
   }
 
   /** Authentication in use: `session` until a login fell back to basic. */
@@ -187,6 +204,8 @@ export class RedfishClient {
    */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<RedfishResponse> {
     if (this.closed) throw new BmcError(`${method} ${path}: client is closed`);
+    // Paths come from the BMC's own bodies and headers; credentials go to the endpoint's origin only.
+    this.assertServicePath(method, path);
     const budget = opts.budget ?? this.budget();
     const idempotent = opts.idempotent ?? method !== 'POST';
     const backoff = new Backoff({ initialMs: this.opts.backoffInitialMs, maxMs: this.opts.backoffMaxMs });
@@ -407,9 +426,31 @@ export class RedfishClient {
     };
   }
 
-  private toPath(location: string): string {
-    const url = new URL(location, this.endpoint);
-    return url.origin === this.endpoint.origin ? url.pathname + url.search : location;
+  /** Throws {@link ForeignLinkError} unless `path` is a path on this service (see `isServicePath`). */
+  private assertServicePath(method: string, path: string): void {
+    let same = false;
+    try {
+      same = isServicePath(path) && new URL(path, this.endpoint).origin === this.endpoint.origin;
+    } catch {
+      same = false;
+    }
+    if (!same) throw new ForeignLinkError(method, path);
+  }
+
+  /**
+   * `Location` as a path on this service; `undefined` (and a log line) when it names another origin
+   * or is no usable reference, so that nothing is ever sent there.
+   */
+  private toPath(location: string): string | undefined {
+    try {
+      const url = new URL(location, this.endpoint);
+      const path = url.pathname + url.search;
+      if (url.origin === this.endpoint.origin && isServicePath(path)) return path;
+    } catch {
+      // falls through to the refusal below
+    }
+    this.log.warn({ location: location.slice(0, 200) }, 'ignoring a Location header outside the BMC');
+    return undefined;
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * The boot server: what network-booting firmware and the booting OS fetch.
  *
- * - `GET /ipxe` → a script that chains to `/ipxe/${uuid}` (iPXE expands `${uuid}`).
+ * - `GET /ipxe` (and `/ipxe/`, as upstream boot-operator answers it) → a script that chains to
+ *   `/ipxe/${uuid}` (iPXE expands `${uuid}`).
  * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
@@ -16,7 +17,9 @@
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
  *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
  *   `TokenRetired` once a NetBootOnce claim completed (S4): the provisioning secrets are not served
- *   again for as long as the claim lives.
+ *   again for as long as the claim lives. An SBC without `ignitionSecretRef` gets the callback-only
+ *   config (see {@link callbackOnlyIgnition}); with the hook disabled there is nothing to serve:
+ *   404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
@@ -26,11 +29,16 @@
  */
 import { createReadStream, statSync } from 'node:fs';
 import { Registry } from 'prom-client';
-import { BootSignal } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
+  BootSignal,
+  ConditionType,
+  currentAttemptCondition,
+  EventReason,
+  SignalReason,
+} from '../api/vocabulary.js';
+import {
   apiFailure,
-  BOOT_COMPLETED_CONDITION,
   type BootTarget,
   BootTargetResolver,
   provisioned,
@@ -41,9 +49,14 @@ import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
-import { findCondition } from '../runtime/conditions.js';
 import { Resources } from '../runtime/resource.js';
-import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
+import {
+  butaneToIgnition,
+  DEFAULT_IGNITION_VERSION,
+  type IgnitionConfig,
+  parseIgnition,
+  withBootstateHook,
+} from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 
@@ -62,7 +75,8 @@ export interface BootServerOptions extends SignalServerOptions {
 
 /** Field-manager prefix of the boot server's condition writes. */
 export const BOOTSERVER_COMPONENT = 'metal-bootserver';
-export { BOOT_COMPLETED_CONDITION };
+/** Condition set by the claim controller when a claim completed; read for NetBootOnce. */
+export const BOOT_COMPLETED_CONDITION = ConditionType.BootCompleted;
 
 const uuidParam = {
   type: 'object',
@@ -73,10 +87,8 @@ const CLIENT_IN_MESSAGE = / served to (\S+)$/;
 
 /** The client the current attempt's script was served to, per the SBC's `IPXEScriptFetched`. */
 function pinnedClient(sbc: ServerBootConfiguration): string | undefined {
-  const fetched = findCondition(sbc.status?.conditions, BootSignal.IPXEScriptFetched);
-  return fetched && (fetched.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0)
-    ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1]
-    : undefined;
+  const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
+  return fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
 }
 
 /** Starts the boot server; resolves once it listens. */
@@ -91,6 +103,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   let baseUrl = opts.externalUrl ?? '';
 
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
+  app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
   app.get('/ipxe/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
@@ -107,7 +120,15 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     }
     if (!resolver.consistent(target)) target = await resolver.refresh(target);
     const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
+    if (!sbc || !target.callback) {
+      // A hand-made SBC gets its callback Secret from the SBC controller (CallbackConfigured condition).
+      throw new HttpError(
+        503,
+        'CallbackSecretPending',
+        'boot configuration has no callback Secret yet (the ServerBootConfiguration controller issues one for SBCs without callbackSecretRef)',
+        2,
+      );
+    }
     if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
@@ -143,7 +164,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       {
         type: BootSignal.IPXEScriptFetched,
         status: 'True',
-        reason: 'ScriptServed',
+        reason: SignalReason.ScriptServed,
         message: `script for attempt ${attempt} served to ${client}`,
       },
       { check: notPinnedElsewhere },
@@ -166,7 +187,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         opts.events.event(
           { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
-          'StaleCallback',
+          EventReason.StaleCallback,
           `ignition fetch from ${req.socket.remoteAddress} carried the token of an earlier attempt; refused`,
         );
       }
@@ -187,7 +208,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
       type: BootSignal.IgnitionDataFetched,
       status: 'True',
-      reason: 'IgnitionServed',
+      reason: SignalReason.IgnitionServed,
       message: `ignition for attempt ${attempt} served to ${req.socket.remoteAddress}`,
     });
     req.log.info(
@@ -200,7 +221,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   /** The SBC's ignition as an Ignition v3 object (converting Butane once per SBC generation). */
   async function ignitionFor(sbc: ServerBootConfiguration): Promise<ReturnType<typeof parseIgnition>> {
     const ref = sbc.spec.ignitionSecretRef?.name;
-    if (!ref) return { ignition: { version: DEFAULT_IGNITION_VERSION } };
+    if (!ref) return callbackOnlyIgnition(sbc, inject);
     let secret: SecretObject | undefined;
     try {
       secret = await opts.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
@@ -249,5 +270,29 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
   baseUrl ||= bound.url;
-  return { ...bound, close: () => app.close() };
+  return {
+    ...bound,
+    close: async () => {
+      await app.close();
+      await resolver.aliases.settled();
+    },
+  };
+}
+
+/**
+ * What `/ignition/{uuid}` serves for an SBC without `ignitionSecretRef` (upstream boot-operator has no
+ * answer for it: its handler dereferences the missing reference). The image may still need the
+ * `/bootstate` callback that completes the boot, so with the hook enabled the config is
+ * `{"ignition":{"version":"3.4.0"}}` and nothing else; the hook is merged into it by the caller, so a
+ * host gets only the callback unit and its env file. With the hook disabled: 404 `NoIgnitionConfigured`.
+ */
+export function callbackOnlyIgnition(sbc: ServerBootConfiguration, inject: boolean): IgnitionConfig {
+  if (!inject) {
+    throw new HttpError(
+      404,
+      'NoIgnitionConfigured',
+      `ServerBootConfiguration ${sbc.metadata.namespace}/${sbc.metadata.name} has no ignitionSecretRef and the /bootstate hook is disabled: no ignition configured`,
+    );
+  }
+  return { ignition: { version: DEFAULT_IGNITION_VERSION } };
 }

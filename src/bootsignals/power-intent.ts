@@ -9,7 +9,8 @@
  * the SBC's current attempt is recorded when the SBC's controller owner says so for the same key:
  * - owner Server (discovery): `status.discovery.deadline` set and key `d<status.discovery.attempt>`;
  * - owner ServerClaim: `status.boot.poweredOnAt` set and key `s<series>a<attempt>`.
- * An SBC with another or no controller owner has no recorded intent.
+ * A hand-made SBC (upstream's shape: no controller owner of these kinds) is not gated: this operator
+ * never powers its server on, so there is no intent to wait for; the script pin still applies.
  *
  * The owner is read from the API (a cache may lag the intent by the time the host fetches; the
  * Server's cached copy is used when it already shows the intent); concurrent fetches for one SBC
@@ -61,25 +62,25 @@ export class PowerIntentGate {
   constructor(private readonly client: KubeClient) {}
 
   /**
-   * Resolves when the power-on of `sbc`'s current attempt is recorded. Throws `HttpError` 503
+   * Resolves when the power-on of `sbc`'s current attempt is recorded, or at once for a hand-made
+   * SBC (see the file comment). Throws `HttpError` 503
    * `AwaitingPowerOn` (with `Retry-After`) when it is not, 503 `APIUnavailable` when the owner
    * cannot be read.
    */
   async require(sbc: ServerBootConfiguration, cachedServer: Server | undefined): Promise<void> {
     if (intentRecorded(sbc, cachedServer)) return;
     const ref = controllerOwner(sbc);
-    if (ref?.kind === 'Server' || ref?.kind === 'ServerClaim') {
-      const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
-      const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
-      const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {
-        try {
-          return await this.client.get<KObject>(rt, ref.name, ns);
-        } catch (err) {
-          apiFailure(err, `reading the ${ref.kind} of the boot configuration`);
-        }
-      });
-      if (intentRecorded(sbc, read.value)) return;
-    }
+    if (ref?.kind !== 'Server' && ref?.kind !== 'ServerClaim') return;
+    const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
+    const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
+    const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {
+      try {
+        return await this.client.get<KObject>(rt, ref.name, ns);
+      } catch (err) {
+        apiFailure(err, `reading the ${ref.kind} of the boot configuration`);
+      }
+    });
+    if (intentRecorded(sbc, read.value)) return;
     throw new HttpError(
       503,
       'AwaitingPowerOn',

@@ -160,6 +160,11 @@ function command(): Command {
         .choices(['required', 'optional'])
         .default('required'),
     )
+    .option(
+      '--require-server-selection',
+      'refuse ServerClaims with neither spec.serverRef nor spec.serverSelector (Bound=False, reason ServerSelectionRequired) instead of binding any Available Server as upstream does',
+      false,
+    )
     .option('--image-catalog <file>', 'YAML image catalog file (see src/bootserver/image-catalog.ts)')
     .option(
       '--image-catalog-configmap <ns/name>',
@@ -217,6 +222,15 @@ function command(): Command {
     .addOption(
       dur('--bmc-request-timeout <duration>', 'timeout of one HTTP request to a BMC', d.bmc.requestTimeoutMs),
     )
+    .option(
+      '--bmc-insecure-tls',
+      'accept any BMC certificate without verification (default: verify against the system store or --bmc-ca-file)',
+      false,
+    )
+    .option(
+      '--bmc-ca-file <path>',
+      'PEM CA bundle trusted for BMC certificates instead of the system store (a BMCSecret key ca.crt overrides it)',
+    )
     .addOption(dur('--bmc-resync <duration>', 're-read every BMC this often', d.bmcResyncMs))
     .addOption(
       dur(
@@ -234,6 +248,20 @@ function command(): Command {
         String(d.workers),
       ),
     );
+}
+
+/** Reads `--bmc-ca-file`; a missing file or one without a PEM certificate is a flag error. */
+function readCaBundle(path: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new CommanderError(1, 'manager.invalidCaFile', `--bmc-ca-file: ${(err as Error).message}`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new CommanderError(1, 'manager.invalidCaFile', `--bmc-ca-file: ${path} holds no PEM certificate`);
+  }
+  return pem;
 }
 
 /** The `--help` text (flags with their defaults). */
@@ -257,6 +285,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
     callbackAuth: CallbackAuth;
+    requireServerSelection: boolean;
     imageCatalog?: string;
     imageCatalogConfigmap?: string;
     metricsPort: number;
@@ -271,6 +300,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     powerResendAfter: number;
     bmcCallBudget: number;
     bmcRequestTimeout: number;
+    bmcInsecureTls: boolean;
+    bmcCaFile?: string;
     bmcResync: number;
     serverResync: number;
     workers: number;
@@ -325,8 +356,11 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
         ...DEFAULT_CONTROLLER_CONFIG.bmc,
         callBudgetMs: o.bmcCallBudget,
         requestTimeoutMs: o.bmcRequestTimeout,
+        insecureTLS: o.bmcInsecureTls,
+        ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
       },
       scopeLabels: o.objectSelector,
+      requireServerSelection: o.requireServerSelection,
     },
     callbackAuth: o.callbackAuth,
     imageCatalogFile: o.imageCatalog,

@@ -2,7 +2,7 @@
 /**
  * metalctl: the local stack and a fleet view.
  *
- * - `local up [--servers 2] [--backend qemu|sim]`: builds what is missing, starts (as a background
+ * - `local up [--servers 2] [--backend qemu|sim] [--accel auto|kvm|tcg]`: builds what is missing, starts (as a background
  *   daemon) control plane, manager, virtual BMC with N machines, BMC objects and image catalog,
  *   waits for discovery, applies an example ServerClaim and shows a live table until it is Booted.
  * - `local down`, `local status`; `local serve` is the daemon itself.
@@ -34,6 +34,12 @@ const local = program.command('local').description('run the whole system on this
 const dirOpt = () =>
   new Option('--dir <path>', 'state and work folder of the local stack').default(defaultLocalDir());
 
+const accelOpt = () =>
+  new Option(
+    '--accel <accel>',
+    'QEMU accelerator; auto: KVM only after a probe boot proved it runs guests here (default: $METAL_QEMU_ACCEL, else auto)',
+  ).choices(['auto', 'kvm', 'tcg']);
+
 local
   .command('up')
   .description(
@@ -46,6 +52,7 @@ local
       .choices(['qemu', 'sim'])
       .default('qemu'),
   )
+  .addOption(accelOpt())
   .option('--timeout <seconds>', 'give up after this many seconds', int(1), 900)
   .option('--no-claim', 'do not apply the example ServerClaim')
   .action(async (o) => process.exit(await localUp(o)));
@@ -55,6 +62,7 @@ local
   .addOption(dirOpt())
   .option('--servers <n>', 'machines', int(1), 2)
   .addOption(new Option('--backend <backend>').choices(['qemu', 'sim']).default('qemu'))
+  .addOption(accelOpt())
   .action(async (o) => localServe(o));
 
 local

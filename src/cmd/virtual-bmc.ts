@@ -1,15 +1,21 @@
 #!/usr/bin/env node
 /**
- * `virtual-bmc`: starts a virtual BMC (Redfish on 127.0.0.1) with N simulated hosts that network-boot
- * from the given boot server, and logs its URL as one pino JSON line
+ * `virtual-bmc`: starts a virtual BMC (Redfish on 127.0.0.1) with N simulated hosts (`--backend sim`,
+ * default) or QEMU VMs with iPXE firmware (`--backend qemu`, accelerator by `--accel`) that
+ * network-boot from the given boot server, and logs its URL as one pino JSON line
  * (`{"msg":"virtual BMC ready","url":"http://127.0.0.1:…",…}`). Stops on SIGINT/SIGTERM.
  *
  * The password comes from `$VIRTUAL_BMC_PASSWORD` unless `--password` is given (command lines are
  * visible to other users).
  */
 
+import { join } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { buildVmArtefacts } from '../localstack/vm-artefacts.js';
 import { newLogger } from '../runtime/logger.js';
+import { type AccelChoice, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
+import type { Host } from '../virtualbmc/host.js';
+import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 
@@ -33,7 +39,18 @@ const program = new Command()
   .name('virtual-bmc')
   .description('Virtual Redfish BMC with simulated hosts that network-boot from a boot server')
   .requiredOption('--boot-server-url <url>', 'boot server base URL (hosts GET <url>/ipxe/<uuid>)', url)
-  .option('--systems <n>', 'number of simulated systems', integer(1), 1)
+  .option('--systems <n>', 'number of systems', integer(1), 1)
+  .addOption(
+    new Option('--backend <backend>', 'sim: simulated hosts; qemu: QEMU VMs with iPXE firmware')
+      .choices(['sim', 'qemu'])
+      .default('sim'),
+  )
+  .addOption(
+    new Option(
+      '--accel <accel>',
+      'qemu back end: accelerator; auto uses KVM only after a probe boot proved it (default: $METAL_QEMU_ACCEL, else auto)',
+    ).choices(['auto', 'kvm', 'tcg']),
+  )
   .option('--port <port>', 'TCP port on 127.0.0.1 (0: any free port)', integer(0), 0)
   .option('--username <name>', 'Redfish user name', 'admin')
   .option('--password <password>', 'Redfish password (default: $VIRTUAL_BMC_PASSWORD, else "password")')
@@ -60,6 +77,8 @@ async function main(): Promise<void> {
   const o = program.opts<{
     bootServerUrl: string;
     systems: number;
+    backend: 'sim' | 'qemu';
+    accel?: AccelChoice;
     port: number;
     username: string;
     password?: string;
@@ -71,16 +90,37 @@ async function main(): Promise<void> {
     logLevel?: string;
   }>();
   const log = newLogger('virtual-bmc', o.logLevel ? { level: o.logLevel } : {});
-  const fleet = createSimFleet({
-    count: o.systems,
-    bootServerUrl: o.bootServerUrl,
-    seed: o.seed,
-    uuidCase: o.uuidCase,
-    timing: { firmwareMs: o.firmwareMs, kernelMs: o.kernelMs },
-    logger: log,
-  });
+  let hosts: Host[];
+  let closeHosts: () => Promise<unknown>;
+  if (o.backend === 'qemu') {
+    const artefacts = buildVmArtefacts();
+    const verdict = await chooseAccel(o.accel ?? accelFromEnv(), {
+      guest: { kernel: join(artefacts, 'vmlinuz'), initrd: join(artefacts, 'initramfs.cpio.gz') },
+    });
+    log.info(
+      { accel: verdict.accel, reason: verdict.reason, cached: verdict.cached },
+      'QEMU accelerator chosen',
+    );
+    const vms = Array.from(
+      { length: o.systems },
+      (_, i) => new QemuHost(qemuHostIdentity(i), { bootServerUrl: o.bootServerUrl, accel: verdict.accel }),
+    );
+    hosts = vms;
+    closeHosts = () => Promise.all(vms.map((h) => h.close()));
+  } else {
+    const fleet = createSimFleet({
+      count: o.systems,
+      bootServerUrl: o.bootServerUrl,
+      seed: o.seed,
+      uuidCase: o.uuidCase,
+      timing: { firmwareMs: o.firmwareMs, kernelMs: o.kernelMs },
+      logger: log,
+    });
+    hosts = fleet.hosts;
+    closeHosts = () => fleet.close();
+  }
   const bmc = await startVirtualBmc({
-    hosts: fleet.hosts,
+    hosts,
     username: o.username,
     password: o.password ?? process.env['VIRTUAL_BMC_PASSWORD'] ?? 'password',
     port: o.port,
@@ -98,7 +138,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
-    Promise.all([bmc.close(), fleet.close()]).then(
+    Promise.all([bmc.close(), closeHosts()]).then(
       () => process.exit(0),
       (err: unknown) => {
         log.error({ err }, 'shutdown failed');

@@ -11,6 +11,7 @@ import type { BMC as BMCObject } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { BmcFailureReason } from '../api/vocabulary.js';
 import type { BMC } from '../bmc/bmc.js';
 import {
   BmcError,
@@ -47,7 +48,7 @@ export interface SystemHandle {
 
 /** What went wrong with a BMC call, for conditions, Events and the requeue decision. */
 export interface BmcFailure {
-  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
+  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCCertificateRejected, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
   reason: string;
   message: string;
   /** When to try again, ms (the BMC's `Retry-After` when it gave one). */
@@ -61,16 +62,20 @@ export type BmcFactory = (o: {
   endpoint: string;
   username: string;
   password: string;
+  /** PEM CA bundle of this BMC (BMCSecret key `ca.crt`); replaces `settings.caBundle`. */
+  ca?: string;
   settings: BmcConnectionSettings;
   log: pino.Logger;
 }) => BMC;
 
-const defaultFactory: BmcFactory = ({ endpoint, username, password, settings, log }) =>
+/** The Redfish client with the manager's TLS settings: verification on unless `insecureTLS`. */
+export const defaultBmcFactory: BmcFactory = ({ endpoint, username, password, ca, settings, log }) =>
   new RedfishBMC({
     endpoint,
     username,
     password,
     insecureTLS: settings.insecureTLS,
+    ...((ca ?? settings.caBundle) ? { ca: ca ?? settings.caBundle } : {}),
     requestTimeoutMs: settings.requestTimeoutMs,
     budgetMs: settings.callBudgetMs,
     logger: log,
@@ -95,7 +100,7 @@ export class BmcConnections {
   private readonly factory: BmcFactory;
 
   constructor(private readonly opts: BmcConnectionsOptions) {
-    this.factory = opts.factory ?? defaultFactory;
+    this.factory = opts.factory ?? defaultBmcFactory;
   }
 
   /** The client of a BMC object. Throws {@link BmcAccessError} when its address or credentials are missing. */
@@ -112,11 +117,11 @@ export class BmcConnections {
    */
   forServer(server: Server): SystemHandle {
     const systemUri = server.spec.systemURI;
-    if (!systemUri) throw new BmcAccessError('NoSystemURI', 'spec.systemURI is not set');
+    if (!systemUri) throw new BmcAccessError(BmcFailureReason.NoSystemURI, 'spec.systemURI is not set');
     const ref = server.spec.bmcRef?.name;
     if (ref) {
       const bmc = this.opts.bmcs.get(ref);
-      if (!bmc) throw new BmcAccessError('BMCNotFound', `BMC ${ref} does not exist`);
+      if (!bmc) throw new BmcAccessError(BmcFailureReason.BMCNotFound, `BMC ${ref} does not exist`);
       return { bmc: this.forBmc(bmc), systemUri };
     }
     const inline = server.spec.bmc;
@@ -129,7 +134,7 @@ export class BmcConnections {
       );
       return { bmc, systemUri };
     }
-    throw new BmcAccessError('NoBMC', 'the Server has neither spec.bmcRef nor spec.bmc');
+    throw new BmcAccessError(BmcFailureReason.NoBMC, 'the Server has neither spec.bmcRef nor spec.bmc');
   }
 
   /** Closes and forgets the client of BMC `name` (its object was deleted, or a login was refused). */
@@ -148,10 +153,10 @@ export class BmcConnections {
     await e?.bmc.close().catch(() => undefined);
   }
 
-  private client(key: string, endpoint: string, cred: { username: string; password: string }): BMC {
+  private client(key: string, endpoint: string, cred: BmcCredentials): BMC {
     // The digest only tells "same inputs?" apart; credentials never leave this function.
     const fingerprint = createHash('sha256')
-      .update(`${endpoint}\0${cred.username}\0${cred.password}`)
+      .update(`${endpoint}\0${cred.username}\0${cred.password}\0${cred.ca ?? ''}`)
       .digest('hex');
     const cached = this.cache.get(key);
     if (cached?.fingerprint === fingerprint) return cached.bmc;
@@ -171,31 +176,57 @@ export class BmcConnections {
     const ep = bmc.spec.endpointRef?.name;
     if (ep) {
       const endpoint = this.opts.endpoints.get(ep);
-      if (!endpoint) throw new BmcAccessError('EndpointNotFound', `Endpoint ${ep} does not exist`);
-      if (!endpoint.spec?.ip) throw new BmcAccessError('EndpointHasNoIP', `Endpoint ${ep} has no spec.ip`);
+      if (!endpoint)
+        throw new BmcAccessError(BmcFailureReason.EndpointNotFound, `Endpoint ${ep} does not exist`);
+      if (!endpoint.spec?.ip)
+        throw new BmcAccessError(BmcFailureReason.EndpointHasNoIP, `Endpoint ${ep} has no spec.ip`);
       return endpoint.spec.ip;
     }
     if (bmc.spec.hostname) return bmc.spec.hostname;
-    throw new BmcAccessError('NoAddress', 'the BMC has neither spec.access.ip nor spec.endpointRef');
+    throw new BmcAccessError(
+      BmcFailureReason.NoAddress,
+      'the BMC has neither spec.access.ip nor spec.endpointRef',
+    );
   }
 
-  /** username/password from a BMCSecret: `data` (base64) first, `stringData` otherwise. */
-  private credentials(secretName: string | undefined): { username: string; password: string } {
-    if (!secretName) throw new BmcAccessError('BMCSecretNotSet', 'spec.bmcSecretRef.name is empty');
+  private credentials(secretName: string | undefined): BmcCredentials {
+    if (!secretName)
+      throw new BmcAccessError(BmcFailureReason.BMCSecretNotSet, 'spec.bmcSecretRef.name is empty');
     const secret = this.opts.bmcSecrets.get(secretName);
-    if (!secret) throw new BmcAccessError('BMCSecretNotFound', `BMCSecret ${secretName} does not exist`);
-    const read = (key: string): string | undefined => {
-      const b64 = secret.data?.[key];
-      if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
-      return secret.stringData?.[key];
-    };
-    const username = read('username');
-    const password = read('password');
-    if (!username || password === undefined) {
-      throw new BmcAccessError('BMCSecretIncomplete', `BMCSecret ${secretName} lacks username or password`);
-    }
-    return { username, password };
+    if (!secret)
+      throw new BmcAccessError(BmcFailureReason.BMCSecretNotFound, `BMCSecret ${secretName} does not exist`);
+    return bmcSecretCredentials(secret);
   }
+}
+
+/** What a BMCSecret holds for one BMC. */
+export interface BmcCredentials {
+  username: string;
+  password: string;
+  /** PEM CA bundle for this BMC's certificate (key `ca.crt`, as in Kubernetes TLS Secrets). */
+  ca?: string;
+}
+
+/**
+ * username/password (and optional `ca.crt`) from a BMCSecret: `data` (base64) first, `stringData`
+ * otherwise. Throws {@link BmcAccessError} `BMCSecretIncomplete` without username or password.
+ */
+export function bmcSecretCredentials(secret: BMCSecret): BmcCredentials {
+  const read = (key: string): string | undefined => {
+    const b64 = secret.data?.[key];
+    if (b64 !== undefined) return Buffer.from(b64, 'base64').toString('utf8');
+    return secret.stringData?.[key];
+  };
+  const username = read('username');
+  const password = read('password');
+  if (!username || password === undefined) {
+    throw new BmcAccessError(
+      BmcFailureReason.BMCSecretIncomplete,
+      `BMCSecret ${secret.metadata.name ?? ''} lacks username or password`,
+    );
+  }
+  const ca = read('ca.crt');
+  return { username, password, ...(ca ? { ca } : {}) };
 }
 
 /**
@@ -218,7 +249,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   }
   if (err instanceof RedfishAuthError) {
     return {
-      reason: 'BMCAuthenticationFailed',
+      reason: BmcFailureReason.BMCAuthenticationFailed,
       message: err.message,
       retryAfterMs: 60_000,
       maybeApplied: false,
@@ -230,15 +261,24 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
       cause instanceof RedfishTransportError ? cause.maybeApplied : !(cause instanceof RedfishHttpError);
     const timeout = cause instanceof RedfishTransportError && cause.kind === 'timeout';
     return {
-      reason: timeout ? 'BMCTimeout' : 'BMCUnavailable',
+      reason: timeout ? BmcFailureReason.BMCTimeout : BmcFailureReason.BMCUnavailable,
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, 2_000),
       maybeApplied,
     };
   }
+  if (err instanceof RedfishTransportError && err.kind === 'tls') {
+    // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
+    return {
+      reason: 'BMCCertificateRejected',
+      message: err.message,
+      retryAfterMs: 60_000,
+      maybeApplied: false,
+    };
+  }
   if (err instanceof RedfishTransportError) {
     return {
-      reason: err.kind === 'timeout' ? 'BMCTimeout' : 'BMCUnavailable',
+      reason: err.kind === 'timeout' ? BmcFailureReason.BMCTimeout : BmcFailureReason.BMCUnavailable,
       message: err.message,
       retryAfterMs: 5_000,
       maybeApplied: err.maybeApplied,
@@ -247,20 +287,35 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   if (err instanceof RedfishHttpError) {
     const busy = err.status === 503 || err.status === 429 || err.status >= 500;
     return {
-      reason: busy ? 'BMCUnavailable' : 'BMCRejected',
+      reason: busy ? BmcFailureReason.BMCUnavailable : BmcFailureReason.BMCRejected,
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, busy ? 2_000 : 30_000),
       maybeApplied: false,
     };
   }
   if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {
-    return { reason: 'BMCUnsupported', message: err.message, retryAfterMs: 5 * 60_000, maybeApplied: false };
+    return {
+      reason: BmcFailureReason.BMCUnsupported,
+      message: err.message,
+      retryAfterMs: 5 * 60_000,
+      maybeApplied: false,
+    };
   }
   if (err instanceof RedfishParseError) {
-    return { reason: 'BMCInvalidResponse', message: err.message, retryAfterMs: 60_000, maybeApplied: false };
+    return {
+      reason: BmcFailureReason.BMCInvalidResponse,
+      message: err.message,
+      retryAfterMs: 60_000,
+      maybeApplied: false,
+    };
   }
   if (err instanceof BmcError) {
-    return { reason: 'BMCError', message: err.message, retryAfterMs: 10_000, maybeApplied: true };
+    return {
+      reason: BmcFailureReason.BMCError,
+      message: err.message,
+      retryAfterMs: 10_000,
+      maybeApplied: true,
+    };
   }
   throw err;
 }

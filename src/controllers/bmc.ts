@@ -14,7 +14,7 @@ import type { BMC as BMCObject } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
-import type { BMC, ComputerSystemInfo } from '../bmc/bmc.js';
+import { type BMC, type ComputerSystemInfo, describeTransportSecurity } from '../bmc/bmc.js';
 import { RedfishAuthError } from '../bmc/errors.js';
 import { RedfishParseError } from '../bmc/parse.js';
 import { RedfishBMC } from '../bmc/redfish-bmc.js';
@@ -118,7 +118,11 @@ export function newBmcController(o: BmcControllerOptions): Controller {
       await setStatus(
         bmc,
         { ...status, state: 'Enabled' },
-        { ok: true, reason: 'Reachable', message: `${systems.length} system(s)` },
+        {
+          ok: true,
+          reason: 'Reachable',
+          message: `${systems.length} system(s); ${describeTransportSecurity(client.transportSecurity)}`,
+        },
       );
       await applyOwnedCondition(
         o.client,

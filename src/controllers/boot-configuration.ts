@@ -19,17 +19,22 @@
 import { ATTEMPT_KEY_ANNOTATION, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
+  BootCompletedReason,
+  BootConfigurationReason,
+  ConditionType,
+  countsForCurrentAttempt,
+} from '../api/vocabulary.js';
+import {
   type CallbackSecretData,
   decodeCallbackSecret,
   encodeCallbackSecret,
   initialCallbackData,
   rotateCallbackData,
 } from '../bootauth/callback-token.js';
-import { BOOT_COMPLETED_CONDITION } from '../bootserver/server.js';
 import type { SecretObject } from '../bootsignals/boot-target.js';
 import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
-import { findCondition, isTrueFor } from '../runtime/conditions.js';
+import { findCondition } from '../runtime/conditions.js';
 import type { Informer } from '../runtime/informer.js';
 import { controllerOwnerReference, isControlledBy } from '../runtime/ownerrefs.js';
 import { type KObject, Resources, type ResourceType } from '../runtime/resource.js';
@@ -37,8 +42,8 @@ import { applyOwnedCondition } from './owned-conditions.js';
 
 export { ATTEMPT_KEY_ANNOTATION };
 /** SBC condition owned by the ServerBootConfiguration controller; `status.state` mirrors it. */
-export const SBC_READY_CONDITION = 'Ready';
-export { BOOT_COMPLETED_CONDITION };
+export const SBC_READY_CONDITION = ConditionType.Ready;
+export const BOOT_COMPLETED_CONDITION = ConditionType.BootCompleted;
 
 export interface DesiredBootConfiguration {
   name: string;
@@ -76,10 +81,9 @@ export function callbackSecretName(sbcName: string): string {
  * Order follows `types`.
  */
 export function attemptSignals(sbc: ServerBootConfiguration, types: readonly string[]): AttemptSignals {
-  const since = sbc.status?.attemptGeneration ?? sbc.metadata.generation ?? 0;
   const arrived: string[] = [];
   const missing: string[] = [];
-  for (const t of types) (isTrueFor(sbc.status?.conditions, t, since) ? arrived : missing).push(t);
+  for (const t of types) (countsForCurrentAttempt(sbc, t) ? arrived : missing).push(t);
   return { arrived, missing };
 }
 
@@ -91,12 +95,16 @@ export function bootConfigurationReadiness(sbc: ServerBootConfiguration): Readin
   const cond = findCondition(sbc.status?.conditions, SBC_READY_CONDITION);
   const fresh = !!cond && (cond.observedGeneration ?? 0) >= (sbc.metadata.generation ?? 0);
   if (sbc.status?.state === 'Ready' && cond?.status === 'True' && fresh) {
-    return { ready: true, reason: 'Ready', message: cond.message };
+    return { ready: true, reason: BootConfigurationReason.Ready, message: cond.message };
   }
   if (sbc.status?.state === 'Error' && cond?.status === 'False') {
     return { ready: false, reason: cond.reason, message: cond.message };
   }
-  return { ready: false, reason: 'Pending', message: 'the boot configuration has not been evaluated yet' };
+  return {
+    ready: false,
+    reason: BootConfigurationReason.Pending,
+    message: 'the boot configuration has not been evaluated yet',
+  };
 }
 
 export class BootConfigurations {
@@ -213,7 +221,7 @@ export class BootConfigurations {
     await applyOwnedCondition(this.client, Resources.ServerBootConfiguration, sbc, {
       type: BOOT_COMPLETED_CONDITION,
       status: completed ? 'True' : 'False',
-      reason: completed ? 'ClaimBooted' : 'Provisioning',
+      reason: completed ? BootCompletedReason.ClaimBooted : BootCompletedReason.Provisioning,
       message,
     });
   }

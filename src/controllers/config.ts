@@ -13,8 +13,16 @@ export interface BmcConnectionSettings {
    * slow or failing BMC never holds a worker for long: the reconcile requeues and tries again.
    */
   callBudgetMs: number;
-  /** Accept self-signed BMC certificates (most BMCs ship one). */
+  /**
+   * Accept any BMC certificate without verification (`--bmc-insecure-tls`). Default false: most BMCs
+   * ship a self-signed certificate, so a fleet needs either its CA bundle or this flag.
+   */
   insecureTLS: boolean;
+  /**
+   * PEM CA certificate(s) trusted for BMC certificates instead of the system store (`--bmc-ca-file`).
+   * A BMCSecret's `ca.crt` key replaces it for that BMC.
+   */
+  caBundle?: string;
 }
 
 export interface ControllerConfig {
@@ -51,6 +59,11 @@ export interface ControllerConfig {
    * the controllers create, so several operator instances can share one cluster. Empty: watch all.
    */
   scopeLabels: Record<string, string>;
+  /**
+   * Refuse claims with neither `serverRef` nor `serverSelector` (`--require-server-selection`) instead
+   * of binding any Available Server as upstream does.
+   */
+  requireServerSelection: boolean;
 }
 
 export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
@@ -66,8 +79,9 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   bmcResyncMs: 10 * 60_000,
   serverResyncMs: 5 * 60_000,
   workers: 16,
-  bmc: { requestTimeoutMs: 5_000, callBudgetMs: 8_000, insecureTLS: true },
+  bmc: { requestTimeoutMs: 5_000, callBudgetMs: 8_000, insecureTLS: false },
   scopeLabels: {},
+  requireServerSelection: false,
 };
 
 /** `k=v,k2=v2` label selector of `labels` (empty string when there are none). */

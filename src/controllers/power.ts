@@ -10,6 +10,7 @@
  */
 import type pino from 'pino';
 import type { Server } from '../api/v1alpha1/server.js';
+import { ConditionType, EventReason, PowerReason } from '../api/vocabulary.js';
 import type { PowerState, ResetType } from '../bmc/bmc.js';
 import { isTransitionalPowerState } from '../bmc/bmc.js';
 import type { KubeClient } from '../runtime/client.js';
@@ -21,7 +22,7 @@ import { classifyBmcFailure } from './bmc-connections.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
 /** Server condition: True while a power action is requested but not yet visible, or cannot be sent. */
-export const POWER_PENDING_CONDITION = 'PowerActionPending';
+export const POWER_PENDING_CONDITION = ConditionType.PowerActionPending;
 
 export type PowerGoal = 'On' | 'Off';
 
@@ -92,13 +93,13 @@ export class PowerActions {
     const prior = this.sent.get(name) ?? this.fromCondition(server);
     if (prior && prior.goal === goal && now - prior.at < this.o.resendAfterMs) {
       const pending = `${goal} requested at ${new Date(prior.at).toISOString()}; BMC still reports ${state}`;
-      await this.setPending(server, { reason: `WaitingForPower${goal}`, message: pending, since: prior.at });
+      await this.setPending(server, { reason: waitingFor(goal), message: pending, since: prior.at });
       return { reached: false, state, requeueAfterMs: pollDelay(now - prior.at), pending };
     }
     if (isTransitionalPowerState(state) && !prior) {
       // Someone else's transition: let it finish before deciding.
       const pending = `BMC reports ${state}; waiting before requesting ${goal}`;
-      await this.setPending(server, { reason: 'WaitingForTransition', message: pending });
+      await this.setPending(server, { reason: PowerReason.WaitingForTransition, message: pending });
       return { reached: false, state, requeueAfterMs: 2_000, pending };
     }
     const h = this.o.connections.forServer(server);
@@ -110,7 +111,7 @@ export class PowerActions {
         this.o.events.event(
           { ...server, ...SERVER_EVENT },
           'Normal',
-          `Power${goal}`,
+          goal === 'On' ? EventReason.PowerOn : EventReason.PowerOff,
           `${res.sent} sent to the BMC (PowerState was ${res.observed})`,
         );
     } catch (err) {
@@ -119,7 +120,7 @@ export class PowerActions {
       return this.failed(server, `requesting ${goal}`, f);
     }
     const pending = `${goal} requested at ${new Date(now).toISOString()}; BMC reports ${state}`;
-    await this.setPending(server, { reason: `WaitingForPower${goal}`, message: pending, since: now });
+    await this.setPending(server, { reason: waitingFor(goal), message: pending, since: now });
     return { reached: false, state, requeueAfterMs: pollDelay(0), pending };
   }
 
@@ -149,7 +150,7 @@ export class PowerActions {
       this.o.events.event(
         { ...server, ...SERVER_EVENT },
         'Normal',
-        'BootStarted',
+        EventReason.BootStarted,
         `${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
       );
       return { ok: true, sent: res.sent, overrideSet };
@@ -180,9 +181,14 @@ export class PowerActions {
     const c = findCondition(server.status?.conditions, POWER_PENDING_CONDITION);
     if (c === undefined) return undefined;
     if (c.status !== 'True') return undefined;
-    const m = /^WaitingForPower(On|Off)$/.exec(c.reason);
+    const goal =
+      c.reason === PowerReason.WaitingForPowerOn
+        ? 'On'
+        : c.reason === PowerReason.WaitingForPowerOff
+          ? 'Off'
+          : undefined;
     const at = Date.parse(c.lastTransitionTime);
-    return m && Number.isFinite(at) ? { goal: m[1] as PowerGoal, at } : undefined;
+    return goal && Number.isFinite(at) ? { goal, at } : undefined;
   }
 
   private async setPending(
@@ -197,7 +203,12 @@ export class PowerActions {
       server,
       p
         ? { type: POWER_PENDING_CONDITION, status: 'True', reason: p.reason, message: p.message }
-        : { type: POWER_PENDING_CONDITION, status: 'False', reason: 'NoActionPending', message: '' },
+        : {
+            type: POWER_PENDING_CONDITION,
+            status: 'False',
+            reason: PowerReason.NoActionPending,
+            message: '',
+          },
       p?.since ? new Date(p.since) : new Date(),
     );
   }
@@ -216,6 +227,10 @@ export class PowerActions {
   private log(server: Server): pino.Logger {
     return this.o.log.child({ server: server.metadata.name, systemUUID: server.spec.systemUUID });
   }
+}
+
+function waitingFor(goal: PowerGoal): string {
+  return goal === 'On' ? PowerReason.WaitingForPowerOn : PowerReason.WaitingForPowerOff;
 }
 
 /** Poll interval while waiting for a power state: a quarter of the time waited so far, 1–15 s. */

@@ -18,14 +18,10 @@
  *   of its own: so an Available-state power-off can never race a claim's power-on.
  */
 import type pino from 'pino';
-import {
-  BootSignal,
-  discoveryAttemptKey,
-  OPERATION_ANNOTATION,
-  OPERATION_RETRY,
-} from '../api/v1alpha1/boot-policy.js';
+import { discoveryAttemptKey, OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { BootSignal, ConditionType, DiscoveredReason, EventReason } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -41,7 +37,7 @@ import { applyOwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
 
-export const DISCOVERED_CONDITION = 'Discovered';
+export const DISCOVERED_CONDITION = ConditionType.Discovered;
 
 /** Name of a Server's discovery SBC (in the manager namespace). */
 export function discoveryBootConfigurationName(server: string): string {
@@ -149,7 +145,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
         // Released by its claim (which cleared serverClaimRef and bootConfigurationRef).
         await patchStatus(server, { state: 'Available' });
         log.info('released by its claim: Available');
-        o.events.event(eventObject(server), 'Normal', 'Released', 'no longer claimed; Available');
+        o.events.event(eventObject(server), 'Normal', EventReason.Released, 'no longer claimed; Available');
         return undefined;
       }
       case 'Available':
@@ -164,7 +160,12 @@ export function newServerController(o: ServerControllerOptions): Controller {
       await patchStatus(server, { state: 'Reserved' });
       const ref = server.spec.serverClaimRef;
       log.info({ claim: `${ref?.namespace}/${ref?.name}` }, 'reserved');
-      o.events.event(eventObject(server), 'Normal', 'Reserved', `claimed by ${ref?.namespace}/${ref?.name}`);
+      o.events.event(
+        eventObject(server),
+        'Normal',
+        EventReason.Reserved,
+        `claimed by ${ref?.namespace}/${ref?.name}`,
+      );
       return undefined;
     }
     await removeDiscoveryConfiguration(server);
@@ -179,7 +180,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
       o.events.event(
         eventObject(server),
         'Normal',
-        'DiscoveryRetry',
+        EventReason.DiscoveryRetry,
         'operation annotation retry: discovery starts again',
       );
     }
@@ -216,7 +217,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
     o.events.event(
       eventObject(server),
       'Normal',
-      'DiscoveryStarted',
+      EventReason.DiscoveryStarted,
       `discovery attempt 1/${cfg.discoveryMaxAttempts}`,
     );
     return undefined;
@@ -257,7 +258,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
         await discovered(
           server,
           'False',
-          'WaitingForBootConfiguration',
+          DiscoveredReason.WaitingForBootConfiguration,
           `${attemptText}: boot configuration ${readiness.reason}: ${readiness.message}`,
         );
         return undefined; // the SBC's next change brings us back
@@ -289,7 +290,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
       await discovered(
         updated,
         'False',
-        'Discovering',
+        DiscoveredReason.Discovering,
         `${attemptText}: network boot started; waiting for registration until ${at}`,
       );
       return { requeueAfterMs: cfg.discoveryTimeoutMs };
@@ -309,10 +310,15 @@ export function newServerController(o: ServerControllerOptions): Controller {
       o.events.event(
         eventObject(server),
         'Warning',
-        'DiscoveryTimedOut',
+        EventReason.DiscoveryTimedOut,
         `${what}; starting attempt ${d.attempt + 1}`,
       );
-      await discovered(server, 'False', 'DiscoveryTimedOut', `${what}; starting attempt ${d.attempt + 1}`);
+      await discovered(
+        server,
+        'False',
+        DiscoveredReason.DiscoveryTimedOut,
+        `${what}; starting attempt ${d.attempt + 1}`,
+      );
       return undefined;
     }
     const updated = await patchStatus(server, { state: 'Error', discovery: withoutDeadline(d) });
@@ -321,13 +327,13 @@ export function newServerController(o: ServerControllerOptions): Controller {
     o.events.event(
       eventObject(server),
       'Warning',
-      'DiscoveryAttemptsExhausted',
+      EventReason.DiscoveryAttemptsExhausted,
       `${what}; giving up (state Error)`,
     );
     await discovered(
       updated,
       'False',
-      'DiscoveryAttemptsExhausted',
+      DiscoveredReason.DiscoveryAttemptsExhausted,
       `${what}; giving up after ${d.attempt} attempt(s)`,
     );
     await removeDiscoveryConfiguration(updated);
@@ -343,7 +349,12 @@ export function newServerController(o: ServerControllerOptions): Controller {
   ): Promise<Result | undefined> {
     const hw = hardwareFromRegistration(server.status?.registration?.data);
     // Condition first: whoever sees Available also sees why.
-    await discovered(server, 'True', 'Registered', `registration received in attempt ${d.attempt}`);
+    await discovered(
+      server,
+      'True',
+      DiscoveredReason.Registered,
+      `registration received in attempt ${d.attempt}`,
+    );
     const updated = await patchStatus(server, { ...hw, state: 'Available', discovery: withoutDeadline(d) });
     if (d.deadline) {
       const poweredOn = Date.parse(d.deadline) - cfg.discoveryTimeoutMs;
@@ -365,7 +376,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
     o.events.event(
       eventObject(server),
       'Normal',
-      'Discovered',
+      EventReason.Discovered,
       `registration received in attempt ${d.attempt}; Available`,
     );
     await removeDiscoveryConfiguration(updated);

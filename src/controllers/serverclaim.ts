@@ -33,7 +33,6 @@ import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
 import {
   type BootPolicy,
-  BootSignal,
   claimAttemptKey,
   OPERATION_ANNOTATION,
   OPERATION_RETRY,
@@ -41,6 +40,14 @@ import {
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import {
+  BootConfigurationReason,
+  BootedReason,
+  BoundReason,
+  ConditionType,
+  EventReason,
+  OS_BOOT_SIGNALS,
+} from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { type Condition, findCondition, setCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
@@ -55,12 +62,12 @@ import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { PowerActions } from './power.js';
-import { candidates, ineligibility } from './server-selection.js';
+import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
-export const BOUND_CONDITION = 'Bound';
-export const BOOT_CONFIGURATION_READY_CONDITION = 'BootConfigurationReady';
-export const BOOTED_CONDITION = 'Booted';
+export const BOUND_CONDITION = ConditionType.Bound;
+export const BOOT_CONFIGURATION_READY_CONDITION = ConditionType.BootConfigurationReady;
+export const BOOTED_CONDITION = ConditionType.Booted;
 
 /** Informer index of Servers by the claim (`namespace/name`) in `spec.serverClaimRef`. */
 export const SERVER_BY_CLAIM_INDEX = 'serverClaim';
@@ -70,11 +77,7 @@ export const serverByClaimIndexer = (s: Server): string[] => {
 };
 
 /** Every signal the boot server and registry set during an OS boot (for the per-signal metrics). */
-const OS_SIGNALS = [
-  BootSignal.IPXEScriptFetched,
-  BootSignal.IgnitionDataFetched,
-  BootSignal.BootStateReceived,
-];
+const OS_SIGNALS = OS_BOOT_SIGNALS;
 /** How often an unbound claim looks again even without a Server event, ms. */
 const UNBOUND_RECHECK_MS = 30_000;
 
@@ -191,6 +194,14 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
   }
 
   async function bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
+    const refused = selectionRefusal(claim, cfg.requireServerSelection);
+    if (refused) {
+      await save(claim, {
+        phase: 'Unbound',
+        conditions: [{ type: BOUND_CONDITION, status: 'False', ...refused }],
+      });
+      return undefined;
+    }
     const list = candidates(claim, o.servers.list());
     for (const s of list) {
       try {
@@ -200,7 +211,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
         });
         recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
         log.info({ server: s.metadata.name, systemUUID: s.spec.systemUUID }, 'bound');
-        o.events.event(eventObject(claim), 'Normal', 'Bound', `bound Server ${s.metadata.name}`);
+        o.events.event(eventObject(claim), 'Normal', EventReason.Bound, `bound Server ${s.metadata.name}`);
         return bound;
       } catch (err) {
         // 409: someone else bound it first (or it changed); 422: the CRD refused a second claim reference.
@@ -209,11 +220,11 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       }
     }
     const want = claim.spec.serverRef?.name;
-    let reason = 'NoServerAvailable';
+    let reason: string = BoundReason.NoServerAvailable;
     let message = `no Available Server matches (${list.length} candidate(s) were taken meanwhile)`;
     if (want) {
       const s = o.servers.get(want);
-      reason = s ? 'ServerNotAvailable' : 'ServerNotFound';
+      reason = s ? BoundReason.ServerNotAvailable : BoundReason.ServerNotFound;
       message = s
         ? `Server ${want} is ${ineligibility(claim, s) ?? 'taken'}`
         : `Server ${want} does not exist`;
@@ -243,7 +254,12 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
         spec: { serverClaimRef: null, power: null, ...(mine ? { bootConfigurationRef: null } : {}) },
       });
       log.info({ server: server.metadata.name }, 'released');
-      o.events.event(eventObject(claim), 'Normal', 'Released', `Server ${server.metadata.name} released`);
+      o.events.event(
+        eventObject(claim),
+        'Normal',
+        EventReason.Released,
+        `Server ${server.metadata.name} released`,
+      );
     }
     await o.bootConfigs.delete(claim.metadata.name ?? '', claim.metadata.namespace ?? '');
     await removeFinalizer(o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
@@ -269,7 +285,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     const bound: CondInput = {
       type: BOUND_CONDITION,
       status: 'True',
-      reason: 'ServerBound',
+      reason: BoundReason.ServerBound,
       message: `bound to Server ${serverName}`,
     };
     if (server.status?.state !== 'Reserved') {
@@ -307,7 +323,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     let boot = claim.status?.boot;
     const bootedCond = findCondition(claim.status?.conditions, BOOTED_CONDITION);
     let booted = bootedCond?.status === 'True' && !!boot?.completedAt;
-    let exhausted = bootedCond?.reason === 'AttemptsExhausted';
+    let exhausted = bootedCond?.reason === BootedReason.AttemptsExhausted;
     const retryAsked = claim.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY;
     const existing = o.sbcs.get(name, namespace);
     const drift =
@@ -345,7 +361,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
             {
               type: BOOTED_CONDITION,
               status: 'False',
-              reason: 'Booting',
+              reason: BootedReason.Booting,
               message: `attempt 1/${s.maxAttempts} (${why}): preparing`,
             },
           ],
@@ -355,7 +371,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
         o.events.event(
           eventObject(claim),
           'Normal',
-          'BootSeriesStarted',
+          EventReason.BootSeriesStarted,
           `series ${series} (${why}): attempt 1/${s.maxAttempts}`,
         );
       }
@@ -393,7 +409,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       ? {
           type: BOOT_CONFIGURATION_READY_CONDITION,
           status: 'True',
-          reason: 'Ready',
+          reason: BootConfigurationReason.Ready,
           message: readiness.message,
         }
       : {
@@ -405,13 +421,19 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     const base = [bound, configReady];
     const phase = 'Bound';
     const attemptText = `attempt ${boot?.attempt ?? 0}/${s.maxAttempts}`;
-    const bootingReason = bootedCond?.reason === 'TimedOut' && !seriesNote ? 'TimedOut' : 'Booting';
+    const bootingReason =
+      bootedCond?.reason === BootedReason.TimedOut && !seriesNote
+        ? BootedReason.TimedOut
+        : BootedReason.Booting;
     /** Booted=False for the attempt in progress; a TimedOut reason stays until the next outcome (C07). */
     const booting = (message: string): CondInput => ({
       type: BOOTED_CONDITION,
       status: 'False',
       reason: bootingReason,
-      message: bootingReason === 'TimedOut' ? `${timedOutPrefix(bootedCond?.message)}${message}` : message,
+      message:
+        bootingReason === BootedReason.TimedOut
+          ? `${timedOutPrefix(bootedCond?.message)}${message}`
+          : message,
     });
 
     // 3. Power off.
@@ -429,7 +451,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
             {
               type: BOOTED_CONDITION,
               status: 'False' as const,
-              reason: 'Booting',
+              reason: BootedReason.Booting,
               message: 'power is Off; a new series of attempts begins at power On',
             },
           ];
@@ -524,7 +546,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       o.events.event(
         eventObject(claim),
         'Normal',
-        'BootAttemptStarted',
+        EventReason.BootAttemptStarted,
         `${attemptText}: ${res.sent ?? 'no'} power action with network boot override; deadline ${deadline}`,
       );
       return { requeueAfterMs: s.timeoutMs + 50 };
@@ -548,7 +570,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
           {
             type: BOOTED_CONDITION,
             status: 'True',
-            reason: 'BootCompleted',
+            reason: BootedReason.BootCompleted,
             message: `${attemptText} completed: ${sig.arrived.join(', ')}`,
           },
         ],
@@ -563,7 +585,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       o.events.event(
         eventObject(claim),
         'Normal',
-        'BootCompleted',
+        EventReason.BootCompleted,
         `${attemptText} completed (${sig.arrived.join(', ')})`,
       );
       return { requeueAfterMs: cfg.serverResyncMs };
@@ -594,7 +616,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
           {
             type: BOOTED_CONDITION,
             status: 'False',
-            reason: 'TimedOut',
+            reason: BootedReason.TimedOut,
             message: `${what}; starting attempt ${next}/${s.maxAttempts}`,
           },
         ],
@@ -607,7 +629,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       o.events.event(
         eventObject(claim),
         'Warning',
-        'BootTimedOut',
+        EventReason.BootTimedOut,
         `${what}; starting attempt ${next}/${s.maxAttempts}`,
       );
       return undefined;
@@ -619,7 +641,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
         {
           type: BOOTED_CONDITION,
           status: 'False',
-          reason: 'AttemptsExhausted',
+          reason: BootedReason.AttemptsExhausted,
           message: `${what}; all ${s.maxAttempts} attempt(s) used, no further power actions`,
         },
       ],
@@ -629,7 +651,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     o.events.event(
       eventObject(claim),
       'Warning',
-      'AttemptsExhausted',
+      EventReason.AttemptsExhausted,
       `${what}; no attempts left, no further power actions until the claim changes or is annotated ${OPERATION_ANNOTATION}=${OPERATION_RETRY}`,
     );
     return undefined;

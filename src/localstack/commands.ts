@@ -18,12 +18,14 @@ import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { BOOT_SIGNALS, BootedReason, ConditionType } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
+import type { AccelChoice } from '../virtualbmc/accel-probe.js';
 import { REPO_ROOT } from './control-plane.js';
 import { claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
-import { type Backend, LocalStack } from './local-stack.js';
+import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
 import {
   alive,
   daemonPidPath,
@@ -52,7 +54,12 @@ async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
 }
 
 /** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
-export async function localServe(o: { dir: string; servers: number; backend: Backend }): Promise<void> {
+export async function localServe(o: {
+  dir: string;
+  servers: number;
+  backend: Backend;
+  accel?: AccelChoice;
+}): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
   const startedAt = new Date().toISOString();
@@ -67,7 +74,13 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   try {
-    stack = await LocalStack.start({ servers: o.servers, backend: o.backend, dir: o.dir, progress: say });
+    stack = await LocalStack.start({
+      servers: o.servers,
+      backend: o.backend,
+      dir: o.dir,
+      progress: say,
+      ...(o.accel ? { accel: o.accel } : {}),
+    });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
     );
@@ -90,7 +103,14 @@ export async function localServe(o: { dir: string; servers: number; backend: Bac
     });
     say('READY');
   } catch (err) {
-    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    if (err instanceof SilentVmError) {
+      for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
+      say(
+        `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
+      );
+    } else {
+      say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+    }
     await stack?.stop().catch(() => undefined);
     rmSync(daemonPidPath(o.dir), { force: true });
     process.exit(1);
@@ -103,6 +123,7 @@ export async function localUp(o: {
   dir: string;
   servers: number;
   backend: Backend;
+  accel?: AccelChoice;
   timeout: number;
   claim: boolean;
 }): Promise<number> {
@@ -142,6 +163,7 @@ export async function localUp(o: {
         String(o.servers),
         '--backend',
         o.backend,
+        ...(o.accel ? ['--accel', o.accel] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
@@ -196,7 +218,7 @@ export async function localUp(o: {
       const claim = snap.claims.find(
         (c) => c.metadata.name === EXAMPLE_CLAIM && c.metadata.namespace === EXAMPLE_NS,
       );
-      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === 'Booted');
+      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === ConditionType.Booted);
       const view = `${serversTable(snap)}\n\n${claimsTable(snap)}`;
       if (tty)
         process.stdout.write(`\x1b[2J\x1b[H${stamp(t0)} following ${EXAMPLE_NS}/${EXAMPLE_CLAIM}\n${view}\n`);
@@ -210,7 +232,7 @@ export async function localUp(o: {
         );
         break;
       }
-      if (booted?.reason === 'AttemptsExhausted') {
+      if (booted?.reason === BootedReason.AttemptsExhausted) {
         console.error(`${stamp(t0)} the claim ran out of attempts: ${booted.message}`);
         return 1;
       }
@@ -348,16 +370,13 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
 }
 
 /** Condition types in the order a boot produces them; timestamps have one-second resolution. */
-const BOOT_ORDER = [
-  'Bound',
-  'BootConfigurationReady',
-  'Ready',
-  'IPXEScriptFetched',
-  'IgnitionDataFetched',
-  'RegistrationReceived',
-  'BootStateReceived',
-  'Booted',
-  'BootCompleted',
+const BOOT_ORDER: string[] = [
+  ConditionType.Bound,
+  ConditionType.BootConfigurationReady,
+  ConditionType.Ready,
+  ...BOOT_SIGNALS,
+  ConditionType.Booted,
+  ConditionType.BootCompleted,
 ];
 const order = (time: string, type: string) =>
   `${time}/${String(BOOT_ORDER.indexOf(type) + 1).padStart(2, '0')}`;
@@ -425,8 +444,9 @@ async function followBoots(
           console.log(line);
         }
       }
-      const booted = claim.status?.conditions?.find((c) => c.type === 'Booted');
-      if (!o.watch || booted?.status === 'True' || booted?.reason === 'AttemptsExhausted') return 0;
+      const booted = claim.status?.conditions?.find((c) => c.type === ConditionType.Booted);
+      if (!o.watch || booted?.status === 'True' || booted?.reason === BootedReason.AttemptsExhausted)
+        return 0;
       await sleep(500);
     }
   } finally {

@@ -8,24 +8,20 @@ import type { Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { BootSignal, ConditionType, countsForCurrentAttempt } from '../api/vocabulary.js';
 
-/** Boot signals in the order a boot produces them, with the letter shown in tables. */
+/** Boot signals in the order a boot produces them, with the word shown in tables. */
 export const SIGNALS: readonly [string, string][] = [
-  ['IPXEScriptFetched', 'script'],
-  ['IgnitionDataFetched', 'ignition'],
-  ['RegistrationReceived', 'registered'],
-  ['BootStateReceived', 'booted'],
+  [BootSignal.IPXEScriptFetched, 'script'],
+  [BootSignal.IgnitionDataFetched, 'ignition'],
+  [BootSignal.RegistrationReceived, 'registered'],
+  [BootSignal.BootStateReceived, 'booted'],
 ];
 
 /** Signals of the SBC's current attempt that are True, joined by `+` (`-` when none). */
 export function currentSignals(sbc: ServerBootConfiguration | undefined): string {
   if (!sbc) return '-';
-  const min = sbc.status?.attemptGeneration ?? 0;
-  const got = SIGNALS.filter(([type]) =>
-    (sbc.status?.conditions ?? []).some(
-      (c) => c.type === type && c.status === 'True' && (c.observedGeneration ?? 0) >= min,
-    ),
-  ).map(([, word]) => word);
+  const got = SIGNALS.filter(([type]) => countsForCurrentAttempt(sbc, type)).map(([, word]) => word);
   return got.length ? got.join('+') : '-';
 }
 
@@ -101,7 +97,7 @@ export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
       ),
     )
     .map((c) => {
-      const booted = cond(c.status?.conditions, 'Booted');
+      const booted = cond(c.status?.conditions, ConditionType.Booted);
       const server = c.spec.serverRef?.name
         ? s.servers.find((x) => x.metadata.name === c.spec.serverRef?.name)
         : undefined;

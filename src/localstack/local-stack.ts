@@ -13,6 +13,7 @@ import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
+import { type AccelChoice, type AccelVerdict, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
 import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
@@ -35,6 +36,27 @@ export interface LocalStackOptions {
   log?: pino.Logger;
   /** Sim back end only: simulated firmware and kernel times in ms. */
   simTiming?: { firmwareMs?: number; kernelMs?: number };
+  /** QEMU back end only: accelerator (default `$METAL_QEMU_ACCEL`, else `auto`: KVM only after a probe boot proved it). */
+  accel?: AccelChoice;
+  /**
+   * QEMU back end only: a VM network-booting for this long (ms) with nothing on its serial console
+   * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
+   */
+  silentVmMs?: number;
+}
+
+/** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
+export class SilentVmError extends Error {
+  constructor(
+    readonly uuid: string,
+    readonly diagnosis: string,
+    onForMs: number,
+  ) {
+    super(
+      `VM ${uuid} has network-booted for ${Math.round(onForMs / 1000)} s with an empty serial console and no boot: it shows no sign of life. If KVM was used, try --accel tcg (or METAL_QEMU_ACCEL=tcg).\n${diagnosis}`,
+    );
+    this.name = 'SilentVmError';
+  }
 }
 
 /** Namespace of the manager's own objects (discovery boot configurations, leader Lease). */
@@ -93,18 +115,28 @@ export class LocalStack {
       const bootServerUrl = `http://${guestHost}:${bootPort}`;
       const localBootUrl = `http://127.0.0.1:${bootPort}`;
 
+      let accel: AccelVerdict | undefined;
+      if (opts.backend === 'qemu') {
+        say('choosing the QEMU accelerator (a probe boot under KVM decides; cached per machine)');
+        accel = await chooseAccel(opts.accel ?? accelFromEnv(), {
+          guest: { kernel: join(artefacts, 'vmlinuz'), initrd: join(artefacts, 'initramfs.cpio.gz') },
+        });
+        say(`QEMU accelerator: ${accel.accel.toUpperCase()} (${accel.reason})`);
+      }
       say(
-        `starting ${opts.servers} ${opts.backend === 'qemu' ? 'QEMU VMs (iPXE firmware, TCG)' : 'simulated hosts'} behind a virtual BMC`,
+        `starting ${opts.servers} ${accel ? `QEMU VMs (iPXE firmware, ${accel.accel.toUpperCase()})` : 'simulated hosts'} behind a virtual BMC`,
       );
       let hosts: Host[];
       let closeFleet: () => Promise<void> = async () => undefined;
-      if (opts.backend === 'qemu') {
+      if (accel) {
+        const chosen = accel.accel;
         hosts = Array.from(
           { length: opts.servers },
           (_, i) =>
             new QemuHost(qemuHostIdentity(i), {
               bootServerUrl: localBootUrl,
               workDir: join(opts.dir, `vm-${i}`),
+              accel: chosen,
             }),
         );
       } else {
@@ -205,7 +237,11 @@ export class LocalStack {
     }
   }
 
-  /** Waits until `count` Servers are Available (discovered), reporting progress every few seconds. */
+  /**
+   * Waits until `count` Servers are Available (discovered), reporting progress every few seconds.
+   * @throws SilentVmError at once when a VM shows no sign of life (see {@link assertVmsAlive});
+   *   Error after `timeoutMs`, naming a Server in state Error if there is one.
+   */
   async waitForDiscovery(
     count: number,
     timeoutMs: number,
@@ -213,7 +249,14 @@ export class LocalStack {
   ): Promise<Server[]> {
     let servers: Server[] = [];
     let last = 0;
+    let silent: SilentVmError | undefined;
     await waitFor(`${count} servers Available`, timeoutMs, async () => {
+      try {
+        await this.assertVmsAlive();
+      } catch (err) {
+        if (err instanceof SilentVmError) silent = err;
+        return true;
+      }
       servers = (await this.client.list<Server>(Resources.Server)).items;
       if (progress && Date.now() - last > 2_000) {
         last = Date.now();
@@ -226,7 +269,24 @@ export class LocalStack {
         );
       return servers.filter((s) => s.status?.state === 'Available').length >= count;
     });
+    if (silent) throw silent;
     return servers;
+  }
+
+  /**
+   * Throws {@link SilentVmError} for the first QEMU VM that has been network-booting for longer than
+   * `silentVmMs` without writing anything to its serial console (the test kernel prints within
+   * seconds of the iPXE fetch). VMs booting from disk are left alone: an empty disk prints nothing.
+   */
+  async assertVmsAlive(): Promise<void> {
+    const bound = this.opts.silentVmMs ?? 150_000;
+    for (const h of this.hosts) {
+      if (!(h instanceof QemuHost)) continue;
+      const life = await h.signsOfLife();
+      if (life && life.device === 'Pxe' && life.consoleBytes === 0 && life.onForMs > bound) {
+        throw new SilentVmError(h.identity.uuid, await h.diagnosis(), life.onForMs);
+      }
+    }
   }
 
   /** Stops the manager, the VMs and the control plane; removes the control plane's files. */

@@ -29,7 +29,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { Ajv } from 'ajv';
 import type { FastifyRequest } from 'fastify';
 import { Registry } from 'prom-client';
-import { BootSignal } from '../api/v1alpha1/boot-policy.js';
+import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
 import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
@@ -122,7 +122,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
         opts.events.event(
           { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
-          'StaleCallback',
+          EventReason.StaleCallback,
           `${req.method} ${req.routeOptions.url} from ${req.socket.remoteAddress} carried the token of an earlier attempt; ignored (current attempt ${sbc.spec.bootAttempt ?? 1})`,
         );
       }
@@ -173,7 +173,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
           opts.events.event(
             { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
             'Normal',
-            'RegistrationChanged',
+            EventReason.RegistrationChanged,
             'the probe agent registered data different from what was stored; replaced',
           );
         }
@@ -183,7 +183,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
         await recordSignal(opts.client, REGISTRY_COMPONENT, target.sbc, {
           type: BootSignal.RegistrationReceived,
           status: 'True',
-          reason: auth.authenticated ? 'Registered' : 'Unauthenticated',
+          reason: auth.authenticated ? SignalReason.Registered : SignalReason.Unauthenticated,
           message: `registration for attempt ${target.sbc.spec.bootAttempt ?? 1} stored`,
         });
       }
@@ -239,7 +239,11 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
     await recordSignal(opts.client, REGISTRY_COMPONENT, target.sbc, {
       type: BootSignal.BootStateReceived,
       status: body.booted ? 'True' : 'False',
-      reason: !authenticated ? 'Unauthenticated' : body.booted ? 'Booted' : 'BootFailed',
+      reason: !authenticated
+        ? SignalReason.Unauthenticated
+        : body.booted
+          ? SignalReason.Booted
+          : SignalReason.BootFailed,
       message: `attempt ${attempt}: agent reported booted=${body.booted}`,
     });
     req.log.info(
@@ -256,7 +260,13 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
   });
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
-  return { ...bound, close: () => app.close() };
+  return {
+    ...bound,
+    close: async () => {
+      await app.close();
+      await resolver.aliases.settled();
+    },
+  };
 }
 
 const ajv = new Ajv({ coerceTypes: false, allErrors: false, removeAdditional: false, useDefaults: false });

@@ -68,15 +68,3 @@ export function removeCondition(
   const out = list.filter((c) => c.type !== type);
   return { conditions: out, changed: out.length !== list.length };
 }
-
-/**
- * True when condition `type` is True and was written for generation `minGeneration` or later: the
- * `observedGeneration` rule that makes signals from an earlier boot attempt (an earlier generation)
- * not count (DESIGN.md §3). A condition without observedGeneration never qualifies.
- */
-export function isTrueFor(conds: Condition[] | undefined, type: string, minGeneration: number): boolean {
-  const c = findCondition(conds, type);
-  return (
-    !!c && c.status === 'True' && c.observedGeneration !== undefined && c.observedGeneration >= minGeneration
-  );
-}

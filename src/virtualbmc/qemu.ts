@@ -2,7 +2,7 @@
  * The `qemu` back end of the virtual BMC: every {@link Host} is a `qemu-system-x86_64` VM whose
  * firmware (SeaBIOS + Debian's iPXE option ROM for virtio-net) network-boots from the boot server.
  *
- * Per VM: q35 machine, TCG (KVM when `/dev/kvm` is usable), memory and CPU count from the
+ * Per VM: q35 machine, TCG (KVM only when a probe boot proved it runs guests), memory and CPU count from the
  * identity, SMBIOS types 1 and 2 from the identity (UUID in upper case, as BMCs print it), one
  * virtio-net NIC on QEMU user networking whose DHCP boot file is `<boot server>/ipxe`, one sparse
  * virtio-blk disk without an OS, the serial console appended to a log file, and a QMP socket for
@@ -22,6 +22,13 @@ import { accessSync, constants as fsConstants, mkdtempSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import {
+  type AccelChoice,
+  type AccelVerdict,
+  accelFromEnv,
+  chooseAccel,
+  type ProbeGuest,
+} from './accel-probe.js';
 import type { BootDevice, Host, HostIdentity, HostPowerState } from './host.js';
 import { QmpClient, type QmpEvent } from './qmp.js';
 
@@ -42,8 +49,13 @@ export interface QemuHostOptions {
   qemuBinary?: string;
   /** Default {@link DEFAULT_IPXE_ROM}. */
   ipxeRom?: string;
-  /** `auto` (default) uses KVM when /dev/kvm is readable and writable, else TCG. */
-  accel?: 'auto' | 'kvm' | 'tcg';
+  /**
+   * `auto` (default: `$METAL_QEMU_ACCEL`, else auto) uses KVM only after a probe boot proved that
+   * KVM guests run on this machine (see accel-probe.ts), else TCG.
+   */
+  accel?: AccelChoice;
+  /** For `auto`: the kernel + initramfs the KVM probe boots (without it `auto` means TCG). */
+  probeGuest?: ProbeGuest;
   /** Size of the sparse, empty disk in bytes (default 8 GiB; it takes no space until written). */
   diskBytes?: number;
   /** Boot order for `None`: `disk-then-network` (default, like a server whose BIOS lists the NIC after the disk) or `disk`. */
@@ -74,6 +86,9 @@ export interface QemuExit {
 interface Run {
   proc: ChildProcess;
   device: BootDevice;
+  startedAt: number;
+  /** Size of the serial log when this process started: what the guest wrote comes after it. */
+  serialOffset: number;
   phase: 'starting' | 'on' | 'stopping';
   qmp?: QmpClient;
   exited: Promise<QemuExit>;
@@ -179,15 +194,6 @@ function optValue(value: string): string {
   return value.replaceAll(',', ',,');
 }
 
-function kvmUsable(): boolean {
-  try {
-    accessSync('/dev/kvm', fsConstants.R_OK | fsConstants.W_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * A {@link Host} backed by a QEMU process. Power state follows the process: no process is `Off`,
  * `PoweringOn` until QEMU answers on QMP, `On` while it runs, `PoweringOff` while it is being
@@ -207,6 +213,8 @@ export class QemuHost implements Host {
   private closing: Promise<void> | undefined;
   private prerequisitesChecked = false;
   private exitInfo: QemuExit | undefined;
+  private accelVerdict: AccelVerdict | undefined;
+  private lastArgs: string[] | undefined;
 
   /**
    * Creates the host powered off. Creates the work folder synchronously; starts nothing.
@@ -244,6 +252,62 @@ export class QemuHost implements Host {
   /** Boot device of the running QEMU process, if any. */
   get bootDevice(): BootDevice | undefined {
     return this.run?.device;
+  }
+
+  /** The accelerator chosen at the first power-on and why (undefined before it). */
+  get accelerator(): AccelVerdict | undefined {
+    return this.accelVerdict;
+  }
+
+  /**
+   * What to show when the VM shows no sign of life: accelerator and reason, the QEMU command line
+   * of the last start, and the last `lines` lines of the serial console.
+   */
+  async diagnosis(lines = 20): Promise<string> {
+    const binary = this.options.qemuBinary ?? DEFAULT_QEMU_BINARY;
+    let console = '';
+    try {
+      console = (await fs.readFile(this.serialLogPath, 'utf8')).split('\n').slice(-lines).join('\n');
+    } catch {
+      console = '(no serial log)';
+    }
+    const accel = this.accelVerdict
+      ? `${this.accelVerdict.accel} (${this.accelVerdict.reason})`
+      : 'not chosen yet';
+    return [
+      `VM ${this.identity.uuid}: accel ${accel}, power ${this.powerState()}`,
+      `QEMU command line: ${[binary, ...(this.lastArgs ?? [])].join(' ')}`,
+      `serial console (last ${lines} lines of ${this.serialLogPath}):`,
+      console.trim() === '' ? '(empty)' : console,
+    ].join('\n');
+  }
+
+  /**
+   * For the running VM: how long it has been on (ms), the device it boots from, and how many bytes
+   * the guest wrote to its serial console since this QEMU process started (0 = no sign of life yet).
+   * Undefined when the VM is off.
+   */
+  async signsOfLife(): Promise<{ onForMs: number; device: BootDevice; consoleBytes: number } | undefined> {
+    const run = this.run;
+    if (!run) return undefined;
+    let written = '';
+    try {
+      const handle = await fs.open(this.serialLogPath, 'r');
+      try {
+        const size = (await handle.stat()).size;
+        const len = Math.min(Math.max(0, size - run.serialOffset), 1 << 20);
+        const buf = Buffer.alloc(len);
+        await handle.read(buf, 0, len, run.serialOffset);
+        written = buf.toString('latin1');
+      } finally {
+        await handle.close();
+      }
+    } catch {
+      // No log yet: nothing written.
+    }
+    // The virtual BMC's own separator lines (resets) are not the guest's.
+    const guest = written.replace(/\n--- virtual BMC: [^\n]*---\n/g, '').trim();
+    return { onForMs: Date.now() - run.startedAt, device: run.device, consoleBytes: guest.length };
   }
 
   /** How the last QEMU process ended (undefined until one did). */
@@ -327,7 +391,7 @@ export class QemuHost implements Host {
   /** The QEMU command line (without the binary) used to boot from `device`; exposed for diagnostics. */
   qemuArgs(device: BootDevice): string[] {
     const id = this.identity;
-    const accel = this.accel();
+    const accel = this.accelVerdict?.accel ?? (this.options.accel === 'kvm' ? 'kvm' : 'tcg');
     const bootUrl = `${guestUrl(this.bootServerUrl())}/ipxe`;
     const rom = this.options.ipxeRom ?? DEFAULT_IPXE_ROM;
     const nic = ['virtio-net-pci', 'netdev=n0', `mac=${id.macAddress}`, 'disable-legacy=on'];
@@ -397,12 +461,6 @@ export class QemuHost implements Host {
     return typeof u === 'function' ? u() : u;
   }
 
-  private accel(): 'kvm' | 'tcg' {
-    const a = this.options.accel ?? 'auto';
-    if (a !== 'auto') return a;
-    return kvmUsable() ? 'kvm' : 'tcg';
-  }
-
   private serialize<T>(fn: () => Promise<T>): Promise<T> {
     if (this.closing) return Promise.reject(new Error(`host ${this.identity.uuid} is closed`));
     const result = this.chain.then(fn, fn);
@@ -431,12 +489,18 @@ export class QemuHost implements Host {
       await handle.close();
     }
     await fs.rm(this.qmpPath, { force: true });
+    this.accelVerdict ??= await chooseAccel(this.options.accel ?? accelFromEnv(), {
+      ...(this.options.qemuBinary ? { qemuBinary: this.options.qemuBinary } : {}),
+      ...(this.options.probeGuest ? { guest: this.options.probeGuest } : {}),
+    });
     const args = this.qemuArgs(device);
+    this.lastArgs = args;
     await fs.appendFile(
       this.serialLogPath,
-      `\n--- virtual BMC: power on, boot ${device} at ${new Date().toISOString()} ---\n`,
+      `\n--- virtual BMC: power on, boot ${device}, accel ${this.accelVerdict.accel} at ${new Date().toISOString()} ---\n`,
     );
 
+    const serialOffset = (await fs.stat(this.serialLogPath)).size;
     if (this.closing) throw new Error(`host ${this.identity.uuid} is closed`);
     installExitHook();
     const binary = this.options.qemuBinary ?? DEFAULT_QEMU_BINARY;
@@ -458,6 +522,8 @@ export class QemuHost implements Host {
     const run: Run = {
       proc,
       device,
+      startedAt: Date.now(),
+      serialOffset,
       phase: 'starting',
       exited: new Promise<QemuExit>((resolve) => {
         resolveExit = resolve;

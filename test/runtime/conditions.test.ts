@@ -4,7 +4,6 @@ import { describe, it } from 'node:test';
 import {
   type Condition,
   findCondition,
-  isTrueFor,
   removeCondition,
   setCondition,
 } from '../../src/runtime/conditions.js';
@@ -64,17 +63,5 @@ describe('conditions', () => {
   it('uses an explicit lastTransitionTime on a transition', () => {
     const r = setCondition(undefined, { ...ready, lastTransitionTime: '2020-02-02T02:02:02Z' }, t1);
     assert.equal(r.conditions[0]!.lastTransitionTime, '2020-02-02T02:02:02Z');
-  });
-
-  it('isTrueFor applies the observedGeneration rule', () => {
-    const c = setCondition(undefined, { ...ready, observedGeneration: 4 }, t1).conditions;
-    assert.equal(isTrueFor(c, 'Ready', 4), true);
-    assert.equal(isTrueFor(c, 'Ready', 3), true);
-    assert.equal(isTrueFor(c, 'Ready', 5), false, 'a signal from an earlier generation does not count');
-    assert.equal(isTrueFor(c, 'Other', 1), false);
-    const f = setCondition(c, { ...ready, status: 'False', observedGeneration: 9 }, t2).conditions;
-    assert.equal(isTrueFor(f, 'Ready', 1), false);
-    const noGen = setCondition(undefined, { type: 'X', status: 'True', reason: 'r', message: '' }).conditions;
-    assert.equal(isTrueFor(noGen, 'X', 0), false);
   });
 });

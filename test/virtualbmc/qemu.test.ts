@@ -35,6 +35,11 @@ function repoRoot(): string {
 let artefacts: Promise<string> | undefined;
 
 /** Installs missing packages (once) and builds or reuses the VM artefacts; resolves with their folder. */
+/** The KVM probe boots the same kernel and initramfs (accel auto: KVM only when that probe runs). */
+function probeGuestIn(dir: string): { kernel: string; initrd: string } {
+  return { kernel: path.join(dir, 'vmlinuz'), initrd: path.join(dir, 'initramfs.cpio.gz') };
+}
+
 function vmArtefacts(): Promise<string> {
   artefacts ??= (async () => {
     const root = repoRoot();
@@ -111,7 +116,7 @@ test('QEMU VM network-boots through iPXE in os mode and posts /bootstate; ACPI p
   t.after(() => server.close());
   const identity = qemuHostIdentity(1, { uuid: '0A1B2C3D-4E5F-6A7B-8C9D-0E1F2A3B4C5D'.toLowerCase() });
   server.configure(identity.uuid, { mode: 'os' });
-  const host = new QemuHost(identity, { bootServerUrl: server.url });
+  const host = new QemuHost(identity, { bootServerUrl: server.url, probeGuest: probeGuestIn(dir) });
   t.after(() => host.close());
   try {
     const started = Date.now();
@@ -139,7 +144,7 @@ test('QEMU VM in probe mode posts /register with its UUID, MAC, memory and CPU c
   t.after(() => server.close());
   const identity = qemuHostIdentity(2, { memoryMiB: 512, cpus: 1, serialNumber: 'SN-PROBE-2' });
   server.configure(identity.uuid, { mode: 'probe' });
-  const host = new QemuHost(identity, { bootServerUrl: server.url });
+  const host = new QemuHost(identity, { bootServerUrl: server.url, probeGuest: probeGuestIn(dir) });
   t.after(() => host.close());
   try {
     const started = Date.now();
@@ -178,7 +183,7 @@ test('QEMU VM booting from disk makes no network request; None falls back to the
   t.after(() => server.close());
   const identity = qemuHostIdentity(3);
   server.configure(identity.uuid, { mode: 'os', callback: 'skip' });
-  const host = new QemuHost(identity, { bootServerUrl: server.url });
+  const host = new QemuHost(identity, { bootServerUrl: server.url, probeGuest: probeGuestIn(dir) });
   t.after(() => host.close());
   const ignitionFetches = () => server.requests.filter((r) => r.path === `/ignition/${identity.uuid}`).length;
   try {
@@ -218,7 +223,7 @@ test('virtual BMC Redfish API drives a QEMU VM: Pxe/Once override, Reset On, POS
   t.after(() => server.close());
   const identity = qemuHostIdentity(4);
   server.configure(identity.uuid, { mode: 'os' });
-  const host = new QemuHost(identity, { bootServerUrl: server.url });
+  const host = new QemuHost(identity, { bootServerUrl: server.url, probeGuest: probeGuestIn(dir) });
   t.after(() => host.close());
   const { startVirtualBmc } = (await import('../../src/virtualbmc/server.js')) as {
     startVirtualBmc(o: {

@@ -1,5 +1,5 @@
 /**
- * Boot policy and completion vocabulary shared by ServerClaim and ServerBootConfiguration
+ * Boot policy vocabulary shared by ServerClaim and ServerBootConfiguration
  * (DESIGN.md section 3, additions to upstream).
  */
 import { StringEnum } from './schema.js';
@@ -12,18 +12,8 @@ export const BOOT_POLICIES = ['NetBootAlways', 'NetBootOnce'] as const;
 export type BootPolicy = (typeof BOOT_POLICIES)[number];
 export const BootPolicySchema = (description: string) => StringEnum(BOOT_POLICIES, { description });
 
-/** Condition types set on a ServerBootConfiguration by the boot server and the registry. */
-export const BootSignal = {
-  /** The boot server rendered and served this attempt's iPXE script. */
-  IPXEScriptFetched: 'IPXEScriptFetched',
-  /** The boot server rendered and served this attempt's ignition. */
-  IgnitionDataFetched: 'IgnitionDataFetched',
-  /** The booted OS posted /bootstate with this attempt's token. */
-  BootStateReceived: 'BootStateReceived',
-  /** The probe agent posted /register for this attempt (discovery only). */
-  RegistrationReceived: 'RegistrationReceived',
-} as const;
-export type BootSignal = (typeof BootSignal)[keyof typeof BootSignal];
+/** The boot signal names live in the vocabulary (src/api/vocabulary.ts); re-exported for the schemas. */
+export { BootSignal } from '../vocabulary.js';
 
 /** Annotation that, set to `retry`, starts a fresh series of boot attempts on an exhausted claim. */
 export const OPERATION_ANNOTATION = 'metal.ironcore.dev/operation';

@@ -1,0 +1,242 @@
+/**
+ * The vocabulary of boot attempts, defined once (DESIGN.md §3, §4, §6a): boot signal names, condition
+ * types, every condition reason and Event reason the operator writes, and the one rule that says
+ * whether a signal counts for the current attempt. Controllers, the boot server, the registry and
+ * metalctl import from here; a new reason is added here, never as a literal at its use.
+ *
+ * Reasons are CamelCase (Kubernetes API conventions, `metav1.Condition.reason`); the names of
+ * upstream metal-operator's conditions and reasons are kept where upstream has them.
+ */
+import { type Condition, findCondition } from '../runtime/conditions.js';
+
+/** Condition types set on a ServerBootConfiguration by the boot server and the registry: the boot signals. */
+export const BootSignal = {
+  /** The boot server rendered and served this attempt's iPXE script. */
+  IPXEScriptFetched: 'IPXEScriptFetched',
+  /** The boot server rendered and served this attempt's ignition. */
+  IgnitionDataFetched: 'IgnitionDataFetched',
+  /** The booted OS posted /bootstate with this attempt's token. */
+  BootStateReceived: 'BootStateReceived',
+  /** The probe agent posted /register for this attempt (discovery only). */
+  RegistrationReceived: 'RegistrationReceived',
+} as const;
+export type BootSignal = (typeof BootSignal)[keyof typeof BootSignal];
+
+/** Every boot signal, in the order a boot produces them. */
+export const BOOT_SIGNALS: readonly BootSignal[] = [
+  BootSignal.IPXEScriptFetched,
+  BootSignal.IgnitionDataFetched,
+  BootSignal.RegistrationReceived,
+  BootSignal.BootStateReceived,
+];
+/** The signals of an OS boot (claims), in order. */
+export const OS_BOOT_SIGNALS: readonly BootSignal[] = [
+  BootSignal.IPXEScriptFetched,
+  BootSignal.IgnitionDataFetched,
+  BootSignal.BootStateReceived,
+];
+/** The signals of a discovery boot, in order. */
+export const DISCOVERY_SIGNALS: readonly BootSignal[] = [
+  BootSignal.IPXEScriptFetched,
+  BootSignal.RegistrationReceived,
+];
+/** Signals that prove the firmware took the network boot of this attempt (the netboot deadline). */
+export const NETBOOT_SIGNALS: readonly BootSignal[] = [BootSignal.IPXEScriptFetched];
+
+/**
+ * Prefix of custom completion signals: `bootCompletion.conditions` accepts the {@link BootSignal}s
+ * and types `External<Name>` (e.g. `ExternalHealthCheckPassed`) that an external writer sets on the
+ * SBC with `observedGeneration` = the SBC's generation it saw (server-side apply, own field manager).
+ */
+export const EXTERNAL_SIGNAL_PREFIX = 'External';
+
+/** True when `type` may be named in `bootCompletion.conditions`. */
+export function isCompletionSignal(type: string): boolean {
+  return (
+    (Object.values(BootSignal) as string[]).includes(type) ||
+    new RegExp(`^${EXTERNAL_SIGNAL_PREFIX}[A-Z][A-Za-z0-9]*$`).test(type)
+  );
+}
+
+/** Reasons of the boot signal conditions (written by the boot server and the registry). */
+export const SignalReason = {
+  ScriptServed: 'ScriptServed',
+  IgnitionServed: 'IgnitionServed',
+  Registered: 'Registered',
+  Booted: 'Booted',
+  BootFailed: 'BootFailed',
+  /** Accepted without a token (`--callback-auth=optional`). */
+  Unauthenticated: 'Unauthenticated',
+} as const;
+
+/** Condition types, by the kind that carries them. */
+export const ConditionType = {
+  // ServerClaim
+  Bound: 'Bound',
+  BootConfigurationReady: 'BootConfigurationReady',
+  Booted: 'Booted',
+  /** Claim being deleted: its Server is released only once it is observed Off. */
+  Released: 'Released',
+  // Server
+  Discovered: 'Discovered',
+  PowerActionPending: 'PowerActionPending',
+  // ServerBootConfiguration (besides the boot signals)
+  Ready: 'Ready',
+  /** Set by the claim controller when a NetBootOnce claim completed; read by the boot server. */
+  BootCompleted: 'BootCompleted',
+  // BMC
+  SystemsDiscovered: 'SystemsDiscovered',
+} as const;
+
+/** Reasons of the claim's `Bound` condition. */
+export const BoundReason = {
+  ServerBound: 'ServerBound',
+  NoServerAvailable: 'NoServerAvailable',
+  ServerNotAvailable: 'ServerNotAvailable',
+  ServerNotFound: 'ServerNotFound',
+} as const;
+
+/** Reasons of the claim's `Booted` condition (and of the discovery `Discovered` condition where shared). */
+export const BootedReason = {
+  Booting: 'Booting',
+  TimedOut: 'TimedOut',
+  /** No fetch of the attempt arrived by `netbootTimeout`: the firmware ignored the override. */
+  NetbootNotObserved: 'NetbootNotObserved',
+  AttemptsExhausted: 'AttemptsExhausted',
+  BootCompleted: 'BootCompleted',
+  /** The claim had no boot bookkeeping but its server was found booted: adopted, not re-provisioned. */
+  Adopted: 'Adopted',
+} as const;
+
+/** Reasons of the claim's `Released` condition while it is deleted. */
+export const ReleaseReason = {
+  WaitingForPowerOff: 'WaitingForPowerOff',
+  PowerOffTimedOut: 'PowerOffTimedOut',
+} as const;
+
+/** Reasons of the claim's `BootConfigurationReady` condition and of the SBC's `Ready` condition. */
+export const BootConfigurationReason = {
+  Ready: 'Ready',
+  Pending: 'Pending',
+  ImageNotSet: 'ImageNotSet',
+  ImageNotFound: 'ImageNotFound',
+  ImageFileMissing: 'ImageFileMissing',
+  IgnitionSecretNotFound: 'IgnitionSecretNotFound',
+  IgnitionMissing: 'IgnitionMissing',
+  ButaneUnavailable: 'ButaneUnavailable',
+} as const;
+
+/** Reasons of the SBC's `BootCompleted` condition. */
+export const BootCompletedReason = { ClaimBooted: 'ClaimBooted', Provisioning: 'Provisioning' } as const;
+
+/** Reasons of the Server's `Discovered` condition. */
+export const DiscoveredReason = {
+  WaitingForBootConfiguration: 'WaitingForBootConfiguration',
+  Discovering: 'Discovering',
+  DiscoveryTimedOut: 'DiscoveryTimedOut',
+  NetbootNotObserved: 'NetbootNotObserved',
+  DiscoveryAttemptsExhausted: 'DiscoveryAttemptsExhausted',
+  Registered: 'Registered',
+} as const;
+
+/** Reasons of the Server's `PowerActionPending` condition (besides the BMC failure reasons). */
+export const PowerReason = {
+  WaitingForPowerOn: 'WaitingForPowerOn',
+  WaitingForPowerOff: 'WaitingForPowerOff',
+  WaitingForTransition: 'WaitingForTransition',
+  NoActionPending: 'NoActionPending',
+} as const;
+
+/** Why a BMC call failed: condition and Event reasons (see `classifyBmcFailure`). */
+export const BmcFailureReason = {
+  BMCUnavailable: 'BMCUnavailable',
+  BMCTimeout: 'BMCTimeout',
+  BMCAuthenticationFailed: 'BMCAuthenticationFailed',
+  BMCRejected: 'BMCRejected',
+  BMCUnsupported: 'BMCUnsupported',
+  BMCInvalidResponse: 'BMCInvalidResponse',
+  BMCError: 'BMCError',
+  // The BMC cannot be addressed because of how it is described.
+  NoSystemURI: 'NoSystemURI',
+  BMCNotFound: 'BMCNotFound',
+  NoBMC: 'NoBMC',
+  EndpointNotFound: 'EndpointNotFound',
+  EndpointHasNoIP: 'EndpointHasNoIP',
+  NoAddress: 'NoAddress',
+  BMCSecretNotSet: 'BMCSecretNotSet',
+  BMCSecretNotFound: 'BMCSecretNotFound',
+  BMCSecretIncomplete: 'BMCSecretIncomplete',
+} as const;
+
+/** Reasons of the BMC's `Ready` and `SystemsDiscovered` conditions (besides the BMC failure reasons). */
+export const BmcReason = {
+  Reachable: 'Reachable',
+  AllSystemsHaveUUID: 'AllSystemsHaveUUID',
+  SystemUUIDMissing: 'SystemUUIDMissing',
+} as const;
+
+/** Event reasons (`core/v1` Event `.reason`), by the object they are recorded on. */
+export const EventReason = {
+  // ServerClaim
+  Bound: 'Bound',
+  Released: 'Released',
+  BootSeriesStarted: 'BootSeriesStarted',
+  BootAttemptStarted: 'BootAttemptStarted',
+  BootCompleted: 'BootCompleted',
+  BootTimedOut: 'BootTimedOut',
+  NetbootNotObserved: 'NetbootNotObserved',
+  AttemptsExhausted: 'AttemptsExhausted',
+  Adopted: 'Adopted',
+  WaitingForPowerOff: 'WaitingForPowerOff',
+  // Server
+  Reserved: 'Reserved',
+  DiscoveryRetry: 'DiscoveryRetry',
+  DiscoveryStarted: 'DiscoveryStarted',
+  DiscoveryTimedOut: 'DiscoveryTimedOut',
+  DiscoveryAttemptsExhausted: 'DiscoveryAttemptsExhausted',
+  Discovered: 'Discovered',
+  PowerOn: 'PowerOn',
+  PowerOff: 'PowerOff',
+  BootStarted: 'BootStarted',
+  RegistrationChanged: 'RegistrationChanged',
+  // BMC
+  ServerCreated: 'ServerCreated',
+  SystemUUIDMissing: 'SystemUUIDMissing',
+  // ServerBootConfiguration
+  BootConfigurationReady: 'BootConfigurationReady',
+  StaleCallback: 'StaleCallback',
+} as const;
+
+/** What {@link countsForCurrentAttempt} reads of an SBC. */
+export interface AttemptSource {
+  metadata: { generation?: number };
+  status?: { attemptGeneration?: number; conditions?: Condition[] };
+}
+
+/**
+ * The generation at which the SBC's current attempt began: `status.attemptGeneration`, or
+ * `metadata.generation` while the manager has not stamped it yet (a brand-new SBC).
+ */
+export function attemptGenerationOf(sbc: AttemptSource): number {
+  return sbc.status?.attemptGeneration ?? sbc.metadata.generation ?? 0;
+}
+
+/**
+ * THE rule (DESIGN.md §3): condition `type` of `sbc` counts for the current attempt when it is True
+ * and its `observedGeneration` is at least the attempt's generation. A condition without
+ * `observedGeneration` never counts.
+ */
+export function countsForCurrentAttempt(sbc: AttemptSource, type: string): boolean {
+  const c = findCondition(sbc.status?.conditions, type);
+  return (
+    !!c &&
+    c.status === 'True' &&
+    c.observedGeneration !== undefined &&
+    c.observedGeneration >= attemptGenerationOf(sbc)
+  );
+}
+
+/** The condition `type` of `sbc` when it counts for the current attempt (for its time and message). */
+export function currentAttemptCondition(sbc: AttemptSource, type: string): Condition | undefined {
+  return countsForCurrentAttempt(sbc, type) ? findCondition(sbc.status?.conditions, type) : undefined;
+}
