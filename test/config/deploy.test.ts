@@ -177,6 +177,10 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
       timing: { firmwareMs: 100, kernelMs: 200 },
     });
     vbmc = await startVirtualBmc({ hosts: fleet.hosts, username: 'admin', password: 'pw', port: 0 });
+    // The sample claims of config/samples/ (created above) would bind the one simulated server
+    // before this test's claim does; they were checked by being created, now they go.
+    for (const c of (await admin.list<ServerClaim>(Resources.ServerClaim, { namespace: 'default' })).items)
+      await admin.delete(Resources.ServerClaim, c.metadata.name!, 'default');
     const log = join(dir, 'manager.log');
     const fd = openSync(log, 'a');
     manager = spawn(
@@ -231,6 +235,11 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     await waitFor('claim Booted', 90_000, async () => {
       const c = await admin.get<ServerClaim>(Resources.ServerClaim, 'cfg-claim', 'default');
       return c?.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') ?? false;
+    }).catch(async (err) => {
+      const c = await admin.get<ServerClaim>(Resources.ServerClaim, 'cfg-claim', 'default');
+      throw new Error(
+        `${String(err)}\nclaim status: ${JSON.stringify(c?.status)}\n${readFileSync(log, 'utf8').split('\n').slice(-25).join('\n')}`,
+      );
     });
     // Leader election used the Lease in metal-system.
     const lease = await admin.get(Resources.Lease, 'metal-operator', 'metal-system');
