@@ -4,11 +4,12 @@
  * handed out before the operator decided to power the server on for this very attempt: before that
  * moment, anyone who polls `/ipxe/{uuid}` (UUIDs travel in DHCP option 97) would get the token first.
  *
- * The controllers write the intent before they ask the BMC (restart safety), and tag the SBC with the
- * attempt key ({@link ATTEMPT_KEY_ANNOTATION}) in the write that begins the attempt. The intent of
- * the SBC's current attempt is recorded when the SBC's controller owner says so for the same key:
- * - owner Server (discovery): `status.discovery.deadline` set and key `d<status.discovery.attempt>`;
- * - owner ServerClaim: `status.boot.poweredOnAt` set and key `s<series>a<attempt>`.
+ * The controllers write the intent before they ask the BMC (restart safety): `poweredOnAt` in the
+ * attempt bookkeeping of the SBC's controller owner, whose `attempt` is the SBC's `spec.bootAttempt`
+ * (one numbering, DESIGN.md §6a). The intent of the SBC's current attempt is recorded when
+ * - owner Server (discovery): `status.discovery.poweredOnAt` is set and `status.discovery.attempt`
+ *   equals `spec.bootAttempt`;
+ * - owner ServerClaim: the same of `status.boot`.
  * A hand-made SBC (upstream's shape: no controller owner of these kinds) is not gated: this operator
  * never powers its server on, so there is no intent to wait for; the script pin still applies.
  *
@@ -18,7 +19,6 @@
  * that fetches right after its power-on). A refusal counts against the client address's budget of
  * failed requests (see auth-failure-limit.ts), so polling costs at most that budget in reads.
  */
-import { ATTEMPT_KEY_ANNOTATION, claimAttemptKey, discoveryAttemptKey } from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
@@ -35,20 +35,19 @@ function controllerOwner(sbc: ServerBootConfiguration) {
   return sbc.metadata.ownerReferences?.find((r) => r.controller);
 }
 
+/** The owner's bookkeeping of its current attempt (`status.discovery` of a Server, `status.boot` of a claim). */
+function attemptBook(kind: string, owner: KObject): { attempt?: number; poweredOnAt?: string } | undefined {
+  if (kind === 'Server') return (owner as Server).status?.discovery;
+  if (kind === 'ServerClaim') return (owner as ServerClaim).status?.boot;
+  return undefined;
+}
+
 /** True when `owner` (the SBC's controller owner, fresh or cached) records the power-on of the SBC's current attempt. */
 export function intentRecorded(sbc: ServerBootConfiguration, owner: KObject | undefined): boolean {
   const ref = controllerOwner(sbc);
-  const key = sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION];
-  if (!ref || !owner || !key || owner.metadata.uid !== ref.uid) return false;
-  if (ref.kind === 'Server') {
-    const d = (owner as Server).status?.discovery;
-    return !!d?.deadline && key === discoveryAttemptKey(d.attempt);
-  }
-  if (ref.kind === 'ServerClaim') {
-    const b = (owner as ServerClaim).status?.boot;
-    return !!b?.poweredOnAt && key === claimAttemptKey(b.series ?? 0, b.attempt);
-  }
-  return false;
+  if (!ref || !owner || owner.metadata.uid !== ref.uid) return false;
+  const book = attemptBook(ref.kind, owner);
+  return !!book?.poweredOnAt && book.attempt === (sbc.spec.bootAttempt ?? 1);
 }
 
 /** True when the SBC's controller owner is a Server: the attempt is a discovery attempt. */

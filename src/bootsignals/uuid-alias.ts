@@ -12,12 +12,13 @@
  */
 import type { Logger } from 'pino';
 import type { Server } from '../api/v1alpha1/server.js';
+import { EventReason } from '../api/vocabulary.js';
 import type { KubeClient } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/events.js';
 import { Resources } from '../runtime/resource.js';
 
 /** Reason of the Event recorded on a Server matched through its byte-swapped UUID. */
-export const SYSTEM_UUID_BYTE_SWAPPED_REASON = 'SystemUUIDByteSwapped';
+export const SYSTEM_UUID_BYTE_SWAPPED_REASON = EventReason.SystemUUIDByteSwapped;
 /** Forms remembered as recorded (the cache may lag the write); oldest forgotten first. */
 const RECENT_LIMIT = 4096;
 

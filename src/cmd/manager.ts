@@ -13,6 +13,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import type pino from 'pino';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
+import { BOOT_SIGNALS, isCompletionSignal } from '../api/vocabulary.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
 import { formatDuration, parseDuration } from '../controllers/duration.js';
@@ -64,9 +65,11 @@ const CONDITIONS = (v: string): string[] => {
     .map((s) => s.trim())
     .filter(Boolean);
   const re = new RegExp(CONDITION_TYPE_PATTERN);
-  const bad = list.filter((c) => !re.test(c));
+  const bad = list.filter((c) => !re.test(c) || !isCompletionSignal(c));
   if (list.length === 0 || bad.length)
-    throw new InvalidArgumentError(`not condition types: ${bad.join(', ') || '(empty)'}`);
+    throw new InvalidArgumentError(
+      `not boot signals (${BOOT_SIGNALS.join(', ')}) or External<Name> types: ${bad.join(', ') || '(empty)'}`,
+    );
   return list;
 };
 const LABELS = (v: string): Record<string, string> => {
@@ -126,6 +129,13 @@ function command(): Command {
     )
     .addOption(
       dur('--boot-timeout <duration>', 'per-attempt boot deadline of claims (Go duration)', d.bootTimeoutMs),
+    )
+    .addOption(
+      dur(
+        '--netboot-timeout <duration>',
+        'per-attempt deadline of the first fetch (iPXE script) after power-on; then the attempt is retried at once (NetbootNotObserved)',
+        d.netbootTimeoutMs,
+      ),
     )
     .addOption(
       opt(
@@ -281,6 +291,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     defaultBootPolicy: BootPolicy;
     bootCompletionConditions: string[];
     bootTimeout: number;
+    netbootTimeout: number;
     bootMaxAttempts: number;
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
@@ -345,6 +356,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       defaultBootPolicy: o.defaultBootPolicy,
       bootCompletionConditions: o.bootCompletionConditions,
       bootTimeoutMs: o.bootTimeout,
+      netbootTimeoutMs: o.netbootTimeout,
       bootMaxAttempts: o.bootMaxAttempts,
       discoveryTimeoutMs: o.discoveryTimeout,
       discoveryMaxAttempts: o.discoveryMaxAttempts,

@@ -56,6 +56,11 @@ export interface DesiredBootConfiguration {
   bootPolicy: BootPolicy;
   /** Identity of the wanted attempt; a different key than the SBC's starts a new attempt. */
   attemptKey: string;
+  /**
+   * The attempt number the caller wants `spec.bootAttempt` to be at a new attempt; the number never
+   * goes back (tokens of earlier attempts are told apart by it), so the SBC may end up ahead.
+   */
+  bootAttempt?: number;
   labels: Record<string, string>;
 }
 
@@ -197,7 +202,7 @@ export class BootConfigurations {
         d.namespace,
       )) ?? cached;
     if (sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION] === d.attemptKey) return sbc;
-    const next = (sbc.spec.bootAttempt ?? 1) + 1;
+    const next = Math.max((sbc.spec.bootAttempt ?? 1) + 1, d.bootAttempt ?? 0);
     const secret = await this.client.get<SecretObject>(Resources.Secret, secretName, d.namespace);
     const data = decodeCallbackSecret(secret?.data) ?? initialCallbackData(next - 1);
     if (data.attempt < next)
@@ -246,7 +251,7 @@ export class BootConfigurations {
           annotations: { [ATTEMPT_KEY_ANNOTATION]: d.attemptKey },
           ownerReferences: [controllerOwnerReference(d.owner.obj, d.owner.rt)],
         },
-        spec: { ...desiredSpec(d, secretName), bootAttempt: 1 },
+        spec: { ...desiredSpec(d, secretName), bootAttempt: Math.max(1, d.bootAttempt ?? 1) },
       });
     } catch (err) {
       if (!(err instanceof ApiError && err.conflict)) throw err;

@@ -12,6 +12,7 @@
  * `CallbackSecretConflict`: a Secret of that name exists and is not this SBC's).
  */
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { CallbackConfiguredReason, ConditionType } from '../api/vocabulary.js';
 import {
   decodeCallbackSecret,
   encodeCallbackSecret,
@@ -26,13 +27,8 @@ import { callbackSecretName } from './boot-configuration.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
 /** SBC condition written for hand-made SBCs: how their callbacks are authenticated. */
-export const CALLBACK_CONFIGURED_CONDITION = 'CallbackConfigured';
-export const CallbackConfiguredReason = {
-  /** The controller created the callback Secret and set `spec.callbackSecretRef`. */
-  TokenIssued: 'TokenIssued',
-  /** A Secret named `<sbc>-callback` exists and is not controlled by this SBC. */
-  CallbackSecretConflict: 'CallbackSecretConflict',
-} as const;
+export const CALLBACK_CONFIGURED_CONDITION = ConditionType.CallbackConfigured;
+export { CallbackConfiguredReason };
 
 /** True for an SBC nobody gave a callback Secret (see the file comment). */
 export function isHandMade(sbc: ServerBootConfiguration): boolean {

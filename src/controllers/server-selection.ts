@@ -10,6 +10,7 @@
  */
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { BoundReason } from '../api/vocabulary.js';
 
 type Selector = NonNullable<ServerClaim['spec']['serverSelector']>;
 type Taint = NonNullable<Server['spec']['taints']>[number];
@@ -91,7 +92,7 @@ function hash(s: string): number {
 }
 
 /** Bound condition reason of a claim refused under `--require-server-selection`. */
-export const SERVER_SELECTION_REQUIRED_REASON = 'ServerSelectionRequired';
+export const SERVER_SELECTION_REQUIRED_REASON = BoundReason.ServerSelectionRequired;
 
 /**
  * Why `claim` may not bind at all, or `undefined`: with `requireSelection`, a claim with neither

@@ -15,6 +15,7 @@ import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import { type AccelChoice, type AccelVerdict, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
+import { resolveProfile, type VendorProfileName } from '../virtualbmc/profile.js';
 import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
@@ -34,6 +35,8 @@ export interface LocalStackOptions {
   progress?: (line: string) => void;
   /** Log of the virtual BMC (silent when unset). */
   log?: pino.Logger;
+  /** Vendor profile of the virtual BMC (`dell`, `hpe`, `supermicro`, `dmtf`; see virtualbmc/profile.ts). */
+  bmcProfile?: VendorProfileName;
   /** Sim back end only: simulated firmware and kernel times in ms. */
   simTiming?: { firmwareMs?: number; kernelMs?: number };
   /** QEMU back end only: accelerator (default `$METAL_QEMU_ACCEL`, else `auto`: KVM only after a probe boot proved it). */
@@ -154,7 +157,14 @@ export class LocalStack {
         closeFleet = () => fleet.close();
       }
       const password = Math.random().toString(36).slice(2);
-      const vbmc = await startVirtualBmc({ hosts, username: BMC_USER, password, port: 0, logger: opts.log });
+      const vbmc = await startVirtualBmc({
+        hosts,
+        username: BMC_USER,
+        password,
+        port: 0,
+        ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
+        logger: opts.log,
+      });
       cleanup.unshift(async () => {
         await vbmc.close();
         await closeFleet();

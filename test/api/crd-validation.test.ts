@@ -9,7 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { apiRequest } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 const SAMPLES = join(process.cwd(), '..', 'shared', 'upstream', 'metal-operator', 'samples');
 const API = 'metal.ironcore.dev/v1alpha1';

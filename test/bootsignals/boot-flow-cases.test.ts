@@ -9,19 +9,24 @@ import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootc
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   API,
   bearer,
+  deleteSeededServers,
   newTestClient,
   nextAttempt,
   postJson,
+  SEEDED_BY_LABEL,
   type Seeded,
   sbcCondition,
   seedBootTarget,
   startTestStack,
   waitCached,
 } from './fixture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
@@ -52,6 +57,7 @@ describe('boot-flow cases (registry + boot server)', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });
@@ -224,7 +230,7 @@ describe('boot-flow cases (registry + boot server)', () => {
     await client.create<Server>(Resources.Server, {
       apiVersion: API,
       kind: 'Server',
-      metadata: { name: `${s.server.metadata.name}-dup` },
+      metadata: { name: `${s.server.metadata.name}-dup`, labels: { [SEEDED_BY_LABEL]: ns.name } },
       spec: { systemUUID: s.uuid.toUpperCase() },
     });
     await waitFor(

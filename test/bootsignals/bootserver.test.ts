@@ -10,9 +10,10 @@ import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   bearer,
+  deleteSeededServers,
   newTestClient,
   postJson,
   sbcCondition,
@@ -20,6 +21,9 @@ import {
   startTestStack,
   waitCached,
 } from './fixture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
@@ -49,6 +53,7 @@ describe('boot server', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });

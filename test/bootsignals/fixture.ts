@@ -13,11 +13,6 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import {
-  ATTEMPT_KEY_ANNOTATION,
-  claimAttemptKey,
-  discoveryAttemptKey,
-} from '../../src/api/v1alpha1/boot-policy.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
@@ -38,10 +33,13 @@ import {
 import { KubeClient } from '../../src/runtime/client.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
-import { freePorts, waitFor } from '../harness/control-plane.js';
+import { waitFor } from '../harness/control-plane.js';
+import { stablePorts } from '../harness/ports.js';
 
 export const API = 'metal.ironcore.dev/v1alpha1';
 export const TEST_IMAGE = 'test/os:1.0';
+/** Label on every cluster-scoped Server a test seeds: the namespace of the test that owns it. */
+export const SEEDED_BY_LABEL = 'metal-test.ironcore.dev/seeded-by';
 
 export interface Seeded {
   uuid: string;
@@ -108,7 +106,7 @@ export async function seedBootTarget(
   const server = await client.create<Server>(Resources.Server, {
     apiVersion: API,
     kind: 'Server',
-    metadata: { name },
+    metadata: { name, labels: { [SEEDED_BY_LABEL]: namespace } },
     spec: { systemUUID: uuid, bootConfigurationRef: { name: sbcName, namespace } },
   });
   const claim =
@@ -127,7 +125,6 @@ export async function seedBootTarget(
     metadata: {
       name: sbcName,
       namespace,
-      annotations: { [ATTEMPT_KEY_ANNOTATION]: claim ? claimAttemptKey(1, 1) : discoveryAttemptKey(1) },
       ownerReferences: [
         {
           apiVersion: API,
@@ -175,17 +172,21 @@ export async function seedBootTarget(
 
 /**
  * Writes the owner's record of the power-on of `attempt` as the controllers do before they ask the
- * BMC: `status.discovery.deadline` on the Server, or `status.boot.poweredOnAt` on the claim.
+ * BMC: `poweredOnAt` in `status.discovery` of the Server or `status.boot` of the claim.
  */
 export async function recordPowerOn(client: KubeClient, s: Seeded, attempt: number): Promise<void> {
   const at = new Date();
-  const deadline = new Date(at.getTime() + 600_000).toISOString();
+  const book = {
+    attempt,
+    poweredOnAt: at.toISOString(),
+    deadline: new Date(at.getTime() + 600_000).toISOString(),
+  };
   if (s.flow === 'claim') {
     await client.mergePatch(
       Resources.ServerClaim,
       s.claim!.metadata.name!,
       s.claim!.metadata.namespace,
-      { status: { boot: { series: 1, attempt, poweredOnAt: at.toISOString(), deadline } } },
+      { status: { boot: { series: 1, ...book } } },
       { subresource: 'status' },
     );
   } else {
@@ -193,8 +194,26 @@ export async function recordPowerOn(client: KubeClient, s: Seeded, attempt: numb
       Resources.Server,
       s.server.metadata.name!,
       undefined,
-      { status: { discovery: { attempt, deadline } } },
+      { status: { discovery: book } },
       { subresource: 'status' },
+    );
+  }
+}
+
+/**
+ * Deletes the cluster-scoped Servers seeded for `namespace` (label {@link SEEDED_BY_LABEL}): the
+ * namespace's deletion does not take them along, and a later run against the same cluster would
+ * find a second Server with a fixed UUID (409). Call from `after`.
+ */
+export async function deleteSeededServers(client: KubeClient, namespace: string): Promise<void> {
+  const { items } = await client.list<Server>(Resources.Server, {
+    labelSelector: `${SEEDED_BY_LABEL}=${namespace}`,
+  });
+  for (let i = 0; i < items.length; i += 50) {
+    await Promise.all(
+      items
+        .slice(i, i + 50)
+        .map((x) => client.delete(Resources.Server, x.metadata.name!).catch(() => undefined)),
     );
   }
 }
@@ -209,15 +228,11 @@ export async function nextAttempt(
   const current = decodeCallbackSecret(secret!.data) as CallbackSecretData;
   const next = rotateCallbackData(current, current.attempt + 1);
   await client.mergePatch(Resources.Secret, s.secretName, ns, { data: encodeCallbackSecret(next) });
-  const key = s.flow === 'claim' ? claimAttemptKey(1, next.attempt) : discoveryAttemptKey(next.attempt);
   const bumped = await client.mergePatch<ServerBootConfiguration>(
     Resources.ServerBootConfiguration,
     s.sbc.metadata.name!,
     ns,
-    {
-      metadata: { annotations: { [ATTEMPT_KEY_ANNOTATION]: key } },
-      spec: { bootAttempt: next.attempt },
-    },
+    { spec: { bootAttempt: next.attempt } },
   );
   await client.mergePatch(
     Resources.ServerBootConfiguration,
@@ -261,7 +276,7 @@ export async function startTestStack(
     tls?: { cert: string; key: string };
   } = {},
 ): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
-  const [rp, bp] = await freePorts(2);
+  const [rp, bp] = await stablePorts(2);
   const registryUrl = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
     kubeConfig: kc,

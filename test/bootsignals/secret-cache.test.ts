@@ -10,7 +10,7 @@ import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
-import { newTestClient, seedBootTarget, startTestStack, waitCached } from './fixture.js';
+import { deleteSeededServers, newTestClient, seedBootTarget, startTestStack, waitCached } from './fixture.js';
 
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
@@ -25,6 +25,7 @@ describe('callback Secret cache', () => {
   });
   after(async () => {
     await stack?.close();
+    if (client && ns) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });

@@ -4,6 +4,7 @@
  * own whose informers are stopped (a stopped informer keeps its last content, as a lagging one does).
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -15,11 +16,13 @@ import { waitFor } from '../harness/control-plane.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   bearer,
+  deleteSeededServers,
   getFrom,
   newTestClient,
   nextAttempt,
   postJson,
   recordPowerOn,
+  SEEDED_BY_LABEL,
   type Seeded,
   sbcCondition,
   seedBootTarget,
@@ -91,6 +94,7 @@ describe('security review (registry + boot server)', () => {
   });
   after(async () => {
     await stack?.close();
+    if (client && ns) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });
@@ -274,8 +278,8 @@ describe('security review (registry + boot server)', () => {
     const bare = await client.create<Server>(Resources.Server, {
       apiVersion: API_VERSION,
       kind: 'Server',
-      metadata: { name: `bare-${ns.name}` },
-      spec: { systemUUID: '7c1e2d3f-4a5b-4c6d-8e7f-901a2b3c4d5e' },
+      metadata: { name: `bare-${ns.name}`, labels: { [SEEDED_BY_LABEL]: ns.name } },
+      spec: { systemUUID: randomUUID() },
     });
     await waitFor('bare server cached', 5_000, () => !!stack.sources.servers.get(bare.metadata.name!));
     const r = await postJson(
@@ -357,6 +361,7 @@ describe('security review: lagging caches and slow clients', () => {
       assert.equal(now.cond?.observedGeneration, after2.cond?.observedGeneration);
     } finally {
       await st.close();
+      await deleteSeededServers(client, space.name);
       await space.cleanup();
     }
   });
@@ -377,6 +382,7 @@ describe('security review: lagging caches and slow clients', () => {
       assert.equal(second.lastTransitionTime, first.lastTransitionTime);
     } finally {
       await st.close();
+      await deleteSeededServers(client, space.name);
       await space.cleanup();
     }
   });
@@ -398,6 +404,7 @@ describe('security review: lagging caches and slow clients', () => {
       assert.equal(r.status, 404, r.text);
     } finally {
       await st.close();
+      await deleteSeededServers(client, space.name);
       await space.cleanup();
     }
   });

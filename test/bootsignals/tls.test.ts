@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
-import { newTestClient, seedBootTarget, startTestStack, waitCached } from './fixture.js';
+import { deleteSeededServers, newTestClient, seedBootTarget, startTestStack, waitCached } from './fixture.js';
 
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
@@ -70,6 +70,7 @@ describe('TLS on the registry and the boot server', () => {
   });
   after(async () => {
     await stack?.close();
+    if (client && ns) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });

@@ -59,6 +59,27 @@ async function serverEvents(name: string): Promise<{ reason: string; type: strin
   return items.filter((e) => e.involvedObject?.kind === 'Server' && e.involvedObject.name === name);
 }
 
+describe('byteSwappedSystemUUID (pure)', () => {
+  it('reverses the bytes of fields 1-3 only, is its own inverse, and refuses non-canonical input', () => {
+    const u = '00112233-4455-6677-8899-aabbccddeeff';
+    assert.equal(byteSwappedSystemUUID(u), '33221100-5544-7766-8899-aabbccddeeff');
+    assert.equal(byteSwappedSystemUUID(byteSwappedSystemUUID(u)), u);
+    // Dell system UUIDs begin 4c4c4544, the bytes of "DELL" in SMBIOS little-endian order.
+    assert.equal(
+      byteSwappedSystemUUID('4c4c4544-0042-3510-8056-b7c04f4a4c32'),
+      '44454c4c-4200-1035-8056-b7c04f4a4c32',
+    );
+    const palindrome = 'abbaabba-cddc-effe-0123-456789abcdef';
+    assert.equal(byteSwappedSystemUUID(palindrome), 'baabbaab-dccd-feef-0123-456789abcdef');
+    assert.equal(
+      byteSwappedSystemUUID('aaaaaaaa-bbbb-cccc-0123-456789abcdef'),
+      'aaaaaaaa-bbbb-cccc-0123-456789abcdef',
+    );
+    assert.throws(() => byteSwappedSystemUUID('00112233-4455-6677-8899-AABBCCDDEEFF'), TypeError);
+    assert.throws(() => byteSwappedSystemUUID('not-a-uuid'), TypeError);
+  });
+});
+
 describe('upstream-shaped hosts and requests', () => {
   before(async () => {
     kc = await sharedCluster();

@@ -103,9 +103,19 @@ test('--require-server-selection refuses a claim with neither serverRef nor serv
 
     // The sample's two claims: neither field (refused here), and an explicit empty selector, which is
     // a selection ("any Available Server", asked for on purpose).
-    const samples = parseAllDocuments(readFileSync('config/samples/serverclaim-binding.yaml', 'utf8')).map(
-      (d) => d.toJS() as ServerClaim,
+    // The sample's objects are commented out (`#> `) so that applying config/ takes no Server.
+    const sampleFile = readFileSync('config/samples/serverclaim-binding.yaml', 'utf8');
+    assert.deepEqual(
+      parseAllDocuments(sampleFile).filter((d) => d.toJS() !== null),
+      [],
+      'applying config/samples creates no claim',
     );
+    const sampleText = sampleFile
+      .split('\n')
+      .filter((l) => l.startsWith('#> '))
+      .map((l) => l.slice(3))
+      .join('\n');
+    const samples = parseAllDocuments(sampleText).map((d) => d.toJS() as ServerClaim);
     assert.deepEqual(
       samples.map((c) => [c.metadata.name, c.spec.serverRef, c.spec.serverSelector]),
       [

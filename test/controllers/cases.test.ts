@@ -176,10 +176,11 @@ test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again'
       );
     });
     const always = await getClaim(s, 'always');
+    const alwaysNow = await getSbc(s, 'always');
     assert.deepEqual(
-      [always?.status?.boot?.series, always?.status?.boot?.attempt],
-      [2, 1],
-      'a new series, completed in its first attempt',
+      [always?.status?.boot?.series, always?.status?.boot?.attempt, always?.status?.boot?.firstAttempt],
+      [2, alwaysNow?.spec.bootAttempt, alwaysNow?.spec.bootAttempt],
+      'a new series, completed in its first attempt; one attempt numbering: the claim shows the SBC bootAttempt',
     );
   } finally {
     await s.close();
@@ -291,7 +292,9 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
         : undefined;
     });
     assert.equal(retried.metadata.annotations?.[OPERATION_ANNOTATION], undefined);
-    assert.equal(retried.status?.boot?.attempt, 1);
+    // One attempt numbering: the fresh series continues the SBC's numbers (attempts 1-3 were series 1).
+    assert.deepEqual([retried.status?.boot?.attempt, retried.status?.boot?.firstAttempt], [4, 4]);
+    assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, 4);
     assert.deepEqual(resets(s, uuid).slice(mark.resets), [
       'On',
       'ForceRestart',
@@ -303,10 +306,11 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
   }
 });
 
-test('C09: slow and failing BMC: one power action, no blocked worker, the Server says what is pending', {
+test('C09: slow and failing BMC: one power action, retried after Retry-After, no blocked worker, the Server says what is pending', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c09', { hosts: 2 });
+  // One worker per controller: a reconcile that waited for the BMC would hold up every other claim.
+  const s = await startStack('c09', { hosts: 2, args: ['--workers', '1'] });
   try {
     const [a, b] = await availableServers(s, 2);
     await createClaim(s, 'slow', { serverRef: a!.metadata.name! });
@@ -316,15 +320,17 @@ test('C09: slow and failing BMC: one power action, no blocked worker, the Server
       async () => cond(await getClaim(s, 'slow'), 'Booted')?.status === 'True',
     );
     const uuid = a!.spec.systemUUID;
+    const sysA = s.vbmc.systems.find((x) => x.id === uuid)!;
     const mark = resets(s, uuid).length;
-    // Reset answers 204 but PowerState keeps its value for 90 s; the next requests get 503 + Retry-After,
-    // and one is answered after the client's request timeout (2 s).
+    const logMark = s.vbmc.requests().length;
+    // Reset answers 204 but PowerState keeps its value for 90 s; the first two power POSTs get 503
+    // with Retry-After: 1 (GETs, PATCHes and session logins are not touched).
     s.vbmc.setFaults({
       powerTransitionMs: 90_000,
       unavailableRequests: 2,
       retryAfterSeconds: 1,
-      slowRequests: 1,
-      slowResponseMs: 2_500,
+      onlyMethods: ['POST'],
+      onlyPaths: ['/Actions/ComputerSystem.Reset'],
     });
     const t0 = Date.now();
     await s.client.mergePatch(Resources.ServerClaim, 'slow', s.ns, { spec: { power: 'Off' } });
@@ -334,13 +340,38 @@ test('C09: slow and failing BMC: one power action, no blocked worker, the Server
       return c?.status === 'True' && c.reason === 'WaitingForPowerOff' ? c : undefined;
     });
     assert.match(pending.message, /Off requested at .*; BMC (still )?reports On/);
-    // Other work goes on meanwhile: another claim binds and gets its boot configuration.
-    await createClaim(s, 'other', { serverRef: b!.metadata.name!, power: 'Off' });
-    await eventually(
-      'other claim progresses',
-      10_000,
-      async () => cond(await getClaim(s, 'other'), 'BootConfigurationReady')?.status === 'True',
+    const posts = s.vbmc
+      .requests()
+      .slice(logMark)
+      .filter((r) => r.method === 'POST' && r.path === `${sysA.uri}/Actions/ComputerSystem.Reset`);
+    assert.deepEqual(
+      posts.map((r) => [r.status, (r.body as { ResetType?: string } | undefined)?.ResetType ?? null]),
+      [
+        [503, null],
+        [503, null],
+        [204, 'ForceOff'],
+      ],
+      '503, 503, then the ForceOff accepted',
     );
+    for (let i = 1; i < posts.length; i++) {
+      const gap = posts[i]!.at - posts[i - 1]!.at;
+      assert.ok(gap >= 950, `retry ${i} came ${gap} ms after the 503, before its Retry-After of 1 s`);
+    }
+
+    // Meanwhile, with the one worker, another claim needs a power-on and gets it within seconds.
+    const bUuid = b!.spec.systemUUID;
+    const bMark = resets(s, bUuid).length;
+    const tb = Date.now();
+    await createClaim(s, 'other', { serverRef: b!.metadata.name! });
+    await eventually('the other claim powered on', 10_000, () =>
+      resets(s, bUuid).slice(bMark).includes('On') ? true : undefined,
+    );
+    const waited = Date.now() - tb;
+    assert.ok(waited < 10_000, `the other claim's power-on took ${waited} ms`);
+    const other = await getClaim(s, 'other');
+    assert.ok(other?.status?.boot?.poweredOnAt, 'the other claim recorded its power-on');
+
+    // Well past the first action, it is not repeated while the BMC catches up.
     await sleep(Math.max(0, 7_000 - (Date.now() - t0)));
     assert.deepEqual(
       resets(s, uuid).slice(mark),

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freePorts } from '../harness/control-plane.js';
+import { stablePorts } from '../harness/ports.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,
@@ -48,9 +48,9 @@ async function kill(child: ChildProcess): Promise<void> {
 }
 
 test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue from status, no double power action', {
-  timeout: 90_000,
+  timeout: 150_000,
 }, async () => {
-  const [registryPort, bootPort] = await freePorts(2);
+  const [registryPort, bootPort] = await stablePorts(2);
   const s = await startStack('restart', {
     hosts: 1,
     noManager: true,
@@ -70,7 +70,9 @@ test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue
     const uuid = srv!.spec.systemUUID;
     setSimFaults(s, { neverCallBack: true });
     const mark = resets(s, uuid).length;
-    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '5s', maxAttempts: 2 });
+    // 15 s per attempt: the SIGKILL, a fresh process start and its cache sync must fit in attempt 1
+    // even on a loaded machine (a 5 s attempt left 4.5 s for all of it).
+    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '15s', maxAttempts: 2 });
     const running = await eventually('attempt 1 powered on', 15_000, async () => {
       const c = await getClaim(s, 'r');
       return c?.status?.boot?.deadline && resets(s, uuid).length > mark ? c.status.boot : undefined;
@@ -93,7 +95,7 @@ test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue
     assert.deepEqual(resets(s, uuid).slice(mark), ['On'], 'no second power-on after the restart');
 
     // At the deadline the restarted manager continues with attempt 2 (one power cycle), then gives up.
-    const exhausted = await eventually('AttemptsExhausted after attempt 2', 20_000, async () => {
+    const exhausted = await eventually('AttemptsExhausted after attempt 2', 40_000, async () => {
       const c = await getClaim(s, 'r');
       return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
     });

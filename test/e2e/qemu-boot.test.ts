@@ -91,7 +91,11 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
         mem === 512 * 1024 * 1024 || mem === '512Mi' || mem === String(512 * 1024 * 1024),
         `memory ${mem}`,
       );
-      assert.equal((srv.status?.processors ?? []).length >= 1 || !!srv.status?.processors, true);
+      // The probe reports one entry per CPU package with its hardware threads: together, the VM's -smp.
+      const processors = srv.status?.processors ?? [];
+      assert.ok(processors.length >= 1, 'processors reported');
+      const threads = processors.reduce((n, p) => n + (p.totalThreads ?? 0), 0);
+      assert.equal(threads, host.identity.cpus, `CPU threads in ${JSON.stringify(processors)}`);
     }
     // Discovery ends with a power-off that the Server status observes on a later BMC read.
     await waitFor('Available servers powered off', 60_000, async () => {
@@ -172,6 +176,9 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
 
   it('an OS that never calls back is retried with a new token and a power cycle, then AttemptsExhausted', async () => {
     const target = servers[1]!.metadata.name!;
+    const system = stack.vbmc.systems.find((x) => x.id === servers[1]!.spec.systemUUID.toLowerCase());
+    assert.ok(system, `the virtual BMC serves ${servers[1]!.spec.systemUUID}`);
+    const since = Date.now();
     await claim('e2e-silent', target, {
       image: SILENT_OS_IMAGE,
       bootCompletion: { timeout: '45s', maxAttempts: 2 },
@@ -201,9 +208,18 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
       'True',
       'the silent OS fetched ignition',
     );
+    // This VM's accepted power actions since the claim: power-on for attempt 1, a forced restart for 2.
     const resets = stack.vbmc
       .requests()
-      .filter((r) => r.method === 'POST' && r.path.endsWith('ComputerSystem.Reset'));
-    assert.ok(resets.length >= 2, `power actions for both attempts: ${resets.length}`);
+      .filter(
+        (r) =>
+          r.at >= since &&
+          r.method === 'POST' &&
+          r.path === `${system!.uri}/Actions/ComputerSystem.Reset` &&
+          r.status >= 200 &&
+          r.status < 300,
+      )
+      .map((r) => (r.body as { ResetType?: string } | undefined)?.ResetType);
+    assert.deepEqual(resets, ['On', 'ForceRestart'], 'one power action per attempt');
   });
 });

@@ -19,15 +19,5 @@ export { BootSignal } from '../vocabulary.js';
 export const OPERATION_ANNOTATION = 'metal.ironcore.dev/operation';
 export const OPERATION_RETRY = 'retry';
 
-/**
- * Annotation on a ServerBootConfiguration: the owner's key of the attempt that `spec.bootAttempt`
- * currently is (written in the same request that bumps `spec.bootAttempt`). The boot server compares
- * it with the owner's power-on bookkeeping to know whether this attempt's power-on is recorded.
- */
+/** Annotation on a ServerBootConfiguration: the owner's key of the attempt `spec.bootAttempt` currently is. */
 export const ATTEMPT_KEY_ANNOTATION = 'metal.ironcore.dev/attempt-key';
-
-/** Attempt key of a claim's attempt: `s<series>a<attempt>` (ServerClaim `status.boot`). */
-export const claimAttemptKey = (series: number, attempt: number): string => `s${series}a${attempt}`;
-
-/** Attempt key of a discovery attempt: `d<attempt>` (Server `status.discovery.attempt`). */
-export const discoveryAttemptKey = (attempt: number): string => `d${attempt}`;
