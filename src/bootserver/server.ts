@@ -105,7 +105,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
   app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
-  app.get('/ipxe/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req, reply) => {
+  app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const client = req.socket.remoteAddress ?? 'unknown';
     let target = resolver.resolve(uuid);

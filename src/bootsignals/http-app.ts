@@ -40,17 +40,14 @@ export interface TlsFiles {
 }
 
 /**
- * Route `config` of routes that authenticate (or, for the iPXE script, gate on the power-on): their
- * refusals that prove nothing about the caller (401, 503 `AwaitingPowerOn`) spend the client
- * address's budget, and they answer 429 while it is spent.
+ * Route `config` of routes that authenticate: their 401s spend the client address's budget, and
+ * they answer 429 while it is spent.
  */
 export interface RouteSecurity {
   authenticated?: boolean;
 }
 /** Route options marking a route as authenticated (see {@link RouteSecurity}). */
 export const AUTHENTICATED = { config: { authenticated: true } satisfies RouteSecurity };
-/** Refusal reasons other than 401 that spend a client's budget. */
-const PROBING_REASONS = new Set(['AwaitingPowerOn']);
 
 /** Options of {@link createHttpApp} beyond its name, logger and metrics. */
 export interface HttpAppOptions {
@@ -173,9 +170,7 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;
-    const reason = (req as { rejectReason?: string }).rejectReason;
-    if (status === 401 || (reason && PROBING_REASONS.has(reason)))
-      authFailures.fail(req.socket.remoteAddress ?? 'unknown');
+    if (status === 401) authFailures.fail(req.socket.remoteAddress ?? 'unknown');
     metrics.requests.inc({ server, route, method: req.method, status: String(status) });
     metrics.duration.observe({ server, route, method: req.method }, reply.elapsedTime / 1000);
     const entry = {

@@ -16,8 +16,9 @@
  * The owner is read from the API (a cache may lag the intent by the time the host fetches; the
  * Server's cached copy is used when it already shows the intent); concurrent fetches for one SBC
  * share one read ({@link SingleFlight} without pacing: a remembered "not yet" could refuse the host
- * that fetches right after its power-on). A refusal counts against the client address's budget of
- * failed requests (see auth-failure-limit.ts), so polling costs at most that budget in reads.
+ * that fetches right after its power-on). Polling therefore costs at most one owner read per
+ * concurrent flight; refusals do not spend the per-address 401 budget, because hosts behind one
+ * address (NAT, a relay, simulated hosts) must not lock each other out of their scripts.
  */
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';

@@ -274,6 +274,8 @@ export async function startTestStack(
     pin?: boolean;
     timeouts?: { requestMs?: number; headersMs?: number; keepAliveMs?: number; idleMs?: number };
     tls?: { cert: string; key: string };
+    /** 401 budget per client address (default: the servers' own, see auth-failure-limit.ts). */
+    authFailureLimit?: { burst?: number; perSecond?: number };
   } = {},
 ): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
   const [rp, bp] = await stablePorts(2);
@@ -287,12 +289,14 @@ export async function startTestStack(
       callbackAuth: opts.callbackAuth ?? 'required',
       timeouts: opts.timeouts,
       tls: opts.tls,
+      authFailureLimit: opts.authFailureLimit,
     },
     bootServer: {
       host: '127.0.0.1',
       port: bp!,
       timeouts: opts.timeouts,
       tls: opts.tls,
+      authFailureLimit: opts.authFailureLimit,
       registryUrl,
       catalog: (() => {
         const c = testCatalog();
