@@ -73,7 +73,10 @@ try {
   // The registry answers from its caches: wait until it knows every server.
   await waitFor('registry caches', 120_000, async () => {
     const last = seeded[seeded.length - 1]!;
-    const r = await fetch(`${url}/systems/${last.uuid}`);
+    // With the attempt token (GET /systems needs it): 404 NoRegistration once server and Secret are cached.
+    const r = await fetch(`${url}/systems/${last.uuid}`, {
+      headers: { authorization: `Bearer ${last.token}` },
+    });
     await r.arrayBuffer();
     return r.status === 404 && r.headers.get('content-type')?.includes('json') === true;
   });

@@ -7,14 +7,20 @@
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
  *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
- *   cannot re-provision it. With `pinScriptClient`, an attempt's script goes only to the first client
- *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
- *   authenticate, so this is the one protection of the token in the script.
+ *   cannot re-provision it. Firmware cannot authenticate, so the token in the script is protected
+ *   twice (security review S3): the script is served only once the power-on of its attempt is
+ *   recorded (503 `AwaitingPowerOn` before, see bootsignals/power-intent.ts), and with
+ *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt
+ *   (403 `ScriptPinned` for others). The pin is the `IPXEScriptFetched` write itself, a
+ *   compare-and-swap on the SBC's resourceVersion: of two concurrent clients exactly one is pinned,
+ *   and the script is sent only after its pin is stored.
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON; Butane translated) with the
- *   `/bootstate` hook merged in, validated first (src/ignition/); sets `IgnitionDataFetched` before
- *   answering. 401 / 409 as the registry; 409 with the validator's report for an invalid config. An
- *   SBC without `ignitionSecretRef` gets the callback-only config (see {@link callbackOnlyIgnition});
- *   with the hook disabled there is nothing to serve: 404 `NoIgnitionConfigured`.
+ *   `/bootstate` hook merged in, validated first (src/ignition/); 409 with the validator's report
+ *   for an invalid config; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
+ *   `TokenRetired` once a NetBootOnce claim completed (S4): the provisioning secrets are not served
+ *   again for as long as the claim lives. An SBC without `ignitionSecretRef` gets the callback-only
+ *   config (see {@link callbackOnlyIgnition}); with the hook disabled there is nothing to serve:
+ *   404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  * - `GET /oci/{uuid}/{attempt}/{layer}` → layers of the attempt's OCI image (blob-route.ts).
  *
@@ -29,14 +35,20 @@ import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfigur
 import {
   BootSignal,
   ConditionType,
-  countsForCurrentAttempt,
   currentAttemptCondition,
   EventReason,
   SignalReason,
 } from '../api/vocabulary.js';
-import { type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
-import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
+import {
+  apiFailure,
+  type BootTarget,
+  BootTargetResolver,
+  provisioned,
+  type SecretObject,
+} from '../bootsignals/boot-target.js';
+import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
+import { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import { DEFAULT_IGNITION_VERSION, type IgnitionConfig } from '../ignition/bootstate-hook.js';
 import { IgnitionTools } from '../ignition/ignition-tools.js';
@@ -79,10 +91,18 @@ const uuidParam = {
 };
 const CLIENT_IN_MESSAGE = / served to (\S+)$/;
 
+/** The client the current attempt's script was served to, per the SBC's `IPXEScriptFetched`. */
+function pinnedClient(sbc: ServerBootConfiguration): string | undefined {
+  const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
+  return fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
+}
+
 /** Starts the boot server; resolves once it listens. */
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
-  const resolver = new BootTargetResolver(opts);
-  const app = createHttpApp('bootserver', opts.log, opts.metrics ?? new Registry());
+  const metrics = opts.metrics ?? new Registry();
+  const resolver = new BootTargetResolver(opts, metrics);
+  const intents = new PowerIntentGate(opts.client);
+  const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;
   const inject = opts.injectBootstateUnit ?? true;
   const ignition = opts.ignition ?? new IgnitionRenderer(new IgnitionTools());
@@ -100,10 +120,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       log.info('no boot configuration: local boot');
       return reply.type('text/plain').send(localBootScript('no boot configuration'));
     }
-    if (
-      target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-      countsForCurrentAttempt(target.sbc, BOOT_COMPLETED_CONDITION)
-    ) {
+    if (provisioned(target.sbc)) {
       log.info({ sbc: target.sbc.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
@@ -122,16 +139,19 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
-    const pinnedTo = fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
-    if (pin && pinnedTo && pinnedTo !== client) {
+    /** Refuses when this attempt's script went to another client (run on every SBC version the pin is decided on). */
+    const notPinnedElsewhere = (current: ServerBootConfiguration) => {
+      const pinnedTo = pinnedClient(current);
+      if (!pin || !pinnedTo || pinnedTo === client) return;
       log.warn({ pinnedTo, attempt }, 'script of this attempt was served to another client; refused');
       throw new HttpError(
         403,
         'ScriptPinned',
         'the script of this attempt was already served to another client',
       );
-    }
+    };
+    notPinnedElsewhere(sbc);
+    await intents.require(sbc, target.server);
     const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl);
     const script = attemptScript({
       image,
@@ -141,26 +161,34 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       bootServerUrl: baseUrl,
       registryUrl: opts.registryUrl,
     });
-    await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
-      type: BootSignal.IPXEScriptFetched,
-      status: 'True',
-      reason: SignalReason.ScriptServed,
-      message: `script for attempt ${attempt} served to ${client}`,
-    });
+    // The pin is stored (compare-and-swap) before a byte of the script leaves.
+    await recordSignal(
+      opts.client,
+      BOOTSERVER_COMPONENT,
+      sbc,
+      {
+        type: BootSignal.IPXEScriptFetched,
+        status: 'True',
+        reason: SignalReason.ScriptServed,
+        message: `script for attempt ${attempt} served to ${client}`,
+      },
+      { check: notPinnedElsewhere },
+    );
     log.info({ sbc: sbc.metadata.name, attempt, image: image.name }, 'iPXE script served');
     return reply.type('text/plain').send(script);
   });
 
-  app.get('/ignition/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+  app.get('/ignition/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const q = req.query as Record<string, unknown>;
     const token = typeof q.token === 'string' ? q.token : undefined;
     let target: BootTarget;
     try {
-      target = await resolver.verify(resolver.resolve(uuid), token);
+      target = await resolver.authenticate(uuid, token);
     } catch (err) {
-      const sbc = resolver.resolve(uuid).sbc;
-      if (err instanceof HttpError && err.reason === 'StaleToken' && sbc) {
+      const sbc =
+        err instanceof HttpError && err.reason === 'StaleToken' ? resolver.resolve(uuid).sbc : undefined;
+      if (sbc) {
         opts.events.event(
           { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
@@ -214,7 +242,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
 
   if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
 
-  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
+  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
   baseUrl ||= bound.url;
   return {
     ...bound,

@@ -13,13 +13,23 @@
  * differs from the SBC's `spec.bootAttempt`, is checked once more against the API server before
  * the caller answers 401/409; while the two still disagree the rotation is in flight and the
  * caller answers 503 with `Retry-After` (the agent retries).
+ *
+ * Those live reads are coalesced and paced per SBC ({@link SingleFlight}: at most one per second):
+ * wrong tokens cannot turn into API load (security review S6). A token that neither the cache nor
+ * the last read (at most 1 s old) knows is rejected: the current token reaches a host only after its
+ * attempt's power-on, so a read that misses it would have to predate a whole boot.
+ *
+ * Authenticated routes call {@link BootTargetResolver.authenticate}: without a valid token the answer
+ * is 401 whether or not the UUID is known (S13), so UUIDs and provisioning state cannot be probed.
+ * The token of a NetBootOnce attempt whose claim completed is retired (409 `TokenRetired`, S4).
  */
 
 import type { Logger } from 'pino';
+import { Counter, type Registry } from 'prom-client';
 import { byteSwappedSystemUUID, canonicalSystemUUID } from '../api/system-uuid.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
-import { EventReason } from '../api/vocabulary.js';
+import { ConditionType, countsForCurrentAttempt, EventReason } from '../api/vocabulary.js';
 import {
   type CallbackSecretData,
   decodeCallbackSecret,
@@ -31,6 +41,7 @@ import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import { badRequest, HttpError, unavailable } from './http-error.js';
+import { SingleFlight } from './single-flight.js';
 import { UUIDAliasRecorder } from './uuid-alias.js';
 
 /** Informer index of Servers by canonical `spec.systemUUID`. */
@@ -80,22 +91,57 @@ export interface ServerMatch {
   viaAlias: boolean;
 }
 
-/** Maps a failed API call to 503 when the API server is unreachable or overloaded; rethrows others. */
+/**
+ * Maps a failed API call: 503 when the API server is unreachable or overloaded, 404 `NotFound` and
+ * 409 `Conflict` for the API's own 404/409 (an object deleted or changed mid-request, S13); rethrows
+ * others.
+ */
 export function apiFailure(err: unknown, what: string): never {
   if (err instanceof HttpError) throw err;
   if (err instanceof ApiError && (err.unreachable || err.status === 429 || err.status >= 500)) {
     throw unavailable(`${what}: API server unavailable`, err.retryAfterSeconds);
   }
+  if (err instanceof ApiError && err.status === 404) throw new HttpError(404, 'NotFound', `${what}: gone`);
+  if (err instanceof ApiError && err.status === 409)
+    throw new HttpError(409, 'Conflict', `${what}: changed concurrently`);
   throw err;
 }
 
+/** True when `sbc` is NetBootOnce and its claim completed the current attempt: nothing more to serve. */
+export function provisioned(sbc: ServerBootConfiguration): boolean {
+  return sbc.spec.bootPolicy === 'NetBootOnce' && countsForCurrentAttempt(sbc, ConditionType.BootCompleted);
+}
+
+const refreshCounters = new WeakMap<Registry, Counter>();
+function refreshCounter(registry: Registry | undefined): Counter | undefined {
+  if (!registry) return undefined;
+  let c = refreshCounters.get(registry);
+  if (!c) {
+    c = new Counter({
+      name: 'metal_boot_target_refreshes_total',
+      help: 'Live API reads of a boot configuration and its callback Secret after the cache disagreed with a token.',
+      registers: [registry],
+    });
+    refreshCounters.set(registry, c);
+  }
+  return c;
+}
+
+const invalidToken = () => new HttpError(401, 'InvalidToken', 'missing or wrong callback token');
+
 export class BootTargetResolver {
+  private readonly flights = new SingleFlight<BootTarget>();
+  private readonly refreshes: Counter | undefined;
   /** Records matches through the byte-swapped alias (one write per Server and host form). */
   readonly aliases: UUIDAliasRecorder;
   /** Last report per ambiguous UUID (bounded: cleared when it grows past 1024 entries). */
   private readonly reported = new Map<string, number>();
 
-  constructor(private readonly src: BootTargetSources) {
+  constructor(
+    private readonly src: BootTargetSources,
+    metrics?: Registry,
+  ) {
+    this.refreshes = refreshCounter(metrics);
     this.aliases = new UUIDAliasRecorder(src.client, src.events, src.log);
   }
 
@@ -187,10 +233,22 @@ export class BootTargetResolver {
     return decodeCallbackSecret(this.src.secrets.get(name, sbc.metadata.namespace)?.data);
   }
 
-  /** Fresh SBC and callback data from the API server (503 when unreachable). */
+  /**
+   * Fresh SBC and callback data from the API server, paced per SBC (see the file comment); `fresh`
+   * is false when the result came from a read that began before this call. 503 when unreachable.
+   */
+  async refreshPaced(target: BootTarget): Promise<{ target: BootTarget; fresh: boolean }> {
+    const ref = target.server.spec.bootConfigurationRef;
+    if (!ref) return { target, fresh: true };
+    const r = await this.flights.do(`${ref.namespace ?? ''}/${ref.name}`, () => this.refresh(target));
+    return { target: { ...r.value, uuid: target.uuid, server: target.server }, fresh: r.fresh };
+  }
+
+  /** Fresh SBC and callback data from the API server (503 when unreachable); not paced. */
   async refresh(target: BootTarget): Promise<BootTarget> {
     const ref = target.server.spec.bootConfigurationRef;
     if (!ref) return target;
+    this.refreshes?.inc();
     try {
       const sbc = await this.src.client.get<ServerBootConfiguration>(
         Resources.ServerBootConfiguration,
@@ -208,28 +266,39 @@ export class BootTargetResolver {
   }
 
   /**
+   * Authenticates a request for `uuid` with `token` (see {@link verify}); an unknown UUID is 401
+   * `InvalidToken` like a wrong token (S13). 400 when `uuid` is not a UUID is the caller's check.
+   */
+  async authenticate(uuid: string, token: string | undefined): Promise<BootTarget> {
+    let target: BootTarget;
+    try {
+      target = this.resolve(uuid);
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 404) throw invalidToken();
+      throw err;
+    }
+    return this.verify(target, token);
+  }
+
+  /**
    * Verifies a callback token for the target's current attempt. Returns the target the verdict was
-   * reached on (possibly refreshed from the API). Throws 404 `NoBootConfiguration` when the server has
-   * no current SBC or callback Secret, 401 `InvalidToken`, 409 `StaleToken` (an earlier attempt's),
-   * 503 while a token rotation is in flight.
+   * reached on (possibly refreshed from the API). Throws 401 `InvalidToken` (also when the server has
+   * no current SBC or callback Secret), 409 `StaleToken` (an earlier attempt's), 409 `TokenRetired`
+   * (NetBootOnce, claim completed), 503 while a token rotation is in flight.
    */
   async verify(target: BootTarget, token: string | undefined): Promise<BootTarget> {
     let t = target;
     let verdict = this.verdict(t, token);
     if (verdict !== 'current' || !this.consistent(t)) {
-      t = await this.refresh(t);
+      t = (await this.refreshPaced(t)).target;
       verdict = this.verdict(t, token);
     }
-    if (!t.sbc || !t.callback) {
-      throw new HttpError(
-        404,
-        'NoBootConfiguration',
-        `Server ${t.server.metadata.name} has no current boot configuration`,
-      );
-    }
+    if (!t.sbc || !t.callback) throw invalidToken();
     if (verdict === 'stale') throw new HttpError(409, 'StaleToken', 'token of an earlier boot attempt');
-    if (verdict === 'invalid') throw new HttpError(401, 'InvalidToken', 'missing or wrong callback token');
+    if (verdict === 'invalid') throw invalidToken();
     if (!this.consistent(t)) throw unavailable('boot attempt is being rotated', 1);
+    if (provisioned(t.sbc))
+      throw new HttpError(409, 'TokenRetired', 'the claim of this NetBootOnce attempt completed');
     return t;
   }
 

@@ -4,13 +4,57 @@
  * 413 too large, 415 wrong content type, 404 unknown route), 503 + `Retry-After` for an unavailable
  * API server, request metrics, and logs that never contain a token (query strings are dropped from
  * logged URLs, `Authorization` is never logged).
+ *
+ * Bounded sockets (security review S7): a request must arrive whole within `requestMs` (headers within
+ * `headersMs`), an idle keep-alive connection is closed after `keepAliveMs`, and any socket without
+ * traffic for `idleMs`; slow or stalled clients cannot hold file descriptors. The limits bound what
+ * a client SENDS; streaming a large image to a slow client is bounded by `idleMs` only.
+ * Too many 401s from one address make its requests to authenticated routes answer 429 (see
+ * auth-failure-limit.ts). With `tls`, the server
+ * speaks HTTPS with the given certificate (PEM; security review S17).
  */
-import Fastify, { type FastifyError, LogController } from 'fastify';
+import Fastify, { type FastifyError, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventRecorder } from '../runtime/events.js';
+import { AuthFailureLimit, type AuthFailureLimitOptions } from './auth-failure-limit.js';
 import type { BootTargetSources } from './boot-target.js';
 import { HttpError } from './http-error.js';
+
+/** Socket limits in milliseconds (see the file comment). */
+export interface HttpTimeouts {
+  /** Whole request received. Default 30 000. */
+  requestMs?: number;
+  /** Request headers received. Default 10 000. */
+  headersMs?: number;
+  /** Idle keep-alive connection between requests. Default 5 000. */
+  keepAliveMs?: number;
+  /** Socket without traffic in either direction. Default 60 000. */
+  idleMs?: number;
+}
+
+/** PEM certificate chain and key for HTTPS. */
+export interface TlsFiles {
+  cert: string | Buffer;
+  key: string | Buffer;
+}
+
+/**
+ * Route `config` of routes that authenticate: their 401s spend the client address's budget, and
+ * they answer 429 while it is spent.
+ */
+export interface RouteSecurity {
+  authenticated?: boolean;
+}
+/** Route options marking a route as authenticated (see {@link RouteSecurity}). */
+export const AUTHENTICATED = { config: { authenticated: true } satisfies RouteSecurity };
+
+/** Options of {@link createHttpApp} beyond its name, logger and metrics. */
+export interface HttpAppOptions {
+  timeouts?: HttpTimeouts;
+  authFailureLimit?: AuthFailureLimitOptions;
+  tls?: TlsFiles;
+}
 
 /** What the registry and the boot server both take: the caches they read, where to listen, where to log. */
 export interface SignalServerOptions extends BootTargetSources {
@@ -22,6 +66,12 @@ export interface SignalServerOptions extends BootTargetSources {
   port: number;
   /** Prometheus registry for request metrics (a private one when unset). */
   metrics?: Registry;
+  /** Socket limits (defaults: see {@link HttpTimeouts}). */
+  timeouts?: HttpTimeouts;
+  /** 401 budget per client address (defaults: see auth-failure-limit.ts). */
+  authFailureLimit?: AuthFailureLimitOptions;
+  /** Serve HTTPS with this certificate instead of plain HTTP. */
+  tls?: TlsFiles;
 }
 
 /** Largest accepted request body in bytes (DESIGN.md section 4). */
@@ -70,9 +120,27 @@ export function redactedUrl(url: string): string {
 }
 
 /** A Fastify instance configured as described above. `server` names it in metrics and logs. */
-export function createHttpApp(server: string, log: Logger, registry: Registry) {
+export function createHttpApp(server: string, log: Logger, registry: Registry, opts: HttpAppOptions = {}) {
   const metrics = httpMetrics(registry);
+  const t = opts.timeouts ?? {};
+  const requestMs = t.requestMs ?? 30_000;
+  const headersMs = Math.min(t.headersMs ?? 10_000, requestMs);
+  // Node checks the request and header deadlines on this period; keep it finer than the deadlines.
+  const checkMs = Math.max(50, Math.min(1000, Math.floor(headersMs / 2)));
+  const serverOptions = {
+    headersTimeout: headersMs,
+    requestTimeout: requestMs,
+    connectionsCheckingInterval: checkMs,
+  };
+  const transport: Partial<FastifyServerOptions> & { https?: object; http?: object } = opts.tls
+    ? { https: { ...serverOptions, cert: opts.tls.cert, key: opts.tls.key } }
+    : { http: serverOptions };
+  const authFailures = new AuthFailureLimit(opts.authFailureLimit);
   const app = Fastify({
+    ...(transport as object),
+    requestTimeout: requestMs,
+    keepAliveTimeout: t.keepAliveMs ?? 5_000,
+    connectionTimeout: t.idleMs ?? 60_000,
     loggerInstance: log.child({ server }),
     // Our onResponse hook logs every request once, with the query string (tokens) removed.
     logController: new LogController({ disableRequestLogging: true }),
@@ -86,9 +154,23 @@ export function createHttpApp(server: string, log: Logger, registry: Registry) {
   // Only JSON bodies: Fastify answers 415 for any other content type once the text parser is gone.
   app.removeContentTypeParser('text/plain');
 
+  app.addHook('onRequest', async (req, reply) => {
+    if (!(req.routeOptions.config as RouteSecurity | undefined)?.authenticated) return;
+    const wait = authFailures.retryAfterSeconds(req.socket.remoteAddress ?? 'unknown');
+    if (wait > 0) {
+      metrics.rejected.inc({ server, reason: 'TooManyAuthFailures' });
+      (req as { rejectReason?: string }).rejectReason = 'TooManyAuthFailures';
+      return reply.code(429).header('retry-after', String(wait)).type('application/json').send({
+        reason: 'TooManyAuthFailures',
+        message: 'too many failed authentications from this address',
+      });
+    }
+  });
+
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;
+    if (status === 401) authFailures.fail(req.socket.remoteAddress ?? 'unknown');
     metrics.requests.inc({ server, route, method: req.method, status: String(status) });
     metrics.duration.observe({ server, route, method: req.method }, reply.elapsedTime / 1000);
     const entry = {
@@ -157,9 +239,11 @@ export async function listen(
   app: HttpApp,
   host: string,
   port: number,
+  tls = false,
 ): Promise<{ url: string; port: number }> {
   await app.listen({ host, port });
   const addr = app.server.address();
   const bound = typeof addr === 'object' && addr ? addr.port : port;
-  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}`, port: bound };
+  const scheme = tls ? 'https' : 'http';
+  return { url: `${scheme}://${host.includes(':') ? `[${host}]` : host}:${bound}`, port: bound };
 }

@@ -1,7 +1,8 @@
 /**
  * Wires the registry and/or the boot server to a cluster: one KubeClient, informers for Servers
  * (indexed by canonical system UUID), ServerBootConfigurations and callback Secrets (label
- * `metal.ironcore.dev/callback=true`), and an Event recorder. Used by the manager (in-process
+ * `metal.ironcore.dev/callback=true`, data kept only for Secrets an SBC controls), and an Event
+ * recorder. Used by the manager (in-process
  * servers) and by the standalone `registry` / `bootserver` entry points. Holds no state of its own.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -19,6 +20,22 @@ import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from './boot-
 
 /** Label carried by every callback Secret, so the signal servers cache only those Secrets. */
 export const CALLBACK_SECRET_LABEL = 'metal.ironcore.dev/callback';
+
+/**
+ * Informer transform for callback Secrets (security review S15): anyone who may create Secrets can
+ * put the label on big ones; only a Secret controlled by a ServerBootConfiguration keeps its `data`
+ * in the cache, any other is cached as metadata alone (and so holds no token either). A forged
+ * controller reference to a missing SBC is removed by the garbage collector with its Secret.
+ */
+export function keepOnlySbcSecretData(secret: SecretObject): SecretObject {
+  const owned = secret.metadata.ownerReferences?.some(
+    (r) =>
+      r.controller && r.kind === 'ServerBootConfiguration' && r.apiVersion.startsWith('metal.ironcore.dev/'),
+  );
+  if (owned || secret.data === undefined) return secret;
+  const { data: _dropped, ...rest } = secret;
+  return rest;
+}
 
 export interface SignalSources {
   client: KubeClient;
@@ -39,6 +56,7 @@ export function signalSources(client: KubeClient, log: Logger, events?: EventRec
     sbcs: new Informer<ServerBootConfiguration>(client, Resources.ServerBootConfiguration, { log }),
     secrets: new Informer<SecretObject>(client, Resources.Secret, {
       labelSelector: `${CALLBACK_SECRET_LABEL}=true`,
+      transform: keepOnlySbcSecretData,
       log,
     }),
     events: events ?? new EventRecorder(client, 'metal-signals', { log }),

@@ -8,10 +8,11 @@ import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { KubeClient } from '../runtime/client.js';
 import { newLogger } from '../runtime/logger.js';
+import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
-import { serveUntilSignal } from './signal-process.js';
+import { serveUntilSignal, tlsFiles } from './signal-process.js';
 
 const cmd = addImageOptions(new Command('bootserver'))
   .description(
@@ -19,6 +20,11 @@ const cmd = addImageOptions(new Command('bootserver'))
   )
   .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
   .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option(
+    '--tls-cert-file <path>',
+    'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
+  )
+  .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
   .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
   .option('--url <url>', 'URL hosts use to reach this boot server (default: the listen address)')
   .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
@@ -30,6 +36,8 @@ const o = cmd.opts<{
   metricsAddr?: string;
   kubeconfig?: string;
   addr: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
   url?: string;
   registryUrl: string;
   imageCatalog?: string;
@@ -38,6 +46,20 @@ const o = cmd.opts<{
 }>();
 const log = newLogger('bootserver');
 const [host, port] = splitAddr(o.addr);
+let externalUrl: string | undefined;
+let registryUrl: string;
+try {
+  // These URLs go onto kernel command lines: refuse what hosts cannot reach (S16).
+  registryUrl = hostFacingUrl('--registry-url', o.registryUrl, { host: '', port: 0 });
+  externalUrl =
+    port === 0 && !o.url
+      ? undefined
+      : hostFacingUrl('--url', o.url, { host, port, scheme: o.tlsCertFile ? 'https' : 'http' });
+} catch (err) {
+  if (!(err instanceof HostUrlError)) throw err;
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
+}
 const catalog = o.imageCatalog
   ? ImageCatalog.parse(readFileSync(o.imageCatalog, 'utf8'))
   : ImageCatalog.empty();
@@ -53,8 +75,9 @@ const stack = await startSignalStack({
   bootServer: {
     host,
     port,
-    externalUrl: o.url,
-    registryUrl: o.registryUrl,
+    tls: tlsFiles(o),
+    externalUrl,
+    registryUrl,
     catalog: () => catalog,
     pinScriptClient: o.pinScriptClient,
     injectBootstateUnit: o.injectBootstate,

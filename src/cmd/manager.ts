@@ -23,6 +23,7 @@ import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
+import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
@@ -42,6 +43,8 @@ export interface ManagerConfig {
   kubeApi: { qps: number; burst: number };
   registry: { host: string; port: number; url?: string };
   bootServer: { host: string; port: number; url?: string };
+  /** PEM files: the registry and the boot server serve HTTPS with them (S17). */
+  tls?: { certFile: string; keyFile: string };
   /** OCI images and Ignition tooling (src/cmd/image-flags.ts). */
   images: ImageFlags;
 }
@@ -210,6 +213,11 @@ function command(): Command {
       'run controllers only while holding the Lease in --manager-namespace (several replicas)',
       false,
     )
+    .option(
+      '--tls-cert-file <path>',
+      'PEM certificate (chain): the registry and the boot server serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
+    )
+    .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
     .option('--registry-addr <host:port>', 'listen address of the registry', '0.0.0.0:10000')
     .option('--registry-url <url>', 'URL hosts use to reach the registry (default: from --registry-addr)')
     .option('--bootserver-addr <host:port>', 'listen address of the boot server', '0.0.0.0:8082')
@@ -346,6 +354,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     registryUrl?: string;
     bootserverAddr: string;
     bootserverUrl?: string;
+    tlsCertFile?: string;
+    tlsKeyFile?: string;
     objectSelector: Record<string, string>;
     powerResendAfter: number;
     bmcCallBudget: number;
@@ -383,6 +393,9 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       throw new CommanderError(1, 'manager.invalidAddress', `${flag}: bad address ${v}`);
     }
   };
+  if (!o.tlsCertFile !== !o.tlsKeyFile) {
+    throw new CommanderError(1, 'manager.tls', '--tls-cert-file and --tls-key-file go together');
+  }
   const [rHost, rPort] = addr('--registry-addr', o.registryAddr);
   const [bHost, bPort] = addr('--bootserver-addr', o.bootserverAddr);
   return {
@@ -421,6 +434,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     registry: { host: rHost, port: rPort, url: o.registryUrl },
     bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+    ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
     images: imageFlagsOf(cmd.opts()),
   };
 }
@@ -443,15 +457,33 @@ export interface RunningManager {
  */
 export async function runManager(
   argv: readonly string[],
-  opts: { kubeConfig?: KubeConfig; log?: pino.Logger } = {},
+  opts: {
+    kubeConfig?: KubeConfig;
+    log?: pino.Logger;
+    /** Called when the Lease is lost; default: log and exit the process with status 1 (see below). */
+    onLeadershipLost?: () => void;
+  } = {},
 ): Promise<RunningManager> {
   const cfg = parseManagerConfig(argv);
+  // Fail before anything starts: these URLs end up on every kernel command line (S16).
+  try {
+    hostFacingUrl('--registry-url', cfg.registry.url, cfg.registry);
+    hostFacingUrl('--bootserver-url', cfg.bootServer.url, cfg.bootServer);
+  } catch (err) {
+    if (err instanceof HostUrlError) throw new CommanderError(1, 'manager.hostUrl', err.message);
+    throw err;
+  }
   const log = opts.log ?? newLogger('metal-operator', { level: cfg.logLevel });
   const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
   const mgr = new Manager({
     kubeConfig,
     name: 'metal-operator',
-    leaderElection: cfg.leaderElect ? { namespace: cfg.controllers.managerNamespace } : false,
+    leaderElection: cfg.leaderElect
+      ? {
+          namespace: cfg.controllers.managerNamespace,
+          onLost: opts.onLeadershipLost ?? (() => exitOnLeadershipLost(log)),
+        }
+      : false,
     metricsPort: cfg.metricsPort,
     log,
     client: { qps: cfg.kubeApi.qps, burst: cfg.kubeApi.burst || undefined },
@@ -487,28 +519,42 @@ export async function runManager(
     secrets: setup.callbackSecrets,
     events: mgr.events,
   };
+  const tls = cfg.tls
+    ? { cert: readFileSync(cfg.tls.certFile), key: readFileSync(cfg.tls.keyFile) }
+    : undefined;
+  const scheme = tls ? ('https' as const) : ('http' as const);
   const registry = await startRegistry({
     ...sources,
+    tls,
     log: log.child({ component: 'registry' }),
     host: cfg.registry.host,
     port: cfg.registry.port,
     callbackAuth: cfg.callbackAuth,
     metrics: mgr.metrics.registry,
   });
-  const registryUrl = cfg.registry.url ?? reachable(registry.url);
+  const registryUrl = hostFacingUrl('--registry-url', cfg.registry.url, {
+    host: cfg.registry.host,
+    port: registry.port,
+    scheme,
+  });
   const bootServer = await startBootServer({
     ...sources,
+    tls,
     log: log.child({ component: 'bootserver' }),
     host: cfg.bootServer.host,
     port: cfg.bootServer.port,
-    externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port),
+    externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port, scheme),
     registryUrl,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
     ignition: oci.ignition,
     oci: { images: oci.images, cache: oci.cache },
   });
-  const bootServerUrl = cfg.bootServer.url ?? reachable(bootServer.url);
+  const bootServerUrl = hostFacingUrl('--bootserver-url', cfg.bootServer.url, {
+    host: cfg.bootServer.host,
+    port: bootServer.port,
+    scheme,
+  });
   log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
   let stopping: Promise<void> | undefined;
   return {
@@ -530,6 +576,17 @@ export async function runManager(
 }
 
 /**
+ * Lost the Lease: exit at once, as controller-runtime does ("leader election lost", no graceful
+ * shutdown). Exiting is what aborts every BMC call still in flight and every reconcile of the lost
+ * term, so an old leader can never power-cycle a server while the new one acts on it (security
+ * review S10). The Deployment restarts the process, which campaigns again as a follower.
+ */
+function exitOnLeadershipLost(log: pino.Logger): never {
+  log.fatal('leader election lost: exiting so that no reconcile or BMC call of the lost term continues');
+  process.exit(1);
+}
+
+/**
  * How long stopping waits for the registry and boot server to close. Fastify waits for every
  * keep-alive connection that was busy when close began (up to its 72 s keep-alive timeout); a
  * stopping manager need not: its exit closes them.
@@ -547,16 +604,9 @@ async function closeWithin(ms: number, closing: Promise<unknown>[], log: pino.Lo
     log.warn({ graceMs: ms }, 'registry / boot server still draining connections; stopping anyway');
 }
 
-/** A URL hosts can use for a listen URL: the wildcard address becomes 127.0.0.1 (right for a local stack; behind a Service pass --registry-url / --bootserver-url). */
-function reachable(url: string): string {
-  const u = new URL(url);
-  if (u.hostname === '0.0.0.0' || u.hostname === '[::]') u.hostname = '127.0.0.1';
-  return u.origin;
-}
-
 /** The boot server's URL for its scripts when its port is known before it listens; otherwise it uses its bound URL. */
-function plannedUrl(host: string, port: number): string | undefined {
-  return port === 0 ? undefined : reachable(`http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+function plannedUrl(host: string, port: number, scheme: 'http' | 'https'): string | undefined {
+  return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port, scheme });
 }
 
 async function main(): Promise<void> {
@@ -564,7 +614,11 @@ async function main(): Promise<void> {
   try {
     running = await runManager(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof CommanderError) process.exit(err.exitCode);
+    if (err instanceof CommanderError) {
+      // Commander printed its own errors; ours (code manager.*) are printed here.
+      if (err.code.startsWith('manager.')) process.stderr.write(`error: ${err.message}\n`);
+      process.exit(err.exitCode);
+    }
     throw err;
   }
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {

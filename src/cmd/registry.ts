@@ -7,7 +7,7 @@ import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { newLogger } from '../runtime/logger.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
-import { serveUntilSignal } from './signal-process.js';
+import { serveUntilSignal, tlsFiles } from './signal-process.js';
 
 const cmd = new Command('registry')
   .description(
@@ -15,6 +15,11 @@ const cmd = new Command('registry')
   )
   .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
   .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option(
+    '--tls-cert-file <path>',
+    'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
+  )
+  .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
   .option('--addr <host:port>', 'listen address', '127.0.0.1:10000')
   .addOption(
     new Option(
@@ -29,6 +34,8 @@ const o = cmd.opts<{
   metricsAddr?: string;
   kubeconfig?: string;
   addr: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
   callbackAuth: 'required' | 'optional';
 }>();
 const log = newLogger('registry');
@@ -36,7 +43,7 @@ const [host, port] = splitAddr(o.addr);
 const stack = await startSignalStack({
   kubeConfig: loadKubeConfig(o.kubeconfig),
   log,
-  registry: { host, port, callbackAuth: o.callbackAuth },
+  registry: { host, port, callbackAuth: o.callbackAuth, tls: tlsFiles(o) },
 });
 log.info({ url: stack.registry!.url }, 'registry listening');
 await serveUntilSignal(stack, o.metricsAddr);

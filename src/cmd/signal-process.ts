@@ -1,7 +1,9 @@
 /**
  * The life of a standalone signal server process (registry or boot server): optional
- * `/healthz`, `/readyz`, `/metrics` on `metricsAddr`, and a clean stop on SIGTERM/SIGINT.
+ * `/healthz`, `/readyz`, `/metrics` on `metricsAddr`, a clean stop on SIGTERM/SIGINT, and the
+ * optional HTTPS certificate (`--tls-cert-file`, `--tls-key-file`).
  */
+import { readFileSync } from 'node:fs';
 import type { SignalStack } from '../bootsignals/signal-stack.js';
 import { startHealthServer } from '../runtime/health.js';
 import { splitAddr } from './listen-address.js';
@@ -21,4 +23,20 @@ export async function serveUntilSignal(stack: SignalStack, metricsAddr: string |
       void Promise.all([stack.close(), health?.close()]).finally(() => process.exit(0));
     });
   }
+}
+
+/**
+ * The PEM certificate and key named by `--tls-cert-file` / `--tls-key-file`, read once at start;
+ * undefined when neither is set. Exits with status 1 and a message when only one is set.
+ */
+export function tlsFiles(o: {
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+}): { cert: Buffer; key: Buffer } | undefined {
+  if (!o.tlsCertFile && !o.tlsKeyFile) return undefined;
+  if (!o.tlsCertFile || !o.tlsKeyFile) {
+    process.stderr.write('error: --tls-cert-file and --tls-key-file go together\n');
+    process.exit(1);
+  }
+  return { cert: readFileSync(o.tlsCertFile), key: readFileSync(o.tlsKeyFile) };
 }

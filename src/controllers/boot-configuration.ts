@@ -16,7 +16,7 @@
  * write is guarded by the object's resourceVersion: a reconcile that read a stale cache fails with
  * 409 and retries, and never starts an attempt twice.
  */
-import type { BootPolicy } from '../api/v1alpha1/boot-policy.js';
+import { ATTEMPT_KEY_ANNOTATION, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
   BootCompletedReason,
@@ -40,8 +40,7 @@ import { controllerOwnerReference, isControlledBy } from '../runtime/ownerrefs.j
 import { type KObject, Resources, type ResourceType } from '../runtime/resource.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
-/** Annotation on an SBC: the caller's key of the attempt that `spec.bootAttempt` currently is. */
-export const ATTEMPT_KEY_ANNOTATION = 'metal.ironcore.dev/attempt-key';
+export { ATTEMPT_KEY_ANNOTATION };
 /** SBC condition owned by the ServerBootConfiguration controller; `status.state` mirrors it. */
 export const SBC_READY_CONDITION = ConditionType.Ready;
 export const BOOT_COMPLETED_CONDITION = ConditionType.BootCompleted;
@@ -142,7 +141,9 @@ export class BootConfigurations {
       );
     }
     const secret = this.secrets.get(secretName, d.namespace);
-    let data = decodeCallbackSecret(secret?.data);
+    // A Secret left by an earlier SBC of this name (its garbage collection pending) holds a token
+    // someone else saw: never reuse it.
+    let data = secret && isControlledBy(secret, sbc) ? decodeCallbackSecret(secret.data) : undefined;
     const current = sbc.spec.bootAttempt ?? 1;
     if (!secret || !data) {
       data = await this.writeSecret(
@@ -233,10 +234,12 @@ export class BootConfigurations {
     });
   }
 
-  /** Deletes the SBC and its callback Secret (idempotent). */
+  /**
+   * Deletes the SBC (idempotent). Its callback Secret is controlled by it, so the garbage collector
+   * deletes the Secret too; the manager holds no `delete` on Secrets (security review S9).
+   */
   async delete(name: string, namespace: string): Promise<void> {
     await this.client.delete(Resources.ServerBootConfiguration, name, namespace);
-    await this.client.delete(Resources.Secret, callbackSecretName(name), namespace);
   }
 
   private async create(d: DesiredBootConfiguration, secretName: string): Promise<ServerBootConfiguration> {

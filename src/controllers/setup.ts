@@ -10,7 +10,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
-import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
+import { CALLBACK_SECRET_LABEL, keepOnlySbcSecretData } from '../bootsignals/signal-stack.js';
 import type { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { Informer } from '../runtime/informer.js';
@@ -65,6 +65,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
   });
   const callbackSecrets = mgr.informer<SecretObject>(Resources.Secret, {
     labelSelector: joinSelectors(`${CALLBACK_SECRET_LABEL}=true`, scope),
+    transform: keepOnlySbcSecretData,
   });
   const claims = mgr.informer<ServerClaim>(Resources.ServerClaim, { labelSelector: scope });
   const bmcs = mgr.informer<BMC>(Resources.BMC, { labelSelector: scope, indexers: bmcIndexers });

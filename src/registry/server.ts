@@ -1,19 +1,29 @@
 /**
  * The registry: where booted hosts report (paths and bodies compatible with upstream metal-operator).
  *
- * - `POST /register` `{"systemUUID", "data": {...}}` → 201 stored (200 when identical to what is
- *   stored). The payload lands in `Server.status.registration` before the answer; with the discovery
- *   attempt's token (`Authorization: Bearer`) it also sets `RegistrationReceived` on the current SBC.
- * - `GET /systems/{uuid}` → the stored payload (404 when none).
- * - `DELETE /delete/{uuid}` → 200; removes the stored payload.
+ * - `POST /register` `{"systemUUID", "data": {...}}` + `Authorization: Bearer <token>` of the
+ *   server's current DISCOVERY attempt (its SBC is controlled by the Server) → 201 stored (200 when
+ *   identical to what is stored). The payload lands in `Server.status.registration` before the
+ *   answer, and `RegistrationReceived` is set on the current SBC. A claim attempt's token is refused
+ *   (403 `NotDiscovery`): a tenant cannot rewrite the inventory (S11). Bodies over 64 KiB are 413,
+ *   `data` nested deeper than {@link MAX_REGISTRATION_DEPTH} is 400 `TooDeep`.
+ * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none).
+ * - `DELETE /delete/{uuid}` + Bearer token of the current discovery attempt → 200; removes the
+ *   stored payload. (Both need the token since S5; the controllers never call them.)
  * - `POST /bootstate` `{"systemUUID", "booted": bool}` + `Authorization: Bearer <token>` → 200 once
  *   `BootStateReceived` (True for booted, False reason `BootFailed` otherwise) is stored on the
  *   server's current SBC for the current attempt.
  *
- * Errors (JSON `{reason, message}`): 400 malformed / not a UUID, 401 missing or wrong token, 404
- * unknown server or no boot configuration, 409 ambiguous UUID or token of an earlier attempt (also an
- * Event on the SBC), 413, 415, 503 + `Retry-After` while the API server is unavailable. The registry
- * keeps no state: every answer is backed by a write to the API server or a read of its caches.
+ * With `--callback-auth=optional`, requests WITHOUT a token are accepted on every route (upstream's
+ * unauthenticated bodies; conditions get reason `Unauthenticated`): by design, that mode opens
+ * `/register`, `/systems` and `/delete` to anyone who can reach the registry.
+ *
+ * Errors (JSON `{reason, message}`): 400 malformed / not a UUID, 401 missing or wrong token (also for
+ * an unknown UUID: authentication comes first, S13), 403 claim token on a discovery route, 404 no
+ * registration / object deleted mid-request, 409 ambiguous UUID, token of an earlier attempt (also an
+ * Event on the SBC) or retired token, 413, 415, 429 after too many 401s from one address, 503 +
+ * `Retry-After` while the API server is unavailable. The registry keeps no state: every answer is
+ * backed by a write to the API server or a read of its caches.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { Ajv } from 'ajv';
@@ -21,8 +31,9 @@ import type { FastifyRequest } from 'fastify';
 import { Registry } from 'prom-client';
 import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
 import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
-import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
+import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
+import { isDiscoveryAttempt } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import { Resources } from '../runtime/resource.js';
 
@@ -47,6 +58,26 @@ const uuidParam = {
   properties: { uuid: { type: 'string', maxLength: 16384 } },
   required: ['uuid'],
 };
+/** Largest `/register` body in bytes (S11; a probe agent's inventory is a few KiB). */
+export const REGISTER_BODY_LIMIT_BYTES = 64 * 1024;
+/** Deepest nesting of objects and arrays accepted in a registration (`data` itself is depth 1). */
+export const MAX_REGISTRATION_DEPTH = 32;
+
+/** Nesting depth of a JSON value (iterative: no recursion on input). */
+export function jsonDepth(value: unknown): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    const depth = d + 1;
+    if (depth > max) max = depth;
+    if (max > MAX_REGISTRATION_DEPTH) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth]);
+  }
+  return max;
+}
+
 const registerBody = {
   type: 'object',
   required: ['systemUUID', 'data'],
@@ -68,89 +99,112 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 
 /** Starts the registry; resolves once it listens. */
 export async function startRegistry(opts: RegistryOptions): Promise<RunningServer> {
-  const resolver = new BootTargetResolver(opts);
-  const app = createHttpApp('registry', opts.log, opts.metrics ?? new Registry());
+  const metrics = opts.metrics ?? new Registry();
+  const resolver = new BootTargetResolver(opts, metrics);
+  const app = createHttpApp('registry', opts.log, metrics, opts);
   // ajv's type coercion would turn "yes" into true; the wire format is strict JSON types.
   app.setValidatorCompiler(strictValidator);
 
   /** Verifies the caller for `target`; under `optional` auth a request without token is accepted as unauthenticated. */
   async function authorize(
     req: FastifyRequest,
-    target: BootTarget,
+    uuid: string,
   ): Promise<{ target: BootTarget; authenticated: boolean }> {
     const token = bearerToken(req);
-    if (!token && opts.callbackAuth === 'optional') return { target, authenticated: false };
+    if (!token && opts.callbackAuth === 'optional')
+      return { target: resolver.resolve(uuid), authenticated: false };
     try {
-      return { target: await resolver.verify(target, token), authenticated: true };
+      return { target: await resolver.authenticate(uuid, token), authenticated: true };
     } catch (err) {
-      if (err instanceof HttpError && err.reason === 'StaleToken' && target.sbc) {
+      const sbc =
+        err instanceof HttpError && err.reason === 'StaleToken' ? resolver.resolve(uuid).sbc : undefined;
+      if (sbc) {
         opts.events.event(
-          { ...target.sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
+          { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
           'Warning',
           EventReason.StaleCallback,
-          `${req.method} ${req.routeOptions.url} from ${req.socket.remoteAddress} carried the token of an earlier attempt; ignored (current attempt ${target.sbc.spec.bootAttempt ?? 1})`,
+          `${req.method} ${req.routeOptions.url} from ${req.socket.remoteAddress} carried the token of an earlier attempt; ignored (current attempt ${sbc.spec.bootAttempt ?? 1})`,
         );
       }
       throw err;
     }
   }
 
-  app.post('/register', { schema: { body: registerBody } }, async (req, reply) => {
-    const body = req.body as { systemUUID: string; data: Record<string, unknown> };
-    const uuid = BootTargetResolver.parseUUID(body.systemUUID);
-    const server = resolver.server(uuid);
-    // Authenticate before writing anything: a wrong token must leave no trace.
-    const bearer = bearerToken(req);
-    let auth: { target: BootTarget; authenticated: boolean } | undefined;
-    if (bearer || opts.callbackAuth === 'required') {
-      auth = await authorize(req, resolver.resolve(uuid));
-    }
-    const previous = server.status?.registration?.data;
-    const changed = !isDeepStrictEqual(previous, body.data);
-    if (changed) {
-      const registration = { receivedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), data: body.data };
-      const ops = server.status
-        ? [{ op: 'add', path: '/status/registration', value: registration }]
-        : [{ op: 'add', path: '/status', value: { registration } }];
-      try {
-        await opts.client.jsonPatch(Resources.Server, server.metadata.name!, undefined, ops, {
-          subresource: 'status',
-        });
-      } catch (err) {
-        apiFailure(err, 'storing the registration');
-      }
-      if (previous) {
-        opts.events.event(
-          { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
-          'Normal',
-          EventReason.RegistrationChanged,
-          'the probe agent registered data different from what was stored; replaced',
-        );
-      }
-    }
-    const target = auth?.target ?? resolver.resolve(uuid);
-    if (target.sbc && (auth?.authenticated || opts.callbackAuth === 'optional')) {
-      await recordSignal(opts.client, REGISTRY_COMPONENT, target.sbc, {
-        type: BootSignal.RegistrationReceived,
-        status: 'True',
-        reason: auth?.authenticated ? SignalReason.Registered : SignalReason.Unauthenticated,
-        message: `registration for attempt ${target.sbc.spec.bootAttempt ?? 1} stored`,
-      });
-    }
-    req.log.info({ server: server.metadata.name, systemUUID: uuid, changed }, 'registration stored');
-    return reply.code(changed ? 201 : 200).send({ systemUUID: uuid, stored: true, changed });
-  });
+  /** 403 unless the authenticated attempt is a discovery attempt (registration writes are the probe's). */
+  function requireDiscovery(auth: { target: BootTarget; authenticated: boolean }): void {
+    if (auth.authenticated && !(auth.target.sbc && isDiscoveryAttempt(auth.target.sbc)))
+      throw new HttpError(
+        403,
+        'NotDiscovery',
+        "only a discovery attempt's token may change the registration",
+      );
+  }
 
-  app.get('/systems/:uuid', { schema: { params: uuidParam } }, async (req) => {
+  app.post(
+    '/register',
+    { ...AUTHENTICATED, schema: { body: registerBody }, bodyLimit: REGISTER_BODY_LIMIT_BYTES },
+    async (req, reply) => {
+      const body = req.body as { systemUUID: string; data: Record<string, unknown> };
+      const uuid = BootTargetResolver.parseUUID(body.systemUUID);
+      if (jsonDepth(body.data) > MAX_REGISTRATION_DEPTH)
+        throw new HttpError(400, 'TooDeep', `data is nested deeper than ${MAX_REGISTRATION_DEPTH} levels`);
+      // Authenticate before writing anything: a wrong token must leave no trace.
+      const auth = await authorize(req, uuid);
+      requireDiscovery(auth);
+      const server = auth.target.server;
+      const previous = server.status?.registration?.data;
+      const changed = !isDeepStrictEqual(previous, body.data);
+      if (changed) {
+        const registration = {
+          receivedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+          data: body.data,
+        };
+        const ops = server.status
+          ? [{ op: 'add', path: '/status/registration', value: registration }]
+          : [{ op: 'add', path: '/status', value: { registration } }];
+        try {
+          await opts.client.jsonPatch(Resources.Server, server.metadata.name!, undefined, ops, {
+            subresource: 'status',
+          });
+        } catch (err) {
+          apiFailure(err, 'storing the registration');
+        }
+        if (previous) {
+          opts.events.event(
+            { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+            'Normal',
+            EventReason.RegistrationChanged,
+            'the probe agent registered data different from what was stored; replaced',
+          );
+        }
+      }
+      const target = auth.target;
+      if (target.sbc) {
+        await recordSignal(opts.client, REGISTRY_COMPONENT, target.sbc, {
+          type: BootSignal.RegistrationReceived,
+          status: 'True',
+          reason: auth.authenticated ? SignalReason.Registered : SignalReason.Unauthenticated,
+          message: `registration for attempt ${target.sbc.spec.bootAttempt ?? 1} stored`,
+        });
+      }
+      req.log.info({ server: server.metadata.name, systemUUID: uuid, changed }, 'registration stored');
+      return reply.code(changed ? 201 : 200).send({ systemUUID: uuid, stored: true, changed });
+    },
+  );
+
+  app.get('/systems/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
-    const data = resolver.server(uuid).status?.registration?.data;
+    const { target } = await authorize(req, uuid);
+    const data = target.server.status?.registration?.data;
     if (!data) throw new HttpError(404, 'NoRegistration', `no registration stored for ${uuid}`);
     return data;
   });
 
-  app.delete('/delete/:uuid', { schema: { params: uuidParam } }, async (req) => {
+  app.delete('/delete/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
-    const server = resolver.server(uuid);
+    const auth = await authorize(req, uuid);
+    requireDiscovery(auth);
+    const server = auth.target.server;
     if (server.status?.registration) {
       try {
         await opts.client.jsonPatch(
@@ -170,10 +224,10 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
     return { systemUUID: uuid, deleted: true };
   });
 
-  app.post('/bootstate', { schema: { body: bootstateBody } }, async (req) => {
+  app.post('/bootstate', { ...AUTHENTICATED, schema: { body: bootstateBody } }, async (req) => {
     const body = req.body as { systemUUID: string; booted: boolean };
     const uuid = BootTargetResolver.parseUUID(body.systemUUID);
-    const { target, authenticated } = await authorize(req, resolver.resolve(uuid));
+    const { target, authenticated } = await authorize(req, uuid);
     if (!target.sbc) {
       throw new HttpError(
         404,
@@ -205,7 +259,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
     return { systemUUID: uuid, attempt, recorded: true };
   });
 
-  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
+  const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
   return {
     ...bound,
     close: async () => {

@@ -31,6 +31,13 @@ export interface LeaderElectionOptions {
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
+  /**
+   * Called once when a held Lease is lost (not on `stop()`), after the controllers were told to stop.
+   * controller-runtime exits the process here, so no reconcile of the lost term (a BMC call in
+   * flight, a power action about to be sent) runs on next to the new leader; the manager command
+   * does the same (security review S10). Unset: controllers stop and the process campaigns again.
+   */
+  onLost?: () => void;
 }
 
 export interface ManagerOptions {
@@ -97,6 +104,8 @@ export class Manager {
       namespace?: string;
       labelSelector?: string;
       indexers?: Record<string, (obj: T) => string[]>;
+      /** See `InformerOptions.transform`; only the first registration of an informer sets it. */
+      transform?: (obj: T) => T;
     } = {},
   ): Informer<T> {
     const key = `${rt.group}/${rt.version}/${rt.plural}|${opts.namespace ?? ''}|${opts.labelSelector ?? ''}`;
@@ -109,6 +118,7 @@ export class Manager {
       namespace: opts.namespace,
       labelSelector: opts.labelSelector,
       indexers: opts.indexers,
+      transform: opts.transform,
       log: this.log,
       metrics: this.metrics,
     });
@@ -193,6 +203,8 @@ export class Manager {
         onStoppedLeading: () => {
           this.leading = false;
           this.termDone = Promise.all(this.controllers.map((c) => c.stop(true)));
+          const le = this.opts.leaderElection;
+          if (!this.stopping && le) le.onLost?.();
         },
       });
       // Never overlap terms: the old term's reconciles finish before we campaign again.

@@ -52,8 +52,8 @@ function rawRequest(base: string, method: string, path: string): Promise<{ statu
   });
 }
 
-async function getText(url: string) {
-  const res = await fetch(url);
+async function getText(url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { headers });
   return { status: res.status, text: await res.text() };
 }
 
@@ -116,7 +116,7 @@ describe('boot-flow cases (registry + boot server)', () => {
             JSON.stringify(data),
         );
         for (const read of [seeded.toLowerCase(), seeded.toUpperCase()]) {
-          const sys = await getText(`${stack.registryUrl}/systems/${read}`);
+          const sys = await getText(`${stack.registryUrl}/systems/${read}`, bearer(s.token));
           assert.equal(sys.status, 200, `${what}, read as ${read}: ${sys.text}`);
           assert.deepEqual(JSON.parse(sys.text), data);
         }

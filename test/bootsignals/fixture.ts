@@ -1,17 +1,21 @@
 /**
  * Test fixture for the registry and the boot server: seeds what the controllers would have made
- * (a Server pointing at its current SBC, the SBC Ready, the callback Secret of attempt 1), rotates
- * attempts as the claim controller does, and runs the signal servers in-process or as child
- * processes (for SIGKILL tests). Everything talks to the real API server of the test run.
+ * (a Server pointing at its current SBC, the SBC Ready and controlled by its owner — the Server for
+ * a discovery attempt, a ServerClaim for a claim attempt — the callback Secret of attempt 1, and the
+ * owner's record of the attempt's power-on), rotates attempts as the controllers do, and runs the
+ * signal servers in-process or as child processes (for SIGKILL tests). Everything talks to the real
+ * API server of the test run.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import {
   type CallbackSecretData,
   decodeCallbackSecret,
@@ -43,6 +47,9 @@ export interface Seeded {
   sbc: ServerBootConfiguration;
   secretName: string;
   token: string;
+  /** `discovery`: the SBC is controlled by the Server; `claim`: by the ServerClaim {@link claim}. */
+  flow: 'discovery' | 'claim';
+  claim?: ServerClaim;
 }
 
 /** A catalog with {@link TEST_IMAGE} pointing at small files in a temp folder. */
@@ -55,7 +62,10 @@ export function testCatalog(): ImageCatalog {
   );
 }
 
-/** Creates Server + callback Secret + SBC (state Ready, attempt 1). `uuid` may be in any case. */
+/**
+ * Creates Server + callback Secret + SBC (state Ready, attempt 1) and, unless `powerOnRecorded` is
+ * false, the owner's record of the attempt's power-on. `uuid` may be in any case.
+ */
 export async function seedBootTarget(
   client: KubeClient,
   namespace: string,
@@ -64,9 +74,12 @@ export async function seedBootTarget(
     policy?: 'NetBootAlways' | 'NetBootOnce';
     image?: string;
     withIgnition?: boolean;
+    flow?: 'discovery' | 'claim';
+    powerOnRecorded?: boolean;
   } = {},
 ): Promise<Seeded> {
   const uuid = opts.uuid ?? randomUUID();
+  const flow = opts.flow ?? 'discovery';
   const name = `srv-${uuid.toLowerCase().slice(0, 8)}-${randomBytes(2).toString('hex')}`;
   const sbcName = `${name}-boot`;
   const secretName = `${sbcName}-callback`;
@@ -90,10 +103,38 @@ export async function seedBootTarget(
       },
     });
   }
+  const server = await client.create<Server>(Resources.Server, {
+    apiVersion: API,
+    kind: 'Server',
+    metadata: { name, labels: { [SEEDED_BY_LABEL]: namespace } },
+    spec: { systemUUID: uuid, bootConfigurationRef: { name: sbcName, namespace } },
+  });
+  const claim =
+    flow === 'claim'
+      ? await client.create<ServerClaim>(Resources.ServerClaim, {
+          apiVersion: API,
+          kind: 'ServerClaim',
+          metadata: { name, namespace },
+          spec: { power: 'On', image: opts.image ?? TEST_IMAGE, serverRef: { name } },
+        })
+      : undefined;
+  const owner = claim ?? server;
   const created = await client.create<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
     apiVersion: API,
     kind: 'ServerBootConfiguration',
-    metadata: { name: sbcName, namespace },
+    metadata: {
+      name: sbcName,
+      namespace,
+      ownerReferences: [
+        {
+          apiVersion: API,
+          kind: claim ? 'ServerClaim' : 'Server',
+          name,
+          uid: owner.metadata.uid!,
+          controller: true,
+        },
+      ],
+    },
     spec: {
       serverRef: { name },
       image: opts.image ?? TEST_IMAGE,
@@ -103,6 +144,20 @@ export async function seedBootTarget(
       ...(opts.withIgnition ? { ignitionSecretRef: { name: `${sbcName}-ignition` } } : {}),
     },
   });
+  // Callback Secrets are controlled by their SBC (the signal servers cache no other Secret's data).
+  await client.mergePatch(Resources.Secret, secretName, namespace, {
+    metadata: {
+      ownerReferences: [
+        {
+          apiVersion: API,
+          kind: 'ServerBootConfiguration',
+          name: sbcName,
+          uid: created.metadata.uid!,
+          controller: true,
+        },
+      ],
+    },
+  });
   const sbc = await client.mergePatch<ServerBootConfiguration>(
     Resources.ServerBootConfiguration,
     sbcName,
@@ -110,13 +165,39 @@ export async function seedBootTarget(
     { status: { state: 'Ready', attemptGeneration: created.metadata.generation } },
     { subresource: 'status' },
   );
-  const server = await client.create<Server>(Resources.Server, {
-    apiVersion: API,
-    kind: 'Server',
-    metadata: { name, labels: { [SEEDED_BY_LABEL]: namespace } },
-    spec: { systemUUID: uuid, bootConfigurationRef: { name: sbcName, namespace } },
-  });
-  return { uuid, server, sbc, secretName, token: data.token };
+  const seeded: Seeded = { uuid, server, sbc, secretName, token: data.token, flow, claim };
+  if (opts.powerOnRecorded !== false) await recordPowerOn(client, seeded, 1);
+  return seeded;
+}
+
+/**
+ * Writes the owner's record of the power-on of `attempt` as the controllers do before they ask the
+ * BMC: `poweredOnAt` in `status.discovery` of the Server or `status.boot` of the claim.
+ */
+export async function recordPowerOn(client: KubeClient, s: Seeded, attempt: number): Promise<void> {
+  const at = new Date();
+  const book = {
+    attempt,
+    poweredOnAt: at.toISOString(),
+    deadline: new Date(at.getTime() + 600_000).toISOString(),
+  };
+  if (s.flow === 'claim') {
+    await client.mergePatch(
+      Resources.ServerClaim,
+      s.claim!.metadata.name!,
+      s.claim!.metadata.namespace,
+      { status: { boot: { series: 1, ...book } } },
+      { subresource: 'status' },
+    );
+  } else {
+    await client.mergePatch(
+      Resources.Server,
+      s.server.metadata.name!,
+      undefined,
+      { status: { discovery: book } },
+      { subresource: 'status' },
+    );
+  }
 }
 
 /**
@@ -137,7 +218,7 @@ export async function deleteSeededServers(client: KubeClient, namespace: string)
   }
 }
 
-/** Starts the next attempt as the claim controller does: rotate the token, bump bootAttempt, record attemptGeneration. */
+/** Starts the next attempt as the controllers do: rotate the token, bump bootAttempt (with the attempt key), record attemptGeneration and the power-on. */
 export async function nextAttempt(
   client: KubeClient,
   s: Seeded,
@@ -151,9 +232,7 @@ export async function nextAttempt(
     Resources.ServerBootConfiguration,
     s.sbc.metadata.name!,
     ns,
-    {
-      spec: { bootAttempt: next.attempt },
-    },
+    { spec: { bootAttempt: next.attempt } },
   );
   await client.mergePatch(
     Resources.ServerBootConfiguration,
@@ -162,6 +241,7 @@ export async function nextAttempt(
     { status: { attemptGeneration: bumped.metadata.generation } },
     { subresource: 'status' },
   );
+  await recordPowerOn(client, s, next.attempt);
   return { token: next.token, attempt: next.attempt };
 }
 
@@ -189,17 +269,34 @@ export async function waitCached(stack: SignalStack, s: Seeded): Promise<void> {
 /** In-process registry + boot server on free loopback ports. */
 export async function startTestStack(
   kc: KubeConfig,
-  opts: { callbackAuth?: 'required' | 'optional'; pin?: boolean } = {},
+  opts: {
+    callbackAuth?: 'required' | 'optional';
+    pin?: boolean;
+    timeouts?: { requestMs?: number; headersMs?: number; keepAliveMs?: number; idleMs?: number };
+    tls?: { cert: string; key: string };
+    /** 401 budget per client address (default: the servers' own, see auth-failure-limit.ts). */
+    authFailureLimit?: { burst?: number; perSecond?: number };
+  } = {},
 ): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
   const [rp, bp] = await stablePorts(2);
-  const registryUrl = `http://127.0.0.1:${rp}`;
+  const registryUrl = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
     kubeConfig: kc,
     log: newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
-    registry: { host: '127.0.0.1', port: rp!, callbackAuth: opts.callbackAuth ?? 'required' },
+    registry: {
+      host: '127.0.0.1',
+      port: rp!,
+      callbackAuth: opts.callbackAuth ?? 'required',
+      timeouts: opts.timeouts,
+      tls: opts.tls,
+      authFailureLimit: opts.authFailureLimit,
+    },
     bootServer: {
       host: '127.0.0.1',
       port: bp!,
+      timeouts: opts.timeouts,
+      tls: opts.tls,
+      authFailureLimit: opts.authFailureLimit,
       registryUrl,
       catalog: (() => {
         const c = testCatalog();
@@ -238,6 +335,26 @@ export async function spawnRegistry(kubeconfigPath: string, port: number): Promi
   });
   if (child.exitCode !== null) throw new Error(`registry exited with ${child.exitCode}`);
   return child;
+}
+
+/** GET from a chosen loopback source address (127.0.0.0/8 is all local on Linux). */
+export function getFrom(
+  url: string,
+  localAddress: string,
+  headers: Record<string, string> = {},
+  method = 'GET',
+): Promise<{ status: number; text: string; headers: Record<string, unknown> }> {
+  return new Promise((ok, fail) => {
+    const req = request(url, { localAddress, headers, method }, (res) => {
+      let text = '';
+      res.on('data', (c) => {
+        text += c;
+      });
+      res.on('end', () => ok({ status: res.statusCode ?? 0, text, headers: res.headers }));
+    });
+    req.on('error', fail);
+    req.end();
+  });
 }
 
 /** POST JSON; returns status, parsed body and headers. Never throws on HTTP status. */

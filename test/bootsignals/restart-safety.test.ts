@@ -88,7 +88,7 @@ describe('registry restart safety', () => {
     let registry = await startRegistry(port!);
     const url = `http://127.0.0.1:${port}`;
     await waitFor('registry cache has the server', 10_000, async () => {
-      const r = await fetch(`${url}/systems/${s.uuid}`);
+      const r = await fetch(`${url}/systems/${s.uuid}`, { headers: { authorization: `Bearer ${s.token}` } });
       return r.status === 404 && ((await r.json()) as { reason?: string }).reason === 'NoRegistration';
     });
     const reg = await postWithRetry(
@@ -111,7 +111,7 @@ describe('registry restart safety', () => {
     const srv = await client.get<Server>(Resources.Server, s.server.metadata.name!);
     assert.deepEqual(srv?.status?.registration?.data, { nics: [{ name: 'eth0' }] });
     registry = await startRegistry(port!);
-    const sys = await fetch(`${url}/systems/${s.uuid}`);
+    const sys = await fetch(`${url}/systems/${s.uuid}`, { headers: { authorization: `Bearer ${s.token}` } });
     assert.equal(sys.status, 200);
     assert.deepEqual(await sys.json(), { nics: [{ name: 'eth0' }] });
     registry.kill('SIGKILL');

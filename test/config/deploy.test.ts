@@ -2,7 +2,9 @@
  * The deployable manifests against a real API server: every object under `config/` is created (not
  * dry-run), then the manager runs the way it does in a cluster, with the ServiceAccount's token from
  * the TokenRequest API and only the RBAC of `config/rbac/`, and does its whole job: discovery of a
- * simulated system and a claim to Booted, with no request forbidden.
+ * simulated system and a claim to Booted, with no request forbidden. The API server runs the
+ * `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift's default): setting an owner
+ * reference with `blockOwnerDeletion` needs `update` on the owner's `finalizers` (security review S8).
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -75,6 +77,7 @@ function collectionPath(o: { apiVersion: string; kind: string; metadata: { names
     BMCSecret: 'bmcsecrets',
     Server: 'servers',
     ServerClaim: 'serverclaims',
+    NetworkPolicy: 'networkpolicies',
   };
   const p = plural[o.kind];
   assert.ok(p, `unknown kind ${o.kind} in config/`);
@@ -125,7 +128,10 @@ let fleet: SimFleet | undefined;
 
 describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
   before(async () => {
-    cp = await ControlPlane.start({ installCRDs: false });
+    cp = await ControlPlane.start({
+      installCRDs: false,
+      apiServerArgs: ['--enable-admission-plugins=OwnerReferencesPermissionEnforcement'],
+    });
     admin = new KubeClient(cp.kubeConfig(), { fieldManager: 'test' });
     dir = mkdtempSync(join(tmpdir(), 'metal-config-'));
     deployed = await deployConfig();
@@ -151,7 +157,7 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     );
   });
 
-  it('the manager does its job with the ServiceAccount token and config/rbac alone', async () => {
+  it('S8: the manager does its job with the ServiceAccount token and config/rbac alone, owner references enforced', async () => {
     const kc = cp.kubeConfig();
     const tr = await apiRequest(
       kc,

@@ -18,3 +18,6 @@ export { BootSignal } from '../vocabulary.js';
 /** Annotation that, set to `retry`, starts a fresh series of boot attempts on an exhausted claim. */
 export const OPERATION_ANNOTATION = 'metal.ironcore.dev/operation';
 export const OPERATION_RETRY = 'retry';
+
+/** Annotation on a ServerBootConfiguration: the owner's key of the attempt `spec.bootAttempt` currently is. */
+export const ATTEMPT_KEY_ANNOTATION = 'metal.ironcore.dev/attempt-key';

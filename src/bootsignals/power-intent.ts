@@ -1,0 +1,91 @@
+/**
+ * "Is this attempt's power-on recorded?" — the gate in front of an attempt's iPXE script (security
+ * review S3). Firmware cannot authenticate, so the script (and the attempt token in it) must not be
+ * handed out before the operator decided to power the server on for this very attempt: before that
+ * moment, anyone who polls `/ipxe/{uuid}` (UUIDs travel in DHCP option 97) would get the token first.
+ *
+ * The controllers write the intent before they ask the BMC (restart safety): `poweredOnAt` in the
+ * attempt bookkeeping of the SBC's controller owner, whose `attempt` is the SBC's `spec.bootAttempt`
+ * (one numbering, DESIGN.md §6a). The intent of the SBC's current attempt is recorded when
+ * - owner Server (discovery): `status.discovery.poweredOnAt` is set and `status.discovery.attempt`
+ *   equals `spec.bootAttempt`;
+ * - owner ServerClaim: the same of `status.boot`.
+ * A hand-made SBC (upstream's shape: no controller owner of these kinds) is not gated: this operator
+ * never powers its server on, so there is no intent to wait for; the script pin still applies.
+ *
+ * The owner is read from the API (a cache may lag the intent by the time the host fetches; the
+ * Server's cached copy is used when it already shows the intent); concurrent fetches for one SBC
+ * share one read ({@link SingleFlight} without pacing: a remembered "not yet" could refuse the host
+ * that fetches right after its power-on). Polling therefore costs at most one owner read per
+ * concurrent flight; refusals do not spend the per-address 401 budget, because hosts behind one
+ * address (NAT, a relay, simulated hosts) must not lock each other out of their scripts.
+ */
+import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import type { KubeClient } from '../runtime/client.js';
+import { type KObject, Resources } from '../runtime/resource.js';
+import { apiFailure } from './boot-target.js';
+import { HttpError } from './http-error.js';
+import { SingleFlight } from './single-flight.js';
+
+/** Seconds a host is told to wait when the power-on of its attempt is not recorded (yet). */
+export const AWAITING_POWER_ON_RETRY_SECONDS = 5;
+
+function controllerOwner(sbc: ServerBootConfiguration) {
+  return sbc.metadata.ownerReferences?.find((r) => r.controller);
+}
+
+/** The owner's bookkeeping of its current attempt (`status.discovery` of a Server, `status.boot` of a claim). */
+function attemptBook(kind: string, owner: KObject): { attempt?: number; poweredOnAt?: string } | undefined {
+  if (kind === 'Server') return (owner as Server).status?.discovery;
+  if (kind === 'ServerClaim') return (owner as ServerClaim).status?.boot;
+  return undefined;
+}
+
+/** True when `owner` (the SBC's controller owner, fresh or cached) records the power-on of the SBC's current attempt. */
+export function intentRecorded(sbc: ServerBootConfiguration, owner: KObject | undefined): boolean {
+  const ref = controllerOwner(sbc);
+  if (!ref || !owner || owner.metadata.uid !== ref.uid) return false;
+  const book = attemptBook(ref.kind, owner);
+  return !!book?.poweredOnAt && book.attempt === (sbc.spec.bootAttempt ?? 1);
+}
+
+/** True when the SBC's controller owner is a Server: the attempt is a discovery attempt. */
+export function isDiscoveryAttempt(sbc: ServerBootConfiguration): boolean {
+  return controllerOwner(sbc)?.kind === 'Server';
+}
+
+export class PowerIntentGate {
+  private readonly flights = new SingleFlight<KObject | undefined>(0);
+
+  constructor(private readonly client: KubeClient) {}
+
+  /**
+   * Resolves when the power-on of `sbc`'s current attempt is recorded, or at once for a hand-made
+   * SBC (see the file comment). Throws `HttpError` 503
+   * `AwaitingPowerOn` (with `Retry-After`) when it is not, 503 `APIUnavailable` when the owner
+   * cannot be read.
+   */
+  async require(sbc: ServerBootConfiguration, cachedServer: Server | undefined): Promise<void> {
+    if (intentRecorded(sbc, cachedServer)) return;
+    const ref = controllerOwner(sbc);
+    if (ref?.kind !== 'Server' && ref?.kind !== 'ServerClaim') return;
+    const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
+    const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
+    const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {
+      try {
+        return await this.client.get<KObject>(rt, ref.name, ns);
+      } catch (err) {
+        apiFailure(err, `reading the ${ref.kind} of the boot configuration`);
+      }
+    });
+    if (intentRecorded(sbc, read.value)) return;
+    throw new HttpError(
+      503,
+      'AwaitingPowerOn',
+      'the power-on of this boot attempt is not recorded; the script is served only after it',
+      AWAITING_POWER_ON_RETRY_SECONDS,
+    );
+  }
+}
