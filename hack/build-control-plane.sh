@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd from their Go modules at pinned versions into a cache folder
-# outside git, and reuses them when present. Prints the folder holding both binaries.
+# Builds kube-apiserver, kube-controller-manager and etcd from their Go modules at pinned versions
+# into a cache folder outside git, and reuses each one when present. Prints the folder holding them.
+# kube-controller-manager is run by the local stack with only its garbage collector (owner
+# references are honoured as in a cluster); it is built in a folder of its own, so adding it never
+# rebuilds a cached kube-apiserver or etcd.
 #
 # kube-apiserver: k8s.io/kubernetes has `replace k8s.io/X => ./staging/src/k8s.io/X` lines that a
 # module consumer cannot use, so a wrapper go.mod replaces each staging module with its published
 # v0.MINOR.PATCH release. etcd: go.etcd.io/etcd/server/v3 has the etcd main package at its root.
 #
-# When KUBEBUILDER_ASSETS is set (envtest convention), its binaries are used and nothing is built.
+# When KUBEBUILDER_ASSETS is set (envtest convention), its binaries are used and nothing is built
+# (envtest ships no kube-controller-manager: the local stack then runs without a garbage collector).
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
@@ -25,17 +29,19 @@ fi
 mkdir -p "$OUT"
 log() { echo "[build-control-plane] $*" >&2; }
 
-build_kube_apiserver() {
-  local dir="$CACHE/src/kube-apiserver-$KUBE_VERSION"
+# build_kube <component>: k8s.io/kubernetes/cmd/<component> into $OUT/<component>.
+build_kube() {
+  local component=$1
+  local dir="$CACHE/src/$component-$KUBE_VERSION"
   local staging="v0.${KUBE_VERSION#v1.}"
   mkdir -p "$dir"
-  log "kube-apiserver $KUBE_VERSION (staging modules at $staging) in $dir"
+  log "$component $KUBE_VERSION (staging modules at $staging) in $dir"
   local modinfo
   modinfo=$(cd "$dir" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION")
   local gomod
   gomod=$(printf '%s' "$modinfo" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
   {
-    echo "module local/kube-apiserver-build"
+    echo "module local/$component-build"
     echo
     echo "go 1.24"
     echo
@@ -45,19 +51,19 @@ build_kube_apiserver() {
     grep -oE 'k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$gomod" \
       | awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}' | sort -u
   } > "$dir/go.mod"
-  cat > "$dir/tools.go" <<'GO'
+  cat > "$dir/tools.go" <<GO
 //go:build tools
 
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import _ "k8s.io/kubernetes/cmd/$component"
 GO
   (cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2)
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
   ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)"
   ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$OUT/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2)
-  mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$OUT/$component.tmp" "k8s.io/kubernetes/cmd/$component" >&2)
+  mv "$OUT/$component.tmp" "$OUT/$component"
 }
 
 build_etcd() {
@@ -84,5 +90,6 @@ GO
 }
 
 [[ -x "$OUT/etcd" ]] || build_etcd
-[[ -x "$OUT/kube-apiserver" ]] || build_kube_apiserver
+[[ -x "$OUT/kube-apiserver" ]] || build_kube kube-apiserver
+[[ -x "$OUT/kube-controller-manager" ]] || build_kube kube-controller-manager
 echo "$OUT"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the QEMU end-to-end stack needs. Idempotent: when every package is
+# Installs the Debian packages the QEMU end-to-end stack and the rule tests (promtool) need. Idempotent: when every package is
 # already installed it does nothing and never touches apt. `apt-get update` runs only when the
 # first install attempt fails (typically a missing or stale package list).
 set -euo pipefail
@@ -14,6 +14,7 @@ PACKAGES=(
   kmod              # depmod-free modules.dep reading is enough, but modinfo helps debugging
   docker-registry   # the CNCF distribution registry: OCI image tests and the local stack's image registry
   apache2-utils     # htpasswd (bcrypt), for the registry's pull-secret tests
+  prometheus        # promtool: hack/test.sh checks and unit-tests config/prometheus/rules.yaml
 )
 
 log() { echo "[install-packages] $*" >&2; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (`npm test`), also what CI runs: installs what is missing (Debian
-# packages, node_modules, the Go-built control plane, VM artefacts), checks lint, formatting and CRD
-# drift, then runs unit, integration and end-to-end tests against one real control plane.
+# packages, node_modules, the Go-built control plane, VM artefacts), checks lint, formatting, CRD
+# drift and the Prometheus rules (promtool), then runs unit, integration and end-to-end tests against one real control plane.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -11,5 +11,8 @@ echo "[test] control plane binaries: $(bash hack/build-control-plane.sh)"
 echo "[test] ignition tools: $(bash hack/build-ignition-tools.sh)"
 npx biome check .
 node dist/hack/generate-crds.js --check
+# The alerting and recording rules shipped in config/prometheus/ (Debian package `prometheus`).
+promtool check rules config/prometheus/rules.yaml
+promtool test rules config/prometheus/rules.test.yaml
 echo "[test] setup took $(( $(date +%s) - t0 )) s"
 node dist/test/harness/run-tests.js --concurrency "${TEST_CONCURRENCY:-2}" ${TEST_FILES:-$(find dist/test -name '*.test.js' | sort)}

@@ -88,6 +88,22 @@ export const ConditionType = {
   CallbackConfigured: 'CallbackConfigured',
   // BMC
   SystemsDiscovered: 'SystemsDiscovered',
+  // BMC and Server: a system UUID another Server owns (controllers/system-ownership.ts)
+  DuplicateSystemUUID: 'DuplicateSystemUUID',
+} as const;
+
+/** Reasons of the `DuplicateSystemUUID` condition (BMC and Server). */
+export const DuplicateReason = {
+  DuplicateSystemUUID: 'DuplicateSystemUUID',
+  SystemUUIDsUnique: 'SystemUUIDsUnique',
+} as const;
+
+/** Why a claim lost its Server, and how an unclaimed Server enters and leaves Maintenance (controllers/taints.ts). */
+export const TaintReason = {
+  /** Claim `Bound`/`Booted` reason and Event reason: an untolerated `Evict` taint released it. */
+  Evicted: 'Evicted',
+  MaintenanceStarted: 'MaintenanceStarted',
+  MaintenanceEnded: 'MaintenanceEnded',
 } as const;
 
 /** Reasons of the claim's `Bound` condition. */
@@ -110,6 +126,8 @@ export const BootedReason = {
   BootCompleted: 'BootCompleted',
   /** The claim had no boot bookkeeping but its server was found booted: adopted, not re-provisioned. */
   Adopted: 'Adopted',
+  /** `spec.power` is neither On nor Off: nothing is powered. */
+  InvalidPower: 'InvalidPower',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
@@ -178,6 +196,8 @@ export const PowerReason = {
 /** Why a BMC call failed: condition and Event reasons (see `classifyBmcFailure`). */
 export const BmcFailureReason = {
   BMCUnavailable: 'BMCUnavailable',
+  /** A transient refusal (e.g. HPE's POST window, `bmc/vendor.ts` TRANSIENT_MESSAGES): pending, no Warning. */
+  BMCBusy: 'BMCBusy',
   BMCTimeout: 'BMCTimeout',
   BMCAuthenticationFailed: 'BMCAuthenticationFailed',
   BMCRejected: 'BMCRejected',
@@ -203,6 +223,8 @@ export const BmcReason = {
   Reachable: 'Reachable',
   AllSystemsHaveUUID: 'AllSystemsHaveUUID',
   SystemUUIDMissing: 'SystemUUIDMissing',
+  /** More systems than `--bmc-max-systems`: Servers only for the first ones (issue 15, S14). */
+  SystemLimitExceeded: 'SystemLimitExceeded',
 } as const;
 
 /** Event reasons (`core/v1` Event `.reason`), by the object they are recorded on. */
@@ -229,11 +251,15 @@ export const EventReason = {
   PowerOff: 'PowerOff',
   BootStarted: 'BootStarted',
   RegistrationChanged: 'RegistrationChanged',
+  /** A boot callback for this Server's UUID was refused 409: several Servers carry it. */
+  AmbiguousServer: 'AmbiguousServer',
   /** A request matched the Server through its byte-swapped system UUID (SMBIOS >= 2.6 byte order). */
   SystemUUIDByteSwapped: 'SystemUUIDByteSwapped',
   // BMC
   ServerCreated: 'ServerCreated',
   SystemUUIDMissing: 'SystemUUIDMissing',
+  SystemLimitExceeded: 'SystemLimitExceeded',
+  DuplicateSystemUUID: 'DuplicateSystemUUID',
   // ServerBootConfiguration
   BootConfigurationReady: 'BootConfigurationReady',
   /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */

@@ -28,11 +28,18 @@ export type ImageResolution =
   | { ok: true; image: ImageEntry }
   | { ok: false; reason: string; message: string };
 
-export class ImageCatalog {
-  private constructor(private readonly images: Map<string, ImageEntry>) {}
+/** Most image names listed in an `ImageNotFound` message. */
+const MAX_NAMES_LISTED = 20;
 
-  /** Parses a catalog document; throws `Error` naming the image and field that are wrong. */
-  static parse(text: string): ImageCatalog {
+export class ImageCatalog {
+  private constructor(
+    private readonly images: Map<string, ImageEntry>,
+    /** Where the catalog comes from, for messages (e.g. `file /etc/images.yaml`). */
+    readonly origin = 'none configured: --image-catalog or --image-catalog-configmap',
+  ) {}
+
+  /** Parses a catalog document; throws `Error` naming the image and field that are wrong. `origin`: where it was read. */
+  static parse(text: string, origin?: string): ImageCatalog {
     const doc = (parse(text) ?? {}) as { images?: Record<string, Partial<ImageEntry>> };
     const images = new Map<string, ImageEntry>();
     for (const [name, raw] of Object.entries(doc.images ?? {})) {
@@ -51,11 +58,11 @@ export class ImageCatalog {
         mode,
       });
     }
-    return new ImageCatalog(images);
+    return new ImageCatalog(images, origin);
   }
 
-  static empty(): ImageCatalog {
-    return new ImageCatalog(new Map());
+  static empty(origin?: string): ImageCatalog {
+    return new ImageCatalog(new Map(), origin);
   }
 
   names(): string[] {
@@ -70,7 +77,15 @@ export class ImageCatalog {
     if (!name) return { ok: false, reason: 'ImageNotSet', message: 'spec.image is empty' };
     const image = this.images.get(name);
     if (!image) {
-      return { ok: false, reason: 'ImageNotFound', message: `image ${name} is not in the image catalog` };
+      const names = this.names().sort();
+      const known = names.length
+        ? `known images: ${names.slice(0, MAX_NAMES_LISTED).join(', ')}${names.length > MAX_NAMES_LISTED ? ` and ${names.length - MAX_NAMES_LISTED} more` : ''}`
+        : 'the catalog is empty';
+      return {
+        ok: false,
+        reason: 'ImageNotFound',
+        message: `image ${name} is not in the image catalog (${this.origin}); ${known}`,
+      };
     }
     for (const f of [image.kernel, image.initrd]) {
       if (f.startsWith('/') && !existsSync(f)) {

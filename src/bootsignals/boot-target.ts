@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import { byteSwappedSystemUUID, canonicalSystemUUID } from '../api/system-uuid.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { EventReason } from '../api/vocabulary.js';
 import {
   type CallbackSecretData,
   decodeCallbackSecret,
@@ -59,10 +60,16 @@ export interface BootTargetSources {
   servers: Informer<Server>;
   sbcs: Informer<ServerBootConfiguration>;
   secrets: Informer<SecretObject>;
-  /** Where alias matches are recorded as Events; without it they are only written to the Server status. */
+  /**
+   * Where alias matches and callbacks refused as ambiguous (a Warning Event on each Server
+   * involved) are recorded; without it alias matches are only written to the Server status.
+   */
   events?: EventRecorder;
   log?: Logger;
 }
+
+/** A UUID's ambiguity is reported at most this often, ms (a host retries its callbacks). */
+const AMBIGUOUS_REPORT_INTERVAL_MS = 30_000;
 
 /** How a request's UUID found its Server. */
 export interface ServerMatch {
@@ -85,6 +92,8 @@ export function apiFailure(err: unknown, what: string): never {
 export class BootTargetResolver {
   /** Records matches through the byte-swapped alias (one write per Server and host form). */
   readonly aliases: UUIDAliasRecorder;
+  /** Last report per ambiguous UUID (bounded: cleared when it grows past 1024 entries). */
+  private readonly reported = new Map<string, number>();
 
   constructor(private readonly src: BootTargetSources) {
     this.aliases = new UUIDAliasRecorder(src.client, src.events, src.log);
@@ -125,9 +134,43 @@ export class BootTargetResolver {
 
   /** The one Server with this UUID (see {@link match}); a match through the alias is recorded. */
   server(uuid: string): Server {
-    const m = this.match(uuid);
+    let m: ServerMatch;
+    try {
+      m = this.match(uuid);
+    } catch (err) {
+      if (err instanceof HttpError && err.reason === 'AmbiguousServer')
+        this.reportAmbiguous(uuid, err.message);
+      throw err;
+    }
     if (m.viaAlias) this.aliases.note(m.server, uuid);
     return m.server;
+  }
+
+  /** A Warning Event `AmbiguousServer` on every Server involved, at most once per interval per UUID. */
+  private reportAmbiguous(uuid: string, message: string): void {
+    const events = this.src.events;
+    if (!events) return;
+    const now = Date.now();
+    if (now - (this.reported.get(uuid) ?? 0) < AMBIGUOUS_REPORT_INTERVAL_MS) return;
+    if (this.reported.size >= 1024) this.reported.clear();
+    this.reported.set(uuid, now);
+    const swapped = byteSwappedSystemUUID(uuid);
+    const found = [
+      ...this.src.servers.byIndex(SERVER_UUID_INDEX, uuid),
+      ...(swapped === uuid ? [] : this.src.servers.byIndex(SERVER_UUID_INDEX, swapped)),
+    ];
+    this.src.log?.warn(
+      { systemUUID: uuid, servers: found.map((s) => s.metadata.name) },
+      'boot callback refused: ambiguous Server',
+    );
+    for (const s of found) {
+      events.event(
+        { ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+        'Warning',
+        EventReason.AmbiguousServer,
+        `boot callback for this system refused (409): ${message}; delete the Server that does not belong to this machine`,
+      );
+    }
   }
 
   /** Server, current SBC and callback data from the caches. */

@@ -99,7 +99,9 @@ export function createHttpApp(server: string, log: Logger, registry: Registry) {
       ms: Math.round(reply.elapsedTime * 10) / 10,
       reason: (req as { rejectReason?: string }).rejectReason,
     };
-    if (status >= 400) req.log.info(entry, 'request rejected');
+    // A rejection is something an operator acts on (warn); a 503 is a pause the agent rides out.
+    if (status === 503) req.log.info(entry, 'request deferred');
+    else if (status >= 400) req.log.warn(entry, 'request rejected');
     else req.log.debug(entry, 'request served');
   });
 

@@ -29,6 +29,8 @@ import { splitAddr } from './listen-address.js';
 
 export interface ManagerConfig {
   kubeconfig?: string;
+  /** Least severe pino level logged (`--log-level`, default `LOG_LEVEL`, else `info`). */
+  logLevel: string;
   controllers: ControllerConfig;
   callbackAuth: CallbackAuth;
   imageCatalogFile?: string;
@@ -116,6 +118,11 @@ function command(): Command {
     .description('metal-operator manager: controllers, registry and boot server')
     .exitOverride()
     .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .addOption(
+      new Option('--log-level <level>', 'least severe level logged (JSON lines on stdout)')
+        .choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal'])
+        .default(process.env.LOG_LEVEL || 'info', 'LOG_LEVEL, else info'),
+    )
     .option(
       '--manager-namespace <ns>',
       'namespace of discovery boot configurations and the leader Lease',
@@ -247,6 +254,15 @@ function command(): Command {
     )
     .addOption(dur('--bmc-resync <duration>', 're-read every BMC this often', d.bmcResyncMs))
     .addOption(
+      opt(
+        '--bmc-max-systems <n>',
+        'Servers are created for at most this many systems per BMC (the first by URI; the rest: condition SystemsDiscovered=False SystemLimitExceeded)',
+        POSITIVE_INT,
+        d.bmcMaxSystems,
+        String(d.bmcMaxSystems),
+      ),
+    )
+    .addOption(
       dur(
         '--server-resync <duration>',
         're-read the power state of idle Servers this often',
@@ -308,6 +324,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
   cmd.parse([...argv], { from: 'user' });
   const o = cmd.opts<{
     kubeconfig?: string;
+    logLevel: string;
     managerNamespace: string;
     probeImage: string;
     defaultBootPolicy: BootPolicy;
@@ -336,6 +353,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     bmcInsecureTls: boolean;
     bmcCaFile?: string;
     bmcResync: number;
+    bmcMaxSystems: number;
     serverResync: number;
     workers: number;
   }>();
@@ -369,6 +387,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
   const [bHost, bPort] = addr('--bootserver-addr', o.bootserverAddr);
   return {
     kubeconfig: o.kubeconfig,
+    logLevel: o.logLevel,
     controllers: {
       managerNamespace: o.managerNamespace,
       probeImage: o.probeImage,
@@ -381,6 +400,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       discoveryMaxAttempts: o.discoveryMaxAttempts,
       powerActionResendMs: o.powerResendAfter,
       bmcResyncMs: o.bmcResync,
+      bmcMaxSystems: o.bmcMaxSystems,
       serverResyncMs: o.serverResync,
       workers: o.workers,
       bmc: {
@@ -426,7 +446,7 @@ export async function runManager(
   opts: { kubeConfig?: KubeConfig; log?: pino.Logger } = {},
 ): Promise<RunningManager> {
   const cfg = parseManagerConfig(argv);
-  const log = opts.log ?? newLogger('metal-operator');
+  const log = opts.log ?? newLogger('metal-operator', { level: cfg.logLevel });
   const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
   const mgr = new Manager({
     kubeConfig,
@@ -444,6 +464,7 @@ export async function runManager(
       mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace }),
       name,
       log,
+      namespace,
     );
   } else {
     log.warn(

@@ -6,20 +6,26 @@
  *   daemon) control plane, manager, virtual BMC with N machines, BMC objects and image catalog,
  *   waits for discovery, applies an example ServerClaim and shows a live table until it is Booted.
  * - `local down`, `local status`; `local serve` is the daemon itself.
- * - `get servers|claims`: kubectl-like columns. `boots <claim> [--watch]`: the claim's attempts with their durations.
+ * - `get servers|claims [NAME] [-o wide|json|yaml] [-l SEL] [-n NS|-A]`: kubectl-like columns;
+ *   `describe server NAME`; `boots <claim> [--watch]`: the claim's attempts with their durations.
+ * - `cordon|uncordon <server>`: the maintenance taint; `retry server|claim <name>`: the retry annotation.
  *
  * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   bootsCommand,
+  cordonCommand,
+  describeCommand,
   getCommand,
   localDown,
   localServe,
   localStatus,
   localUp,
+  retryCommand,
 } from '../localstack/commands.js';
 import { defaultLocalDir } from '../localstack/local-state.js';
+import { metalctlVersion } from '../localstack/version.js';
 import { VENDOR_PROFILES } from '../virtualbmc/profile.js';
 
 const int = (min: number) => (v: string) => {
@@ -30,6 +36,7 @@ const int = (min: number) => (v: string) => {
 
 const program = new Command('metalctl')
   .description('metal-operator: local stack and fleet view')
+  .version(metalctlVersion(), '--version', 'print the metalctl version and the API it serves')
   .showHelpAfterError();
 const local = program.command('local').description('run the whole system on this machine');
 const dirOpt = () =>
@@ -85,28 +92,87 @@ local
   .addOption(dirOpt())
   .action(async (o) => process.exit(await localStatus(o)));
 
-program
-  .command('get')
-  .description('list servers or claims with kubectl-like columns')
-  .argument('<what>', 'servers | claims')
-  .option(
+const kubeconfigOpt = () =>
+  new Option(
     '--kubeconfig <path>',
     'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)',
+  );
+
+program
+  .command('get')
+  .description(
+    'list servers or claims with kubectl-like columns (BMC, PROBLEM: why a Server is not simply usable)',
   )
+  .argument('<what>', 'servers | claims')
+  .argument('[name]', 'only this object')
+  .addOption(
+    new Option('-o, --output <format>', 'wide: hardware columns too; json | yaml: the objects').choices([
+      'wide',
+      'json',
+      'yaml',
+    ]),
+  )
+  .option('-l, --selector <selector>', 'label selector (k=v,k2!=v2,k3 in (a,b))')
+  .option('-n, --namespace <ns>', 'claims of this namespace only')
+  .option('-A, --all-namespaces', 'claims of all namespaces (the default)')
+  .addOption(kubeconfigOpt())
   .addOption(dirOpt())
-  .action(async (what, o) => process.exit(await getCommand(what, o)));
+  .action(async (what, name, o) => process.exit(await getCommand(what, name, o)));
+
+program
+  .command('describe')
+  .description(
+    'one Server: hardware (CPU, memory, NICs with MAC/IP/speed, disks), BMC, taints, conditions, last Events',
+  )
+  .argument('<what>', 'server')
+  .argument('<name>', 'Server name')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (what, name, o) => process.exit(await describeCommand(what, name, o)));
 
 program
   .command('boots')
   .description("timeline of a claim's boot signals, attempt by attempt")
   .argument('<claim>', 'ServerClaim name')
-  .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
-  .option('--watch', 'keep following until the claim is Booted (exit 0) or out of attempts (exit 2)')
   .option(
-    '--kubeconfig <path>',
-    'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)',
+    '-n, --namespace <ns>',
+    'namespace of the claim (default: the only namespace with a claim of that name)',
   )
+  .option('--watch', 'keep following until the claim is Booted (exit 0) or out of attempts (exit 2)')
+  .addOption(kubeconfigOpt())
   .addOption(dirOpt())
   .action(async (claim, o) => process.exit(await bootsCommand(claim, o)));
+
+program
+  .command('cordon')
+  .description(
+    'taint a Server metal.ironcore.dev/maintenance[=reason]:NoBind: no new claims; unclaimed, it goes to state Maintenance (no power actions)',
+  )
+  .argument('<server>', 'Server name')
+  .option('--reason <text>', 'taint value: why (label-value syntax, at most 63 characters)')
+  .option('--evict', 'effect Evict: also release the claim bound to it (powered off, Event Evicted)')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (server, o) => process.exit(await cordonCommand(server, true, o)));
+
+program
+  .command('uncordon')
+  .description('remove the maintenance taint: the Server returns to Available')
+  .argument('<server>', 'Server name')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (server, o) => process.exit(await cordonCommand(server, false, o)));
+
+program
+  .command('retry')
+  .description(
+    'annotate metal.ironcore.dev/operation=retry: a claim starts a new series of boot attempts, a Server in Error its discovery',
+  )
+  .argument('<kind>', 'server | claim')
+  .argument('<name>', 'object name')
+  .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (kind, name, o) => process.exit(await retryCommand(kind, name, o)));
 
 await program.parseAsync();

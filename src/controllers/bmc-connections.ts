@@ -283,7 +283,7 @@ function classify(err: unknown): BmcFailure {
     const retryAfterMs =
       err instanceof RedfishHttpError ? err.retryAfterMs : (err as RedfishBudgetExceededError).retryAfterMs;
     return {
-      reason: 'BMCBusy',
+      reason: BmcFailureReason.BMCBusy,
       message: err instanceof Error ? err.message : String(err),
       retryAfterMs: Math.max(retryAfterMs ?? 0, 2_000),
       maybeApplied: false,
@@ -306,6 +306,11 @@ function classify(err: unknown): BmcFailure {
       maybeApplied,
     };
   }
+  return classifyTransportOrHttp(err);
+}
+
+/** The transport, HTTP and parse failures of {@link classify}. */
+function classifyTransportOrHttp(err: unknown): BmcFailure {
   if (err instanceof RedfishTransportError && err.kind === 'tls') {
     // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
     return {

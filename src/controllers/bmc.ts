@@ -7,26 +7,45 @@
  *
  * A system without a usable UUID gets no Server; the BMC's `SystemsDiscovered` condition names it
  * (boot-flow case C01) and the BMC is looked at again at the normal resync pace, not in a hot loop.
- * Changes of the BMCSecret or Endpoint re-run the BMC's reconcile.
+ * A system whose UUID another Server already holds (a second BMC object for the same BMC, or a BMC
+ * reporting another BMC's UUIDs: issue 15 S14) gets no Server either and nothing is powered: the
+ * BMC's condition `DuplicateSystemUUID` names each UUID and its owner, with a Warning Event. At most
+ * `maxSystems` systems per BMC (by URI) get Servers (`SystemsDiscovered=False SystemLimitExceeded`).
+ * Changes of the BMCSecret or Endpoint re-run the BMC's reconcile; so does a Server that found the
+ * BMC unusable (bmc-availability.ts): `Ready=False` with that reason at once, then a re-read decides.
  */
 import type pino from 'pino';
+import { canonicalSystemUUID } from '../api/system-uuid.js';
 import type { BMC as BMCObject } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { BmcReason, EventReason } from '../api/vocabulary.js';
 import { type BMC, type ComputerSystemInfo, describeTransportSecurity } from '../bmc/bmc.js';
 import { RedfishAuthError } from '../bmc/errors.js';
 import { RedfishParseError } from '../bmc/parse.js';
 import { RedfishBMC } from '../bmc/redfish-bmc.js';
+import { SERVER_UUID_INDEX } from '../bootsignals/boot-target.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { controllerOwnerReference } from '../runtime/ownerrefs.js';
 import { Resources } from '../runtime/resource.js';
+import { type BmcDownReport, type BmcDownReports, bmcDownReport } from './bmc-availability.js';
 import { BmcAccessError, type BmcConnections, classifyBmcFailure } from './bmc-connections.js';
 import { applyOwnedCondition } from './owned-conditions.js';
+import {
+  DEFAULT_MAX_SYSTEMS_PER_BMC,
+  DUPLICATE_SYSTEM_UUID,
+  describeOwner,
+  NO_DUPLICATE_SYSTEM_UUID,
+  ownedElsewhere,
+  SYSTEM_LIMIT_EXCEEDED,
+  uuidOwner,
+} from './system-ownership.js';
 
 /** Informer indexes of BMCs, by the BMCSecret and the Endpoint they reference. */
 export const BMC_BY_SECRET_INDEX = 'bmcSecret';
@@ -53,6 +72,68 @@ export interface BmcControllerOptions {
   resyncMs: number;
   /** Labels put on every Server created (the operator's object scope). */
   labels: Record<string, string>;
+  /** Reports of BMC calls made for Servers that found the BMC unusable (power actions). */
+  bmcDown?: BmcDownReports;
+  /** Servers are created for at most this many systems per BMC (the first by URI); default {@link DEFAULT_MAX_SYSTEMS_PER_BMC}. */
+  maxSystems?: number;
+}
+
+/** What one read of a BMC's systems found. */
+export interface SystemScan {
+  /** Systems the BMC lists (also those beyond the limit). */
+  listed: number;
+  /** URIs of systems without a usable UUID. */
+  withoutUUID: string[];
+  /** Systems whose UUID another Server holds. */
+  duplicates: { uri: string; uuid: string; owner: Server }[];
+  created: number;
+}
+
+/** Most items named in a condition message; the rest are counted. */
+const MAX_LISTED = 10;
+
+/** `SystemsDiscovered` of a scan: the limit first, then missing UUIDs, then duplicates. */
+export function systemsVerdict(
+  scan: SystemScan,
+  maxSystems: number,
+): { status: 'True' | 'False'; reason: string; message: string } {
+  const parts: string[] = [];
+  let reason = '';
+  if (scan.listed > maxSystems) {
+    reason = SYSTEM_LIMIT_EXCEEDED;
+    parts.push(
+      `${scan.listed} system(s) listed, limit ${maxSystems} per BMC (--bmc-max-systems): Servers only for the first ${maxSystems} by URI`,
+    );
+  }
+  if (scan.withoutUUID.length) {
+    reason ||= BmcReason.SystemUUIDMissing;
+    parts.push(`no Server created for system(s) without a valid UUID: ${listed(scan.withoutUUID)}`);
+  }
+  if (scan.duplicates.length) {
+    reason ||= DUPLICATE_SYSTEM_UUID;
+    parts.push(
+      `${scan.duplicates.length} system(s) with a UUID another Server holds (see ${DUPLICATE_SYSTEM_UUID})`,
+    );
+  }
+  if (!reason)
+    return {
+      status: 'True',
+      reason: BmcReason.AllSystemsHaveUUID,
+      message: `${scan.listed} system(s), each with a Server`,
+    };
+  return { status: 'False', reason, message: parts.join('; ') };
+}
+
+/** The `DuplicateSystemUUID` message naming each UUID and its owner, or '' when there are none. */
+export function duplicatesText(d: SystemScan['duplicates']): string {
+  if (!d.length) return '';
+  const items = d.map((x) => `${x.uri} reports UUID ${x.uuid}, held by ${describeOwner(x.owner)}`);
+  return `no Server created and nothing powered for ${d.length} system(s): ${listed(items, '; ')}`;
+}
+
+function listed(items: string[], sep = ', '): string {
+  const shown = items.slice(0, MAX_LISTED).join(sep);
+  return items.length > MAX_LISTED ? `${shown}${sep}and ${items.length - MAX_LISTED} more` : shown;
 }
 
 /** `<bmc>-<system id>` lower-cased, characters outside `[a-z0-9.-]` replaced, at most 253 characters. */
@@ -64,7 +145,8 @@ export function serverName(bmcName: string, systemId: string): string {
   return `${bmcName}-${id || 'system'}`.slice(0, 253).replace(/[-.]+$/, '');
 }
 
-export function newBmcController(o: BmcControllerOptions): Controller {
+export function newBmcController(opts: BmcControllerOptions): Controller {
+  const o = { ...opts, maxSystems: opts.maxSystems ?? DEFAULT_MAX_SYSTEMS_PER_BMC };
   const log = o.log.child({ controller: 'bmc' });
   const asEventObject = (b: BMCObject) => ({ ...b, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'BMC' });
   /**
@@ -74,17 +156,24 @@ export function newBmcController(o: BmcControllerOptions): Controller {
    */
   const synced = new Map<string, { generation: number; at: number }>();
   const stale = new Set<string>();
+  /** A Server's report that its BMC is down, waiting for the BMC's reconcile (bmc-availability.ts). */
+  const reportedDown = new Map<string, BmcDownReport>();
+  const inFlight = new Map<string, { metadata: { name: string }; server: Server; at: number }>();
 
   async function reconcile(req: Request): Promise<Result | undefined> {
-    const bmc = o.bmcs.get(req.name);
+    let bmc = o.bmcs.get(req.name);
     if (!bmc || bmc.metadata.deletionTimestamp) {
       await o.connections.release(req.name);
       return undefined;
     }
     const l = log.child({ name: req.name });
+    const down = reportedDown.get(req.name);
+    reportedDown.delete(req.name);
+    if (down) bmc = await mirrorDown(bmc, down, l);
     const last = synced.get(req.name);
     const age = last ? Date.now() - last.at : Number.POSITIVE_INFINITY;
-    if (last && !stale.has(req.name) && last.generation === bmc.metadata.generation && age < o.resyncMs) {
+    const fresh = !down && !stale.has(req.name) && last?.generation === bmc.metadata.generation;
+    if (last && fresh && age < o.resyncMs) {
       return { requeueAfterMs: o.resyncMs - age };
     }
     stale.delete(req.name);
@@ -99,59 +188,17 @@ export function newBmcController(o: BmcControllerOptions): Controller {
     }
     try {
       const status = await readManager(client);
-      const systems = await client.listSystems();
-      const withoutUUID: string[] = [];
-      let created = 0;
-      for (const ref of systems) {
-        let info: ComputerSystemInfo;
-        try {
-          info = await client.getSystem(ref.uri);
-        } catch (err) {
-          if (err instanceof RedfishParseError && err.field === 'UUID') {
-            withoutUUID.push(ref.uri);
-            continue;
-          }
-          throw err;
-        }
-        if (await ensureServer(bmc, info, l)) created++;
-      }
+      const scan = await scanSystems(bmc, client, l);
       await setStatus(
         bmc,
         { ...status, state: 'Enabled' },
         {
           ok: true,
           reason: 'Reachable',
-          message: `${systems.length} system(s); ${describeTransportSecurity(client.transportSecurity)}`,
+          message: `${scan.listed} system(s); ${describeTransportSecurity(client.transportSecurity)}`,
         },
       );
-      await applyOwnedCondition(
-        o.client,
-        Resources.BMC,
-        bmc,
-        withoutUUID.length === 0
-          ? {
-              type: SYSTEMS_DISCOVERED_CONDITION,
-              status: 'True',
-              reason: 'AllSystemsHaveUUID',
-              message: `${systems.length} system(s), each with a Server`,
-            }
-          : {
-              type: SYSTEMS_DISCOVERED_CONDITION,
-              status: 'False',
-              reason: 'SystemUUIDMissing',
-              message: `no Server created for system(s) without a valid UUID: ${withoutUUID.join(', ')}`,
-            },
-      );
-      if (withoutUUID.length) {
-        l.warn({ systems: withoutUUID }, 'systems without a UUID: no Server created');
-        o.events.event(
-          asEventObject(bmc),
-          'Warning',
-          'SystemUUIDMissing',
-          `no valid UUID reported by ${withoutUUID.join(', ')}; no Server created`,
-        );
-      }
-      if (created) l.info({ created, systems: systems.length }, 'servers created');
+      await reportSystems(bmc, scan, l);
       synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
       return { requeueAfterMs: o.resyncMs };
     } catch (err) {
@@ -162,6 +209,93 @@ export function newBmcController(o: BmcControllerOptions): Controller {
       await setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message: f.message });
       return { requeueAfterMs: Math.max(f.retryAfterMs, 5_000) };
     }
+  }
+
+  /**
+   * Reads the BMC's systems (at most `maxSystems`, by URI) and creates the Servers of those with a
+   * usable UUID that no other Server holds. Throws BMC errors.
+   */
+  async function scanSystems(bmc: BMCObject, client: BMC, l: pino.Logger): Promise<SystemScan> {
+    const systems = [...(await client.listSystems())].sort((a, b) => a.uri.localeCompare(b.uri));
+    const scan: SystemScan = { listed: systems.length, withoutUUID: [], duplicates: [], created: 0 };
+    for (const ref of systems.slice(0, o.maxSystems)) {
+      let info: ComputerSystemInfo;
+      try {
+        info = await client.getSystem(ref.uri);
+      } catch (err) {
+        if (err instanceof RedfishParseError && err.field === 'UUID') {
+          scan.withoutUUID.push(ref.uri);
+          continue;
+        }
+        throw err;
+      }
+      const r = await ensureServer(bmc, info, l);
+      if (r === 'created') scan.created++;
+      else if (r !== 'exists') scan.duplicates.push({ uri: info.uri, uuid: info.uuid, owner: r.owner });
+    }
+    return scan;
+  }
+
+  /** Conditions `SystemsDiscovered` and `DuplicateSystemUUID`, Warning Events and logs of a scan. */
+  async function reportSystems(bmc: BMCObject, scan: SystemScan, l: pino.Logger): Promise<void> {
+    const verdict = systemsVerdict(scan, o.maxSystems);
+    await applyOwnedCondition(o.client, Resources.BMC, bmc, {
+      type: SYSTEMS_DISCOVERED_CONDITION,
+      ...verdict,
+    });
+    const dup = duplicatesText(scan.duplicates);
+    await applyOwnedCondition(
+      o.client,
+      Resources.BMC,
+      bmc,
+      dup
+        ? { type: DUPLICATE_SYSTEM_UUID, status: 'True', reason: DUPLICATE_SYSTEM_UUID, message: dup }
+        : { type: DUPLICATE_SYSTEM_UUID, status: 'False', reason: NO_DUPLICATE_SYSTEM_UUID, message: '' },
+    );
+    const ev = asEventObject(bmc);
+    if (scan.listed > o.maxSystems) {
+      l.warn({ systems: scan.listed, limit: o.maxSystems }, 'more systems than the per-BMC limit');
+      o.events.event(ev, 'Warning', SYSTEM_LIMIT_EXCEEDED, verdict.message);
+    }
+    if (scan.withoutUUID.length) {
+      l.warn({ systems: scan.withoutUUID }, 'systems without a UUID: no Server created');
+      o.events.event(
+        ev,
+        'Warning',
+        EventReason.SystemUUIDMissing,
+        `no valid UUID reported by ${scan.withoutUUID.join(', ')}; no Server created`,
+      );
+    }
+    if (dup) {
+      l.warn(
+        { duplicates: scan.duplicates.map((d) => ({ systemUUID: d.uuid, owner: d.owner.metadata.name })) },
+        'systems whose UUID another Server holds: no Server created, nothing powered',
+      );
+      o.events.event(ev, 'Warning', DUPLICATE_SYSTEM_UUID, dup);
+    }
+    if (scan.created) l.info({ created: scan.created, systems: scan.listed }, 'servers created');
+  }
+
+  /** `Ready=False` with the Server's reason at once; the re-read that follows decides what is true. */
+  async function mirrorDown(bmc: BMCObject, down: BmcDownReport, l: pino.Logger): Promise<BMCObject> {
+    const message = `Server ${down.server} reported ${down.reason} at ${down.at}: ${down.message}`;
+    l.warn(
+      { server: down.server, reason: down.reason },
+      'a Server reports its BMC unusable: re-reading the BMC',
+    );
+    o.events.event(asEventObject(bmc), 'Warning', down.reason, message);
+    await setStatus(bmc, {}, { ok: false, reason: down.reason, message });
+    // What was just written, so the re-read's own write is compared with it, not with the cache.
+    const others = (bmc.status?.conditions ?? []).filter((c) => c.type !== BMC_READY_CONDITION);
+    const ready = {
+      type: BMC_READY_CONDITION,
+      status: 'False' as const,
+      reason: down.reason,
+      message,
+      observedGeneration: bmc.metadata.generation ?? 0,
+      lastTransitionTime: new Date().toISOString(),
+    };
+    return { ...bmc, status: { ...bmc.status, conditions: [...others, ready] } };
   }
 
   /** Manager facts. ManagerInfo has no SerialNumber or PowerState, so those come from the raw resource when the client is Redfish. */
@@ -181,12 +315,43 @@ export function newBmcController(o: BmcControllerOptions): Controller {
     return out;
   }
 
-  /** Creates or corrects the Server of one system; true when created. */
-  async function ensureServer(bmc: BMCObject, info: ComputerSystemInfo, l: pino.Logger): Promise<boolean> {
+  /**
+   * Servers holding a UUID: the informer's, plus those this process created or is creating and the
+   * cache does not show yet (two workers, or two systems of one BMC, must not both create one).
+   */
+  function holders(uuid: string): Server[] {
+    const cached = o.servers.byIndex(SERVER_UUID_INDEX, uuid);
+    const mine = inFlight.get(uuid);
+    if (!mine) return cached;
+    if (cached.some((s) => s.metadata.name === mine.metadata.name) || Date.now() - mine.at > 60_000) {
+      inFlight.delete(uuid);
+      return cached;
+    }
+    return [...cached, mine.server];
+  }
+
+  /**
+   * Creates or corrects the Server of one system: `created`, `exists`, or the Server that owns the
+   * UUID when that is another one (then nothing is created or changed).
+   */
+  async function ensureServer(
+    bmc: BMCObject,
+    info: ComputerSystemInfo,
+    l: pino.Logger,
+  ): Promise<'created' | 'exists' | { owner: Server }> {
     const name = serverName(bmc.metadata.name ?? '', info.id);
+    const uuid = canonicalSystemUUID(info.uuid) ?? info.uuid;
     const existing = o.servers.get(name);
-    const spec = { systemUUID: info.uuid, systemURI: info.uri, bmcRef: { name: bmc.metadata.name ?? '' } };
+    const rivals = holders(uuid).filter((s) => s.metadata.name !== name);
+    const owner =
+      existing && canonicalSystemUUID(existing.spec.systemUUID) === uuid
+        ? ownedElsewhere(existing, rivals)
+        : uuidOwner(rivals);
+    if (owner) return { owner };
+    const spec = { systemUUID: uuid, systemURI: info.uri, bmcRef: { name: bmc.metadata.name ?? '' } };
     if (!existing) {
+      const placeholder = { metadata: { name, creationTimestamp: new Date().toISOString() }, spec } as Server;
+      inFlight.set(uuid, { metadata: { name }, server: placeholder, at: Date.now() });
       try {
         await o.client.create<Server>(Resources.Server, {
           apiVersion: 'metal.ironcore.dev/v1alpha1',
@@ -199,28 +364,29 @@ export function newBmcController(o: BmcControllerOptions): Controller {
           spec,
         });
       } catch (err) {
-        if (err instanceof ApiError && err.conflict) return false; // cache lag: it exists
+        if (err instanceof ApiError && err.conflict) return 'exists'; // cache lag: it exists
+        inFlight.delete(uuid);
         throw err;
       }
-      l.info({ server: name, systemUUID: info.uuid, systemURI: info.uri }, 'server created');
+      l.info({ server: name, systemUUID: uuid, systemURI: info.uri }, 'server created');
       o.events.event(
         asEventObject(bmc),
         'Normal',
         'ServerCreated',
-        `Server ${name} for system ${info.uri} (UUID ${info.uuid})`,
+        `Server ${name} for system ${info.uri} (UUID ${uuid})`,
       );
-      return true;
+      return 'created';
     }
     const s = existing.spec;
     if (
-      s.systemUUID !== spec.systemUUID ||
+      canonicalSystemUUID(s.systemUUID) !== spec.systemUUID ||
       s.systemURI !== spec.systemURI ||
       s.bmcRef?.name !== spec.bmcRef.name
     ) {
       await o.client.mergePatch(Resources.Server, name, undefined, { spec });
-      l.info({ server: name, systemUUID: info.uuid }, 'server identity corrected');
+      l.info({ server: name, systemUUID: uuid }, 'server identity corrected');
     }
-    return false;
+    return 'exists';
   }
 
   async function setStatus(
@@ -261,6 +427,21 @@ export function newBmcController(o: BmcControllerOptions): Controller {
     stale.add(owner.name);
     c.enqueue({ name: owner.name });
   });
+  // A Server that finds its BMC down: the BMC says so at once and is re-read (not at the resync pace).
+  const onDown = (down: BmcDownReport) => {
+    const ready = findCondition(o.bmcs.get(down.bmc)?.status?.conditions, BMC_READY_CONDITION);
+    if (ready?.status !== 'True' || Date.parse(down.at) < Date.parse(ready.lastTransitionTime)) return;
+    reportedDown.set(down.bmc, down);
+    stale.add(down.bmc);
+    c.enqueue({ name: down.bmc });
+  };
+  const onServer = (s: Server) => {
+    const down = bmcDownReport(s);
+    if (down) onDown(down);
+  };
+  o.servers.on('add', onServer);
+  o.servers.on('update', onServer);
+  o.bmcDown?.subscribe(onDown);
   c.watches(o.bmcSecrets, byIndex(BMC_BY_SECRET_INDEX));
   c.watches(o.endpoints, byIndex(BMC_BY_ENDPOINT_INDEX));
   return c;

@@ -93,6 +93,13 @@ export function attemptSignals(sbc: ServerBootConfiguration, types: readonly str
   return { arrived, missing };
 }
 
+/** Readiness of an SBC whose current generation the SBC controller has not evaluated yet. */
+export const NOT_EVALUATED: Readonly<Readiness> = {
+  ready: false,
+  reason: BootConfigurationReason.Pending,
+  message: 'the boot configuration has not been evaluated yet',
+};
+
 /**
  * Whether the SBC is Ready for its current spec: `status.state` Ready and a `Ready` condition written
  * for the current generation (so a just-bumped attempt waits for one more evaluation).
@@ -106,11 +113,7 @@ export function bootConfigurationReadiness(sbc: ServerBootConfiguration): Readin
   if (sbc.status?.state === 'Error' && cond?.status === 'False') {
     return { ready: false, reason: cond.reason, message: cond.message };
   }
-  return {
-    ready: false,
-    reason: BootConfigurationReason.Pending,
-    message: 'the boot configuration has not been evaluated yet',
-  };
+  return NOT_EVALUATED;
 }
 
 export class BootConfigurations {

@@ -4,6 +4,7 @@
  */
 import type { BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { BootSignal } from '../api/vocabulary.js';
+import { DEFAULT_MAX_SYSTEMS_PER_BMC } from './system-ownership.js';
 
 export interface BmcConnectionSettings {
   /** Timeout of one HTTP request to a BMC, ms. */
@@ -48,6 +49,11 @@ export interface ControllerConfig {
   powerActionResendMs: number;
   /** Re-read BMCs (systems, firmware) this often, ms. */
   bmcResyncMs: number;
+  /**
+   * Servers are created for at most this many systems per BMC (issue 15, S14: a BMC must not be able
+   * to create unbounded Servers).
+   */
+  bmcMaxSystems: number;
   /** Re-read a Server's power state this often when nothing else happens, ms. */
   serverResyncMs: number;
   /**
@@ -80,6 +86,7 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   discoveryMaxAttempts: 3,
   powerActionResendMs: 120_000,
   bmcResyncMs: 10 * 60_000,
+  bmcMaxSystems: DEFAULT_MAX_SYSTEMS_PER_BMC,
   serverResyncMs: 5 * 60_000,
   workers: 16,
   bmc: { requestTimeoutMs: 5_000, callBudgetMs: 8_000, insecureTLS: false },

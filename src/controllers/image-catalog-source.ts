@@ -27,7 +27,7 @@ export class ImageCatalogSource {
 
   /** A catalog read from `path`. Throws when the file cannot be read or parsed. */
   static fromFile(path: string, log: pino.Logger): ImageCatalogSource {
-    return new ImageCatalogSource(ImageCatalog.parse(readFileSync(path, 'utf8')), log);
+    return new ImageCatalogSource(ImageCatalog.parse(readFileSync(path, 'utf8'), `file ${path}`), log);
   }
 
   static empty(log: pino.Logger): ImageCatalogSource {
@@ -42,13 +42,19 @@ export class ImageCatalogSource {
     configMaps: Informer<ConfigMapObject>,
     name: string,
     log: pino.Logger,
+    namespace?: string,
   ): ImageCatalogSource {
-    const src = new ImageCatalogSource(ImageCatalog.empty(), log);
+    const origin = `ConfigMap ${namespace ? `${namespace}/` : ''}${name}, key ${CATALOG_CONFIGMAP_KEY}`;
+    const src = new ImageCatalogSource(ImageCatalog.empty(`${origin}: not found`), log);
     const load = (cm: ConfigMapObject | undefined) => {
       if (cm && cm.metadata.name !== name) return;
       const text = cm?.data?.[CATALOG_CONFIGMAP_KEY];
       try {
-        src.set(text ? ImageCatalog.parse(text) : ImageCatalog.empty());
+        src.set(
+          text
+            ? ImageCatalog.parse(text, origin)
+            : ImageCatalog.empty(`${origin}: ${cm ? 'key missing' : 'not found'}`),
+        );
       } catch (err) {
         log.error(
           { err, configMap: name },

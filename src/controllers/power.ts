@@ -17,9 +17,11 @@ import type { KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
 import type { EventRecorder } from '../runtime/events.js';
 import { Resources } from '../runtime/resource.js';
+import type { BmcDownReports } from './bmc-availability.js';
 import type { BmcConnections, BmcFailure } from './bmc-connections.js';
 import { classifyBmcFailure } from './bmc-connections.js';
 import { applyOwnedCondition } from './owned-conditions.js';
+import { DUPLICATE_SYSTEM_UUID, describeOwner } from './system-ownership.js';
 
 /** Server condition: True while a power action is requested but not yet visible, or cannot be sent. */
 export const POWER_PENDING_CONDITION = ConditionType.PowerActionPending;
@@ -48,6 +50,13 @@ export interface PowerActionsOptions {
   log: pino.Logger;
   /** How long a requested state may take to show before the action is sent again, ms. */
   resendAfterMs: number;
+  /**
+   * The other Server that owns a Server's system UUID (system-ownership.ts): such a Server is never
+   * powered, whoever asks.
+   */
+  uuidOwner?: (server: Server) => Server | undefined;
+  /** Told of every BMC call that failed because the BMC is unusable (the BMC controller reacts). */
+  bmcDown?: BmcDownReports;
 }
 
 interface SentAction {
@@ -66,7 +75,13 @@ export class PowerActions {
   /** One read of `PowerState`, also stored in `status.powerState`. Throws BMC errors and {@link BmcAccessError}. */
   async observe(server: Server): Promise<PowerState> {
     const h = this.o.connections.forServer(server);
-    const state = await h.bmc.powerState(h.systemUri);
+    let state: PowerState;
+    try {
+      state = await h.bmc.powerState(h.systemUri);
+    } catch (err) {
+      this.reportFailure(server, err);
+      throw err;
+    }
     await this.recordState(server, state);
     return state;
   }
@@ -79,6 +94,8 @@ export class PowerActions {
    */
   async ensure(server: Server, goal: PowerGoal, observed?: PowerState): Promise<PowerProgress> {
     const name = server.metadata.name ?? '';
+    const refused = this.duplicate(server);
+    if (refused) return this.failed(server, `requesting ${goal}`, refused);
     let state: PowerState;
     try {
       state = observed ?? (await this.observe(server));
@@ -108,6 +125,7 @@ export class PowerActions {
       const res = goal === 'On' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.forceOff(h.systemUri);
       this.sent.set(name, { goal, at: now });
       this.log(server).info({ goal, sent: res.sent, observed: res.observed }, 'power action sent');
+      if (res.sent) await this.refresh(server);
       if (res.sent)
         this.o.events.event(
           { ...server, ...SERVER_EVENT },
@@ -132,6 +150,11 @@ export class PowerActions {
    */
   async boot(server: Server, opts: { netboot: boolean; observed: PowerState }): Promise<BootActionResult> {
     const name = server.metadata.name ?? '';
+    const refused = this.duplicate(server);
+    if (refused) {
+      await this.failed(server, 'starting a boot', refused);
+      return { ok: false, failure: refused };
+    }
     let overrideSet = false;
     try {
       const h = this.o.connections.forServer(server);
@@ -142,6 +165,7 @@ export class PowerActions {
       const res =
         opts.observed === 'Off' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.restart(h.systemUri);
       this.sent.set(name, { goal: 'On', at: Date.now() });
+      await this.refresh(server);
       await this.setPending(server, undefined);
       const how = opts.netboot ? 'network boot (Pxe, Once)' : 'boot from disk';
       this.log(server).info(
@@ -164,12 +188,47 @@ export class PowerActions {
     }
   }
 
+  /**
+   * Reads and records `PowerState` once right after an action, so `status.powerState` does not show
+   * the state before it until the next reconcile. Best effort: a failed read changes nothing.
+   */
+  private async refresh(server: Server): Promise<void> {
+    try {
+      await this.observe(server);
+    } catch (err) {
+      this.log(server).debug({ err }, 'PowerState not re-read after the action');
+    }
+  }
+
+  /** A failure that is never sent when another Server owns this Server's UUID. */
+  private duplicate(server: Server): BmcFailure | undefined {
+    const owner = this.o.uuidOwner?.(server);
+    if (!owner) return undefined;
+    return {
+      reason: DUPLICATE_SYSTEM_UUID,
+      message: `system UUID ${server.spec.systemUUID} is held by ${describeOwner(owner)}; this Server is not powered`,
+      retryAfterMs: 60_000,
+      maybeApplied: false,
+    };
+  }
+
   /** Forgets in-memory state of a Server (it was deleted). */
   forget(name: string): void {
     this.sent.delete(name);
   }
 
+  private reportFailure(server: Server, err: unknown): void {
+    let f: BmcFailure;
+    try {
+      f = classifyBmcFailure(err);
+    } catch {
+      return; // not a BMC failure
+    }
+    this.o.bmcDown?.report(server, f);
+  }
+
   private async failed(server: Server, what: string, f: BmcFailure): Promise<PowerProgress> {
+    this.o.bmcDown?.report(server, f);
     const pending = `${what}: ${f.reason}: ${f.message}; retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
     this.log(server).warn({ reason: f.reason, error: f.message }, `BMC call failed while ${what}`);
     // A busy BMC (e.g. HPE POST window) is waited out with a pending condition: no Warning storm.

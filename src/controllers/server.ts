@@ -1,7 +1,9 @@
 /**
  * Server controller: the life of one machine outside a claim.
  *
- * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left alone).
+ * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left
+ * alone; entered and left through the taint `metal.ironcore.dev/maintenance`, see taints.ts). A
+ * Server whose system UUID another Server owns is left alone entirely (system-ownership.ts).
  * - Initial: read the system from the BMC (manufacturer, model, serial, power state) and begin discovery.
  * - Discovery: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
  *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: one-time
@@ -32,6 +34,7 @@ import {
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
@@ -50,10 +53,12 @@ import {
 } from './boot-attempt/index.js';
 import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
+import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
+import { TaintActions } from './taints.js';
 
 export const DISCOVERED_CONDITION = ConditionType.Discovered;
 
@@ -74,6 +79,8 @@ export interface ServerControllerOptions {
   metrics?: RuntimeMetrics;
   bootMetrics: BootMetrics;
   config: ControllerConfig;
+  /** Servers whose UUID another Server owns are left alone (system-ownership.ts). */
+  duplicates: DuplicateServers;
 }
 
 type Discovery = NonNullable<NonNullable<Server['status']>['discovery']>;
@@ -84,8 +91,10 @@ const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1al
 class ServerReconciler {
   private readonly cfg: ControllerConfig;
   private readonly baseLog: pino.Logger;
+  private readonly taints: TaintActions;
 
   constructor(private readonly o: ServerControllerOptions) {
+    this.taints = new TaintActions(o);
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'server' });
   }
@@ -151,7 +160,10 @@ class ServerReconciler {
     const log = this.baseLog.child({ name: req.name, systemUUID: server.spec.systemUUID });
     const state = (server.status?.state || 'Initial') as ServerState;
 
+    if (await this.o.duplicates.check(server)) return undefined;
     if (server.spec.serverClaimRef) return this.reserved(server, state, log);
+    const maintenance = await this.taints.maintenance(server, state, log);
+    if (maintenance) return maintenance;
     if (state === 'Maintenance') return undefined;
     if (server.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY)
       return this.retry(server, state, log);
@@ -285,9 +297,15 @@ class ServerReconciler {
         message: `${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}: ${detail}`,
       }),
       write: async (book, outcome) => {
+        // The phase alone is no reason to write: it rides along with the next real change.
         const next = discoveryOf(book);
-        if (!isDeepStrictEqual(next, current.status?.discovery))
+        const stored = current.status?.discovery;
+        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
           current = await this.patchStatus(current, { discovery: next });
+        const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
+        const waiting =
+          step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
+        if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
         if (outcome)
           await this.discovered(
             current,
@@ -427,6 +445,10 @@ export function newServerController(o: ServerControllerOptions): Controller {
   });
   c.watches(o.servers);
   c.owns(o.sbcs, 'Server');
+  // The owner of a UUID is gone: a duplicate of it may now be the owner.
+  o.servers.on('delete', (gone) => {
+    for (const s of o.duplicates.sameUuid(gone)) c.enqueue({ name: s.metadata.name ?? '' });
+  });
   return c;
 }
 

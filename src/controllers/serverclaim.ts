@@ -76,13 +76,15 @@ import {
   attemptSignals,
   type BootConfigurations,
   bootConfigurationReadiness,
+  NOT_EVALUATED,
   type Readiness,
 } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { PowerActions, PowerProgress } from './power.js';
-import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
+import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
+import { evictingTaint, TaintActions } from './taints.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
 export const BOUND_CONDITION = ConditionType.Bound;
@@ -200,8 +202,10 @@ class ServerClaimReconciler {
    * name). Without it, a reconcile running before the cache caught up could bind a second Server.
    */
   private readonly recentBinds = new Map<string, string>();
+  private readonly taints: TaintActions;
 
   constructor(private readonly o: ServerClaimControllerOptions) {
+    this.taints = new TaintActions(o);
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'serverclaim' });
     this.releaseTimeoutMs = Math.max(o.config.powerActionResendMs * 2, 60_000);
@@ -305,22 +309,14 @@ class ServerClaimReconciler {
         throw err;
       }
     }
-    const want = claim.spec.serverRef?.name;
-    let reason: string = BoundReason.NoServerAvailable;
-    let message = `no Available Server matches (${list.length} candidate(s) were taken meanwhile)`;
-    if (want) {
-      const s = this.o.servers.get(want);
-      reason = s ? BoundReason.ServerNotAvailable : BoundReason.ServerNotFound;
-      message = s
-        ? `Server ${want} is ${ineligibility(claim, s) ?? 'taken'}`
-        : `Server ${want} does not exist`;
-    } else if (list.length === 0) {
-      message = 'no Available Server matches the selector, is unclaimed and tolerated';
-    }
+    const { reason, message } = unboundExplanation(claim, this.o.servers.list(), list.length);
+    const before = findCondition(claim.status?.conditions, BOUND_CONDITION);
     await this.save(claim, {
       phase: 'Unbound',
       conditions: [{ type: BOUND_CONDITION, status: 'False', reason, message }],
     });
+    // Once per change of the explanation, as the scheduler's FailedScheduling.
+    if (before?.message !== message) this.o.events.event(eventObject(claim), 'Warning', reason, message);
     return undefined;
   }
 
@@ -387,6 +383,8 @@ class ServerClaimReconciler {
 
     const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    const evicting = evictingTaint(claim, server);
+    if (evicting) return this.taints.evict(claim, server, evicting, log);
     const serverName = server.metadata.name ?? '';
     log = log.child({ server: serverName, systemUUID: server.spec.systemUUID });
     if (!claim.spec.serverRef?.name) {
@@ -458,6 +456,17 @@ class ServerClaimReconciler {
     bound: CondInput,
     log: pino.Logger,
   ): Promise<Result | undefined> {
+    if (claim.spec.power !== 'On' && claim.spec.power !== 'Off') {
+      const message = `spec.power must be On or Off, not ${JSON.stringify(claim.spec.power)}; nothing is powered`;
+      const invalid: CondInput = {
+        type: BOOTED_CONDITION,
+        status: 'False',
+        reason: BootedReason.InvalidPower,
+        message,
+      };
+      await this.save(claim, { phase: 'Bound', conditions: [bound, invalid] });
+      return undefined;
+    }
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
     const observed = needsPowerRead(facts) ? await this.readPower(server) : undefined;
@@ -517,9 +526,17 @@ class ServerClaimReconciler {
             type: BOOTED_CONDITION,
             status: 'False',
             reason: BootedReason.Booting,
-            message: `${text} (${decision.why}): preparing`,
+            // The words the next reconcile uses while the new attempt's SBC is evaluated: no second write.
+            message: `${text}: waiting for the boot configuration (${NOT_EVALUATED.reason}: ${NOT_EVALUATED.message})`,
           };
-    claim = await this.save(claim, { boot: book, phase: 'Bound', conditions: [x.bound, booted] });
+    const configReady: CondInput = {
+      type: BOOT_CONFIGURATION_READY_CONDITION,
+      status: 'False',
+      reason: NOT_EVALUATED.reason,
+      message: NOT_EVALUATED.message,
+    };
+    const conditions = decision.kind === 'start' ? [x.bound, configReady, booted] : [x.bound, booted];
+    claim = await this.save(claim, { boot: book, phase: 'Bound', conditions });
     if (x.facts.retryAsked) claim = await this.consumeRetry(claim);
     if (decision.kind === 'adopt') {
       this.announceAdoption(claim, book, decision.booted, log);

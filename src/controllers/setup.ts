@@ -17,9 +17,11 @@ import type { Informer } from '../runtime/informer.js';
 import type { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
 import { bmcIndexers, newBmcController } from './bmc.js';
+import { BmcDownReports } from './bmc-availability.js';
 import { BmcConnections, type BmcFactory } from './bmc-connections.js';
 import { BootConfigurations } from './boot-configuration.js';
 import { type ControllerConfig, joinSelectors, selectorOf } from './config.js';
+import { DuplicateServers } from './duplicate-servers.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { BootMetrics } from './metrics.js';
 import { PowerActions } from './power.js';
@@ -77,12 +79,16 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
     log,
     factory: opts.bmcFactory,
   });
+  const bmcDown = new BmcDownReports();
+  const duplicates = new DuplicateServers({ client: mgr.client, servers, events: mgr.events, log });
   const power = new PowerActions({
     client: mgr.client,
     connections,
     events: mgr.events,
     log,
     resendAfterMs: cfg.powerActionResendMs,
+    uuidOwner: (s) => duplicates.ownerOf(s),
+    bmcDown,
   });
   const bootConfigs = new BootConfigurations(mgr.client, sbcs, callbackSecrets);
   const bootMetrics = new BootMetrics(mgr.metrics.registry, () => {
@@ -104,6 +110,8 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       servers,
       connections,
       resyncMs: cfg.bmcResyncMs,
+      maxSystems: cfg.bmcMaxSystems,
+      bmcDown,
       labels: cfg.scopeLabels,
     }),
   );
@@ -117,6 +125,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       connections,
       bootMetrics,
       config: cfg,
+      duplicates,
     }),
   );
   mgr.add(

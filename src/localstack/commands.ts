@@ -14,6 +14,8 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { stringify as stringifyYaml } from 'yaml';
+import type { BMC } from '../api/v1alpha1/bmc.js';
 import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -21,7 +23,7 @@ import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { BootedReason, ConditionType } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
-import { Resources } from '../runtime/resource.js';
+import { type KObject, Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
 import type { VendorProfileName } from '../virtualbmc/profile.js';
 import { REPO_ROOT } from './control-plane.js';
@@ -37,6 +39,8 @@ import {
   statePath,
   writeLocalState,
 } from './local-state.js';
+import { OpError, requestRetry, setCordon } from './server-ops.js';
+import { describeServer, type EventView } from './server-view.js';
 import { OS_IMAGE } from './vm-artefacts.js';
 
 export const EXAMPLE_CLAIM = 'example';
@@ -45,13 +49,20 @@ const EXAMPLE_NS = 'default';
 const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
 const stamp = (t0: number) => `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
 
-async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
-  const [servers, claims, sbcs] = await Promise.all([
-    client.list<Server>(Resources.Server),
-    client.list<ServerClaim>(Resources.ServerClaim),
+async function snapshot(
+  client: KubeClient,
+  o: { labelSelector?: string; namespace?: string } = {},
+): Promise<FleetSnapshot> {
+  const [servers, claims, sbcs, bmcs] = await Promise.all([
+    client.list<Server>(Resources.Server, { labelSelector: o.labelSelector }),
+    client.list<ServerClaim>(Resources.ServerClaim, {
+      labelSelector: o.labelSelector,
+      namespace: o.namespace,
+    }),
     client.list<ServerBootConfiguration>(Resources.ServerBootConfiguration),
+    client.list<BMC>(Resources.BMC),
   ]);
-  return { servers: servers.items, claims: claims.items, sbcs: sbcs.items };
+  return { servers: servers.items, claims: claims.items, sbcs: sbcs.items, bmcs: bmcs.items };
 }
 
 /** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
@@ -353,21 +364,154 @@ function resolveKubeConfig(o: { kubeconfig?: string; dir: string }): KubeConfig 
   return loadKubeConfig(readLocalState(o.dir)?.kubeconfig);
 }
 
-export async function getCommand(what: string, o: { kubeconfig?: string; dir: string }): Promise<number> {
-  if (!['servers', 'server', 'srv', 'claims', 'claim', 'scl'].includes(what)) {
+/** Options of `metalctl get|describe`. */
+export interface GetOptions {
+  kubeconfig?: string;
+  dir: string;
+  /** `wide`, `json` or `yaml`; default: the table. */
+  output?: string;
+  /** Label selector (`-l`). */
+  selector?: string;
+  /** Claims of this namespace only (`-n`); default, and with `-A`: all namespaces. */
+  namespace?: string;
+  allNamespaces?: boolean;
+}
+
+const SERVER_KINDS = ['servers', 'server', 'srv'];
+const CLAIM_KINDS = ['claims', 'claim', 'scl', 'serverclaims', 'serverclaim'];
+
+/** Client for a one-shot command; prints the reason and resolves undefined when there is no kubeconfig. */
+function commandClient(o: { kubeconfig?: string; dir: string }): KubeClient | undefined {
+  try {
+    return new KubeClient(resolveKubeConfig(o), { fieldManager: 'metalctl' });
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return undefined;
+  }
+}
+
+/** A list or one object as `kubectl get -o json|yaml` prints it. */
+function printObjects(items: object[], single: boolean, format: string): void {
+  // As kubectl (--show-managed-fields=false): managedFields are bookkeeping, not state.
+  const shown = items.map((i) => {
+    const { managedFields: _, ...metadata } = (i as KObject).metadata as KObject['metadata'] & {
+      managedFields?: unknown;
+    };
+    return { ...i, metadata };
+  });
+  const doc = single ? shown[0] : { apiVersion: 'v1', kind: 'List', items: shown };
+  console.log(
+    format === 'json' ? JSON.stringify(doc, null, 2) : stringifyYaml(doc, { lineWidth: 0 }).trimEnd(),
+  );
+}
+
+/** `get servers|claims [NAME]` with `-o wide|json|yaml`, `-l`, `-n`/`-A`. Exit 0, 1 (not found, API), 2 (usage). */
+export async function getCommand(what: string, name: string | undefined, o: GetOptions): Promise<number> {
+  const servers = SERVER_KINDS.includes(what);
+  if (!servers && !CLAIM_KINDS.includes(what)) {
     console.error(`unknown kind ${what}: use servers or claims`);
     return 2;
   }
-  let client: KubeClient;
-  try {
-    client = new KubeClient(resolveKubeConfig(o));
-  } catch (err) {
-    console.error(err instanceof Error ? err.message : String(err));
-    return 1;
+  if (o.output && !['wide', 'json', 'yaml'].includes(o.output)) {
+    console.error(`-o ${o.output}: use wide, json or yaml`);
+    return 2;
   }
+  const client = commandClient(o);
+  if (!client) return 1;
   try {
-    const snap = await snapshot(client);
-    console.log(what.startsWith('s') && what !== 'scl' ? serversTable(snap) : claimsTable(snap));
+    const snap = await snapshot(client, {
+      labelSelector: o.selector,
+      namespace: o.allNamespaces ? undefined : o.namespace,
+    });
+    if (servers) snap.servers = name ? snap.servers.filter((x) => x.metadata.name === name) : snap.servers;
+    else snap.claims = name ? snap.claims.filter((x) => x.metadata.name === name) : snap.claims;
+    const items: object[] = servers ? snap.servers : snap.claims;
+    if (name && items.length === 0) {
+      console.error(`${servers ? 'Server' : 'ServerClaim'} ${name} not found`);
+      return 1;
+    }
+    if (o.output === 'json' || o.output === 'yaml') printObjects(items, !!name, o.output);
+    else
+      console.log(
+        servers ? serversTable(snap, Date.now(), { wide: o.output === 'wide' }) : claimsTable(snap),
+      );
+    return 0;
+  } catch (err) {
+    console.error(String(err));
+    return 1;
+  } finally {
+    await client.close();
+  }
+}
+
+/** Events about one object (cluster-scoped objects' Events live in `default`), as `describe` shows them. */
+async function eventsAbout(
+  client: KubeClient,
+  kind: string,
+  name: string,
+  namespace = 'default',
+): Promise<EventView[]> {
+  const { items } = await client.list<KObject & Record<string, unknown>>(Resources.Event, {
+    namespace,
+    fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}`,
+  });
+  return items.map((e) => {
+    const ev = e as {
+      type?: string;
+      reason?: string;
+      message?: string;
+      note?: string;
+      count?: number;
+      series?: { count?: number; lastObservedTime?: string };
+      eventTime?: string;
+      lastTimestamp?: string;
+      reportingComponent?: string;
+      source?: { component?: string };
+    };
+    return {
+      type: ev.type ?? '',
+      reason: ev.reason ?? '',
+      message: ev.message ?? ev.note ?? '',
+      count: ev.series?.count ?? ev.count,
+      time: ev.series?.lastObservedTime ?? ev.lastTimestamp ?? ev.eventTime,
+      source: ev.reportingComponent || ev.source?.component,
+    };
+  });
+}
+
+/** The text of `describe server NAME` from the cluster (undefined when there is no such Server). */
+export async function describeServerFrom(
+  client: KubeClient,
+  name: string,
+  now = Date.now(),
+): Promise<string | undefined> {
+  const server = await client.get<Server>(Resources.Server, name);
+  if (!server) return undefined;
+  const bmc = server.spec.bmcRef?.name
+    ? await client.get<BMC>(Resources.BMC, server.spec.bmcRef.name)
+    : undefined;
+  return describeServer(server, bmc, await eventsAbout(client, 'Server', name), now);
+}
+
+/** `describe server NAME`. Exit 0, 1 (not found, API), 2 (usage). */
+export async function describeCommand(
+  what: string,
+  name: string,
+  o: { kubeconfig?: string; dir: string },
+): Promise<number> {
+  if (!SERVER_KINDS.includes(what)) {
+    console.error(`describe ${what}: only servers (kubectl describe serverclaim works for claims)`);
+    return 2;
+  }
+  const client = commandClient(o);
+  if (!client) return 1;
+  try {
+    const text = await describeServerFrom(client, name);
+    if (text === undefined) {
+      console.error(`Server ${name} not found`);
+      return 1;
+    }
+    console.log(text);
     return 0;
   } catch (err) {
     console.error(String(err));
@@ -378,6 +522,21 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
 }
 
 /**
+ * The namespace of claim `name`: `namespace` when given, else the only namespace holding a claim of
+ * that name. Throws `OpError` (exit 1 none, 2 several: `-n` needed).
+ */
+export async function claimNamespace(client: KubeClient, name: string, namespace?: string): Promise<string> {
+  if (namespace) return namespace;
+  const { items } = await client.list<ServerClaim>(Resources.ServerClaim, {
+    fieldSelector: `metadata.name=${name}`,
+  });
+  const found = items.map((c) => c.metadata.namespace ?? '').sort();
+  if (found.length === 1) return found[0]!;
+  if (found.length === 0) throw new OpError(`ServerClaim ${name} not found in any namespace`);
+  throw new OpError(`ServerClaim ${name} exists in namespaces ${found.join(', ')}: pick one with -n`, 2);
+}
+
+/**
  * `boots <claim>`: the claim's boot attempts, one line per attempt from `status.boot.history` with
  * the durations power-on → script → ignition → booted (see {@link attemptLine}), then the current
  * phase. The attempt number is the SBC's `spec.bootAttempt` (one numbering everywhere). With
@@ -385,13 +544,20 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
  */
 export async function bootsCommand(
   name: string,
-  o: { namespace: string; watch?: boolean; kubeconfig?: string; dir: string },
+  o: { namespace?: string; watch?: boolean; kubeconfig?: string; dir: string },
 ): Promise<number> {
   try {
-    return await followBoots(name, o);
+    const client = new KubeClient(resolveKubeConfig(o));
+    let namespace: string;
+    try {
+      namespace = await claimNamespace(client, name, o.namespace);
+    } finally {
+      await client.close();
+    }
+    return await followBoots(name, { ...o, namespace });
   } catch (err) {
     console.error(err instanceof Error ? err.message : String(err));
-    return 1;
+    return err instanceof OpError ? err.exitCode : 1;
   }
 }
 
@@ -432,4 +598,54 @@ async function followBoots(
   } finally {
     await client.close();
   }
+}
+
+/** Runs one write action against the cluster; prints its result line. */
+async function runOp(
+  o: { kubeconfig?: string; dir: string },
+  action: (client: KubeClient) => Promise<string>,
+): Promise<number> {
+  let client: KubeClient;
+  try {
+    client = new KubeClient(resolveKubeConfig(o), { fieldManager: 'metalctl' });
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return 1;
+  }
+  try {
+    console.log(await action(client));
+    return 0;
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    return err instanceof OpError ? err.exitCode : 1;
+  } finally {
+    await client.close();
+  }
+}
+
+/** `cordon|uncordon <server>`: the maintenance taint (see src/localstack/server-ops.ts). */
+export function cordonCommand(
+  name: string,
+  cordon: boolean,
+  o: { kubeconfig?: string; dir: string; reason?: string; evict?: boolean },
+): Promise<number> {
+  return runOp(o, (c) => setCordon(c, name, cordon, { reason: o.reason, evict: o.evict }));
+}
+
+/** `retry server|claim <name>`: the retry operation annotation. */
+export function retryCommand(
+  kind: string,
+  name: string,
+  o: { kubeconfig?: string; dir: string; namespace?: string },
+): Promise<number> {
+  const k = ['server', 'servers', 'srv'].includes(kind)
+    ? 'server'
+    : ['claim', 'claims', 'scl', 'serverclaim'].includes(kind)
+      ? 'claim'
+      : undefined;
+  if (!k) {
+    console.error(`unknown kind ${kind}: use server or claim`);
+    return Promise.resolve(2);
+  }
+  return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default'));
 }

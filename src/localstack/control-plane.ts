@@ -6,13 +6,16 @@
  * Binaries come from `KUBEBUILDER_ASSETS` when set (the envtest convention), otherwise from
  * `hack/build-control-plane.sh`, which builds them once from their Go modules into a cache folder.
  *
- * Both processes run under `setpriv --pdeathsig KILL`, so even a SIGKILLed test runner leaves no
+ * With `garbageCollector`, also kube-controller-manager running only the garbage collector.
+ *
+ * All processes run under `setpriv --pdeathsig KILL`, so even a SIGKILLed test runner leaves no
  * orphan; `stop()` (also run on exit, SIGINT and SIGTERM) kills them and removes the temp folder.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import {
   closeSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -35,6 +38,12 @@ export interface ControlPlaneOptions {
   installCRDs?: boolean;
   /** Extra kube-apiserver flags (`--name=value`). */
   apiServerArgs?: string[];
+  /**
+   * Also run kube-controller-manager with only its garbage collector, so owner references work as
+   * in a cluster (deleting a BMC deletes its Servers, and theirs their discovery SBCs). Skipped
+   * with a warning when the binaries folder has no kube-controller-manager (envtest assets).
+   */
+  garbageCollector?: boolean;
 }
 
 /** Repo root, from this file's place in `dist/src/localstack/`. */
@@ -88,6 +97,7 @@ export class ControlPlane {
   readonly token = randomBytes(24).toString('hex');
   etcd?: ChildProcess;
   apiServer?: ChildProcess;
+  controllerManager?: ChildProcess;
   kubeconfigPath = '';
   server = '';
   caFile = '';
@@ -140,6 +150,36 @@ export class ControlPlane {
     );
     await this.startApiServer();
     if (this.opts.installCRDs !== false) await installCRDs(this.kubeConfig());
+    if (this.opts.garbageCollector) await this.startGarbageCollector();
+  }
+
+  /**
+   * kube-controller-manager with `--controllers=garbagecollector` only: no leader election, no
+   * serving port (nothing to scrape here), the admin kubeconfig. Waits 2 s for an early exit (bad
+   * flags, no API server) and reports its log then.
+   */
+  private async startGarbageCollector(): Promise<void> {
+    const path = join(this.bin, 'kube-controller-manager');
+    if (!existsSync(path)) {
+      console.warn(
+        `${path} not found: running without a garbage collector (owner references are not followed)`,
+      );
+      return;
+    }
+    this.controllerManager = this.spawnLogged('kube-controller-manager', path, [
+      `--kubeconfig=${this.kubeconfigPath}`,
+      `--authentication-kubeconfig=${this.kubeconfigPath}`,
+      `--authorization-kubeconfig=${this.kubeconfigPath}`,
+      '--controllers=garbagecollector',
+      '--leader-elect=false',
+      '--secure-port=0',
+      '--use-service-account-credentials=false',
+    ]);
+    const cm = this.controllerManager;
+    await new Promise((ok) => setTimeout(ok, 2_000));
+    if (cm.exitCode !== null || cm.signalCode !== null) {
+      throw new Error(`kube-controller-manager exited at start:\n${this.logTail('kube-controller-manager')}`);
+    }
   }
 
   private writeCredentials(): void {
@@ -198,6 +238,8 @@ export class ControlPlane {
 
   /** Stops both processes and removes the temp folder. Idempotent. */
   async stop(): Promise<void> {
+    await stopProcess(this.controllerManager);
+    this.controllerManager = undefined;
     await stopProcess(this.apiServer);
     await stopProcess(this.etcd);
     this.apiServer = undefined;
@@ -208,7 +250,8 @@ export class ControlPlane {
 
   /** Synchronous last resort on process exit. */
   killNow(): void {
-    for (const p of [this.apiServer, this.etcd]) if (p && p.exitCode === null) p.kill('SIGKILL');
+    for (const p of [this.controllerManager, this.apiServer, this.etcd])
+      if (p && p.exitCode === null) p.kill('SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -223,7 +266,7 @@ export class ControlPlane {
   }
 
   /** Last `lines` lines of a component's log, for failure messages. */
-  logTail(name: 'etcd' | 'kube-apiserver', lines = 30): string {
+  logTail(name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager', lines = 30): string {
     try {
       return readFileSync(join(this.dir, 'logs', `${name}.log`), 'utf8')
         .split('\n')

@@ -4,11 +4,12 @@
  * signals). Pure functions over API objects, shared by `metalctl get`, `local up` and `local status`.
  */
 
-import type { Condition } from '../api/v1alpha1/schema.js';
+import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
-import { BootSignal, ConditionType, countsForCurrentAttempt } from '../api/vocabulary.js';
+import { BootSignal, countsForCurrentAttempt } from '../api/vocabulary.js';
+import { claimState, serverHeader, serverRows } from './server-view.js';
 
 /** Boot signals in the order a boot produces them, with the word shown in tables. */
 export const SIGNALS: readonly [string, string][] = [
@@ -34,10 +35,6 @@ export function since(ts: string | undefined, now = Date.now()): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
-function cond(conds: Condition[] | undefined, type: string): Condition | undefined {
-  return conds?.find((c) => c.type === type);
-}
-
 /** Renders rows as columns separated by three spaces, kubectl style. */
 export function renderTable(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -53,6 +50,8 @@ export interface FleetSnapshot {
   servers: Server[];
   claims: ServerClaim[];
   sbcs: ServerBootConfiguration[];
+  /** BMC objects, for the PROBLEM column (a BMC that is not Ready). */
+  bmcs?: BMC[];
 }
 
 function sbcFor(s: FleetSnapshot, server: Server): ServerBootConfiguration | undefined {
@@ -62,31 +61,33 @@ function sbcFor(s: FleetSnapshot, server: Server): ServerBootConfiguration | und
     : undefined;
 }
 
-export function serversTable(s: FleetSnapshot, now = Date.now()): string {
-  const rows = [...s.servers]
-    .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
-    .map((srv) => {
-      const sbc = sbcFor(s, srv);
-      const claim = srv.spec.serverClaimRef;
-      const claimObj = claim
-        ? s.claims.find((c) => c.metadata.name === claim.name && c.metadata.namespace === claim.namespace)
-        : undefined;
-      const poweredOn = claimObj?.status?.boot?.poweredOnAt;
-      return [
-        srv.metadata.name ?? '',
-        srv.spec.systemUUID,
-        srv.status?.state ?? '-',
-        srv.status?.powerState ?? '-',
-        claim ? `${claim.namespace}/${claim.name}` : '-',
-        sbc ? String(sbc.spec.bootAttempt ?? 1) : '-',
-        currentSignals(sbc),
-        since(poweredOn, now),
-      ];
-    });
-  return renderTable(
-    ['NAME', 'SYSTEMUUID', 'STATE', 'POWER', 'CLAIM', 'ATTEMPT', 'SIGNALS', 'SINCE-POWER-ON'],
-    rows,
-  );
+/**
+ * `get servers`: state, power, claim, the current attempt's signals, time since power-on, BMC and
+ * PROBLEM (server-view.ts); `wide` adds manufacturer, model, cores, memory and the first IP.
+ */
+export function serversTable(s: FleetSnapshot, now = Date.now(), opts: { wide?: boolean } = {}): string {
+  const wide = !!opts.wide;
+  const sorted = [...s.servers].sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+  const base = serverRows(sorted, s.bmcs ?? [], wide);
+  const rows = sorted.map((srv, i) => {
+    const sbc = sbcFor(s, srv);
+    const claim = srv.spec.serverClaimRef;
+    const claimObj = claim
+      ? s.claims.find((c) => c.metadata.name === claim.name && c.metadata.namespace === claim.namespace)
+      : undefined;
+    const poweredOn = claimObj?.status?.boot?.poweredOnAt;
+    const r = base[i]!;
+    // serverRows: NAME SYSTEMUUID BMC STATE POWER CLAIM [wide…] PROBLEM; the signal columns go before PROBLEM.
+    return [
+      ...r.slice(0, -1),
+      sbc ? String(sbc.spec.bootAttempt ?? 1) : '-',
+      currentSignals(sbc),
+      since(poweredOn, now),
+      r[r.length - 1]!,
+    ];
+  });
+  const header = serverHeader(wide);
+  return renderTable([...header.slice(0, -1), 'ATTEMPT', 'SIGNALS', 'SINCE-POWER-ON', 'PROBLEM'], rows);
 }
 
 export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
@@ -97,7 +98,6 @@ export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
       ),
     )
     .map((c) => {
-      const booted = cond(c.status?.conditions, ConditionType.Booted);
       const server = c.spec.serverRef?.name
         ? s.servers.find((x) => x.metadata.name === c.spec.serverRef?.name)
         : undefined;
@@ -106,7 +106,7 @@ export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
         c.metadata.name ?? '',
         c.spec.serverRef?.name || '-',
         c.status?.phase ?? '-',
-        booted ? `${booted.status}/${booted.reason}` : '-',
+        claimState(c),
         String(c.status?.boot?.attempt ?? '-'),
         c.status?.boot?.phase ?? '-',
         currentSignals(server ? sbcFor(s, server) : undefined),

@@ -104,8 +104,11 @@ export class LocalStack {
       writeFileSync(join(artefacts, 'initramfs.cpio.gz'), 'sim');
     }
     const catalog = writeImageCatalog(artefacts, join(opts.dir, 'images.yaml'));
-    say('starting etcd and kube-apiserver (built from their Go modules on first use), installing CRDs');
-    const cp = await ControlPlane.start();
+    say(
+      'starting etcd, kube-apiserver and the garbage collector (kube-controller-manager; built from their Go modules on first use), installing CRDs',
+    );
+    // The garbage collector: deleting a BMC removes its Servers (and their discovery SBCs) as in a cluster.
+    const cp = await ControlPlane.start({ garbageCollector: true });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
       say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');

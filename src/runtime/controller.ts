@@ -181,7 +181,7 @@ export class Controller {
       const quiet = err instanceof ApiError && err.status === 409;
       if (quiet) q.addWithBackoff(key);
       else q.addRateLimited(key);
-      this.log[quiet ? 'info' : 'error'](
+      this.log[quiet ? 'debug' : 'error'](
         { err, key, retries: q.numRequeues(key) },
         'reconcile failed; requeued',
       );

@@ -62,6 +62,11 @@ export interface ServiceProfile {
   postWindowMs: number;
   /** Queue a BIOS job (counted) for every PATCH carrying `BootSourceOverrideMode`. */
   biosJobOnModePatch: boolean;
+  /**
+   * Ms between an accepted `ComputerSystem.Reset` (204) and its effect on `PowerState`: real BMCs answer
+   * first and switch the host a moment later. The fault knob `powerTransitionMs` can make it longer.
+   */
+  resetDelayMs: number;
   /** Idle session lifetime in seconds (`SessionService.SessionTimeout`). */
   sessionTimeoutSeconds: number;
   /** Captured tree served as the resource model; `undefined`: the built-in documents (`resources.ts`). */
@@ -95,6 +100,7 @@ export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
   bootTargetWithEnabled: false,
   postWindowMs: 0,
   biosJobOnModePatch: false,
+  resetDelayMs: 0,
   sessionTimeoutSeconds: 1800,
   tree: undefined,
 };
@@ -105,22 +111,34 @@ export type VendorProfileName = 'dmtf' | 'dell' | 'hpe' | 'supermicro' | 'superm
 export const VENDOR_PROFILES: Readonly<
   Record<VendorProfileName, { tree: string; behaviour: Partial<ServiceProfile> }>
 > = {
-  dmtf: { tree: 'dmtf-public-rackmount1', behaviour: { uuidCase: 'lower' } },
+  dmtf: { tree: 'dmtf-public-rackmount1', behaviour: { uuidCase: 'lower', resetDelayMs: 300 } },
   dell: {
     tree: 'libredfish-dell',
-    behaviour: { uuidCase: 'lower', etagFormat: 'numeric', etagInBody: false, biosJobOnModePatch: true },
+    behaviour: {
+      uuidCase: 'lower',
+      etagFormat: 'numeric',
+      etagInBody: false,
+      biosJobOnModePatch: true,
+      resetDelayMs: 300,
+    },
   },
   hpe: {
     tree: 'libredfish-hpe',
-    behaviour: { uuidCase: 'upper', etagFormat: 'weak-hex', postWindowMs: 4_000 },
+    behaviour: { uuidCase: 'upper', etagFormat: 'weak-hex', postWindowMs: 4_000, resetDelayMs: 300 },
   },
   supermicro: {
     tree: 'libredfish-supermicro',
-    behaviour: { uuidCase: 'upper', etagFormat: 'md5', bootTargetWithEnabled: true },
+    behaviour: { uuidCase: 'upper', etagFormat: 'md5', bootTargetWithEnabled: true, resetDelayMs: 300 },
   },
   'supermicro-x10': {
     tree: 'libredfish-supermicro',
-    behaviour: { uuidCase: 'upper', etagFormat: 'md5', bootTargetWithEnabled: true, reportBootMode: false },
+    behaviour: {
+      uuidCase: 'upper',
+      etagFormat: 'md5',
+      bootTargetWithEnabled: true,
+      reportBootMode: false,
+      resetDelayMs: 300,
+    },
   },
 };
 

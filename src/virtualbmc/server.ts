@@ -454,7 +454,8 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       );
     }
     try {
-      await sys.reset(type as ResetType, faults.current.powerTransitionMs);
+      // A Reset is accepted at once and takes effect later: the profile's delay, or a longer fault one.
+      await sys.reset(type as ResetType, Math.max(faults.current.powerTransitionMs, profile.resetDelayMs));
     } catch (err) {
       log.error({ err, system: sys.id, type }, 'host failed to execute reset');
       fail(500, 'InternalError', 'the host failed to execute the reset');

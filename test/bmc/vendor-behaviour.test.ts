@@ -221,6 +221,8 @@ describe('virtual BMC serving captured vendor trees (issue 16 items 2 and 5)', (
   it('hpe: the POST window follows every start of the host', () =>
     withFixture({ profile: { ...resolveProfile('hpe'), postWindowMs: 400 } }, async (f) => {
       await f.bmc.powerOn(f.uri());
+      assert.equal(await f.bmc.powerState(f.uri()), 'Off', 'the Reset takes effect after a delay');
+      await eventually(() => f.hosts[0]!.powerState() === 'On');
       await f.bmc.setBootOverride(f.uri(), { target: 'Pxe', enabled: 'Once' }, { budgetMs: 3_000 });
       const statuses = patches(f).map((p) => p.status);
       assert.equal(statuses[0], 400, 'refused during POST');

@@ -1,12 +1,12 @@
 /**
- * Boot-flow cases C05–C09 (../shared/cases/boot-flow-cases.md) against the real API server, the
+ * Boot-flow cases C04 (driven by the claim controller), C05–C09 (../shared/cases/boot-flow-cases.md) against the real API server, the
  * in-process registry and boot server, and simulated hosts behind the virtual BMC.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { OPERATION_ANNOTATION } from '../../src/api/v1alpha1/boot-policy.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
+import { decodeCallbackSecret, tokenDigest } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
 import { Resources } from '../../src/runtime/resource.js';
@@ -32,6 +32,73 @@ import {
 after(releaseSharedCluster);
 
 const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
+
+test('C04 (claim controller): Off then On starts attempt 2 with token B in script and ignition; A gets 409, a made-up token 401', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c04', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    const boot = s.op!.bootServerUrl;
+    const registry = s.op!.registryUrl;
+    await createClaim(s, 'c04', { serverRef: srv!.metadata.name!, bootPolicy: 'NetBootAlways' });
+    await eventually(
+      'attempt 1 Booted',
+      15_000,
+      async () => cond(await getClaim(s, 'c04'), 'Booted')?.status === 'True',
+    );
+    const callback = async () =>
+      decodeCallbackSecret((await s.client.get<SecretObject>(Resources.Secret, 'c04-callback', s.ns))?.data)!;
+    const a = await callback();
+    const sbcA = (await getSbc(s, 'c04'))!;
+    assert.equal(a.attempt, sbcA.spec.bootAttempt);
+    // Attempt 1's ignition carries token A.
+    const ignA = await fetch(`${boot}/ignition/${uuid}?token=${encodeURIComponent(a.token)}`);
+    assert.equal(ignA.status, 200);
+    assert.ok(
+      (await ignA.text()).includes(encodeURIComponent(`METAL_TOKEN=${a.token}`)),
+      'ignition carries token A',
+    );
+
+    // Power Off, then On: the claim controller starts the next attempt and rotates the token.
+    const host = hostOf(s, srv!);
+    await s.client.mergePatch(Resources.ServerClaim, 'c04', s.ns, { spec: { power: 'Off' } });
+    await eventually('host off', 10_000, () => host.powerState() === 'Off');
+    await s.client.mergePatch(Resources.ServerClaim, 'c04', s.ns, { spec: { power: 'On' } });
+    const b = await eventually('attempt 2 with a new token', 15_000, async () => {
+      const d = await callback();
+      const sbc = await getSbc(s, 'c04');
+      return d.attempt > a.attempt && sbc?.spec.bootAttempt === d.attempt ? d : undefined;
+    });
+    assert.notEqual(b.token, a.token);
+    await eventually(
+      'attempt 2 Booted',
+      15_000,
+      async () => cond(await getClaim(s, 'c04'), 'Booted')?.status === 'True',
+    );
+    const script = await (await fetch(`${boot}/ipxe/${uuid}`)).text();
+    assert.match(script, new RegExp(`metal.token=${b.token}`), 'the script carries token B');
+    assert.doesNotMatch(script, new RegExp(a.token));
+    const ignB = await fetch(`${boot}/ignition/${uuid}?token=${encodeURIComponent(b.token)}`);
+    assert.equal(ignB.status, 200);
+    const ignBText = await ignB.text();
+    assert.ok(ignBText.includes(encodeURIComponent(`METAL_TOKEN=${b.token}`)), 'ignition carries token B');
+    assert.ok(!ignBText.includes(a.token), 'and not token A');
+    assert.equal((await fetch(`${boot}/ignition/${uuid}?token=${encodeURIComponent(a.token)}`)).status, 409);
+    const post = (token: string) =>
+      fetch(`${registry}/bootstate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ systemUUID: uuid, booted: true }),
+      }).then((r) => r.status);
+    assert.equal(await post(a.token), 409, 'token A after the rotation');
+    assert.equal(await post('made-up'), 401);
+    assert.equal(await post(b.token), 200, 'token B');
+  } finally {
+    await s.close();
+  }
+});
 
 test('C05: no power-on and no boot override before the boot configuration is Ready', {
   timeout: 60_000,
@@ -268,8 +335,13 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
       (await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns))?.data,
     )!;
     assert.equal(secret.attempt, sbc.spec.bootAttempt);
-    assert.equal(secret.previous.length, 2, 'two earlier tokens remembered: three distinct tokens');
-    assert.ok(tokens.size >= 2);
+    assert.equal(secret.previous.length, 2, 'two earlier tokens remembered');
+    // Three attempts, three distinct tokens: every token seen (one per 2 s attempt, polled every
+    // 50 ms) is the current one or one of the two remembered digests.
+    const digests = new Set([...secret.previous, tokenDigest(secret.token)]);
+    assert.equal(digests.size, 3, 'three distinct tokens');
+    assert.equal(tokens.size, 3, 'a fresh token observed for each attempt');
+    for (const t of tokens) assert.ok(digests.has(tokenDigest(t)), 'an observed token is one of the three');
     const ev = (await eventsFor(s, 'ServerClaim', 'c08')).filter((e) => e.reason === 'AttemptsExhausted');
     assert.equal(ev.length, 1);
     assert.equal(ev[0]?.type, 'Warning');

@@ -95,3 +95,14 @@ test('Go durations', () => {
   assert.equal(formatDuration(2_000), '2s');
   assert.equal(formatDuration(250), '250ms');
 });
+
+test('manager flags: --log-level and --bmc-max-systems', () => {
+  const d = parseManagerConfig([]);
+  assert.equal(d.logLevel, process.env.LOG_LEVEL || 'info');
+  assert.equal(d.controllers.bmcMaxSystems, 1024);
+  const c = parseManagerConfig(['--log-level', 'debug', '--bmc-max-systems', '4']);
+  assert.equal(c.logLevel, 'debug');
+  assert.equal(c.controllers.bmcMaxSystems, 4);
+  assert.throws(() => parseManagerConfig(['--log-level', 'loud'], { silent: true }));
+  assert.throws(() => parseManagerConfig(['--bmc-max-systems', '0'], { silent: true }));
+});

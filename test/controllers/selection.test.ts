@@ -19,9 +19,14 @@ const server = (
   state = 'Available',
 ): Server => ({
   metadata: { name, labels, resourceVersion: '1' },
-  spec: { systemUUID: '00000000-0000-0000-0000-000000000000', ...over },
+  spec: { systemUUID: uuidOf(name), ...over },
   status: { state },
 });
+/** A distinct UUID per name (Servers sharing one are duplicates: system-ownership.ts). */
+function uuidOf(name: string): string {
+  const hex = Buffer.from(name).toString('hex').padStart(12, '0').slice(-12);
+  return `00000000-0000-0000-0000-${hex}`;
+}
 const claim = (name: string, spec: Partial<ServerClaim['spec']> = {}): ServerClaim => ({
   metadata: { name, namespace: 'ns', uid: `uid-${name}` },
   spec: { power: 'On', image: 'img', ...spec },
@@ -48,7 +53,10 @@ test('taints, tolerations, unclaimable and state decide eligibility', () => {
   assert.ok(tolerates([{ key: 'k', value: 'v', effect: 'NoBind' }], { key: 'k', value: 'v' }));
   assert.ok(!tolerates([{ key: 'k', value: 'v', effect: 'Evict' }], { key: 'k', value: 'v' }));
   assert.equal(ineligibility(c, server('s', { taints: [{ key: 'gpu' }] })), undefined);
-  assert.match(ineligibility(c, server('s', { taints: [{ key: 'ssd' }] }))!, /taint ssd not tolerated/);
+  assert.match(
+    ineligibility(c, server('s', { taints: [{ key: 'ssd' }] }))!,
+    /taint ssd:NoBind not tolerated/,
+  );
   assert.equal(ineligibility(c, server('s', { unclaimable: true })), 'unclaimable');
   assert.match(ineligibility(c, server('s', {}, {}, 'Discovery'))!, /not Available/);
   assert.match(

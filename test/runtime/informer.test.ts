@@ -120,7 +120,8 @@ describe('Informer (real API server)', () => {
       await client.create(Resources.ConfigMap, cm('ok-1', { handler: 'yes' }));
       await waitFor('ok-1 delivered', 10_000, () => delivered.includes('add ok-1'));
       // Let the server end the (1 s) watch a few times, then make sure events still flow.
-      await new Promise((ok) => setTimeout(ok, 2_500));
+      const watches = inf.stats.watches;
+      await waitFor('the watch re-opened twice', 15_000, () => inf.stats.watches >= watches + 2);
       await client.create(Resources.ConfigMap, cm('boom-2', { handler: 'yes' }));
       await client.create(Resources.ConfigMap, cm('ok-2', { handler: 'yes' }));
       await client.mergePatch(Resources.ConfigMap, 'ok-1', ns.name, { data: { v: '2' } });

@@ -118,6 +118,8 @@ const BINDING_RULE =
 export const ServerClaimSpec = Type.Object(
   {
     power: StringEnum(['On', 'Off'] as const, {
+      // Upstream's own constants (PowerOn, PowerOff); the claim controller also refuses other values
+      // of objects stored before this enum (Booted=False, InvalidPower).
       description: 'Desired power state of the server: On or Off.',
     }),
     serverRef: Type.Optional(

@@ -102,10 +102,9 @@ function readyToPowerOn(i: HandlerInput): Step {
   return {
     phase: AttemptPhase.AwaitingNetboot,
     book,
-    outcome: booting(
-      i,
-      `${text(i)}: network boot started; waiting for ${i.settings.completion.join(', ')} until ${deadline}`,
-    ),
+    // The words of the AwaitingNetboot step that follows, so the next reconcile has nothing to write.
+    outcome: awaiting({ ...i, seen: [] }, { kind: 'AwaitingNetboot', until: d.netboot ?? d.completion })
+      .outcome,
     events: [
       {
         type: 'Normal',

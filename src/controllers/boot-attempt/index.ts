@@ -72,5 +72,11 @@ export function decide(d: DecideInput): Decision {
     previous: d.previous,
   };
   const phase = phaseOf(input);
-  return { phase, step: stepFor(phase, input), seen };
+  const step = stepFor(phase, input);
+  // The intent write of a power-on carries the attempt's history record (no extra write for it).
+  if (d.sbc && step.book.poweredOnAt && !book.poweredOnAt && step.book.attempt === book.attempt) {
+    const h = recordProgress(step.book, times, d.now);
+    if (h) step.book = { ...step.book, history: h };
+  }
+  return { phase, step, seen };
 }

@@ -1,0 +1,152 @@
+/**
+ * Issue 20 defect 3: taint effect `Evict` releases a claim that does not tolerate it (with an Event
+ * naming the taint), and `metalctl cordon|uncordon` (the maintenance taint) is the one way into and
+ * out of `Maintenance`. Real API server, sim virtual BMC.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { setCordon } from '../../src/localstack/server-ops.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  cond,
+  createClaim,
+  eventsFor,
+  eventually,
+  getClaim,
+  hostOf,
+  SCOPE_LABEL,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+const getServer = (s: { client: import('../../src/runtime/client.js').KubeClient }, name: string) =>
+  s.client.get<Server>(Resources.Server, name);
+
+test('an Evict taint releases the claim that does not tolerate it; it binds again once the taint is gone', {
+  timeout: 120_000,
+}, async () => {
+  const s = await startStack('evict', { hosts: 2 });
+  try {
+    await availableServers(s, 2);
+    await createClaim(s, 'tenant', { selector: { [SCOPE_LABEL]: s.scope }, timeout: '20s' });
+    const first = await eventually('claim Booted', 30_000, async () => {
+      const c = await getClaim(s, 'tenant');
+      return cond(c, 'Booted')?.status === 'True' ? c : undefined;
+    });
+    const victim = first.spec.serverRef!.name!;
+    await s.client.mergePatch(Resources.Server, victim, undefined, {
+      spec: { taints: [{ key: 'gpu-broken', value: 'fan', effect: 'Evict' }] },
+    });
+    const events = await eventually('Warning Evicted on the claim', 15_000, async () => {
+      const ev = await eventsFor(s, 'ServerClaim', 'tenant');
+      return ev.some((e) => e.reason === 'Evicted') ? ev : undefined;
+    });
+    const evicted = events.find((e) => e.reason === 'Evicted')!;
+    assert.equal(evicted.type, 'Warning');
+    assert.match(evicted.message, new RegExp(`Server ${victim}: taint gpu-broken=fan:Evict not tolerated`));
+    const released = await eventually('victim released and off', 15_000, async () => {
+      const x = await getServer(s, victim);
+      return !x?.spec.serverClaimRef && hostOf(s, x!).powerState() === 'Off' ? x : undefined;
+    });
+    assert.equal(released.spec.bootConfigurationRef, undefined);
+    const claim = await getClaim(s, 'tenant');
+    assert.equal(cond(claim, 'Booted')?.status, 'False');
+    assert.equal(cond(claim, 'Booted')?.reason, 'Evicted');
+    assert.equal(cond(claim, 'Bound')?.status, 'False');
+    assert.match(cond(claim, 'Bound')!.message, /gpu-broken/);
+    assert.ok(
+      (await eventsFor(s, 'Server', victim, 'default')).some((e) => e.reason === 'Evicted'),
+      'the Server has the Event too',
+    );
+    await s.client.mergePatch(Resources.Server, victim, undefined, { spec: { taints: [] } });
+    await eventually('claim Booted again once the taint is gone', 40_000, async () => {
+      const c = await getClaim(s, 'tenant');
+      return cond(c, 'Booted')?.status === 'True';
+    });
+  } finally {
+    await s.close();
+  }
+});
+
+test('a claim tolerating the Evict taint stays', { timeout: 90_000 }, async () => {
+  const s = await startStack('evict-tol', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    await createClaim(s, 'tolerant', { serverRef: srv!.metadata.name!, timeout: '20s' });
+    await eventually(
+      'claim Booted',
+      30_000,
+      async () => cond(await getClaim(s, 'tolerant'), 'Booted')?.status === 'True',
+    );
+    await s.client.mergePatch(Resources.ServerClaim, 'tolerant', s.ns, {
+      spec: { tolerations: [{ key: 'gpu-broken', operator: 'Exists' }] },
+    });
+    await s.client.mergePatch(Resources.Server, srv!.metadata.name!, undefined, {
+      spec: { taints: [{ key: 'gpu-broken', effect: 'Evict' }] },
+    });
+    await new Promise((ok) => setTimeout(ok, 2_000));
+    const c = await getClaim(s, 'tolerant');
+    assert.equal(cond(c, 'Bound')?.status, 'True');
+    assert.equal((await getServer(s, srv!.metadata.name!))?.spec.serverClaimRef?.name, 'tolerant');
+  } finally {
+    await s.close();
+  }
+});
+
+test('cordon puts an unclaimed Server into Maintenance (nothing binds it); uncordon brings it back', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('cordon', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    assert.match(
+      await setCordon(s.client, name, true, { reason: 'disk-swap' }),
+      /metal.ironcore.dev\/maintenance=disk-swap:NoBind/,
+    );
+    await eventually(
+      'Maintenance',
+      10_000,
+      async () => (await getServer(s, name))?.status?.state === 'Maintenance',
+    );
+    await createClaim(s, 'waits', { serverRef: name, timeout: '20s' });
+    const waiting = await eventually('claim Unbound', 10_000, async () => {
+      const c = await getClaim(s, 'waits');
+      return cond(c, 'Bound')?.status === 'False' ? c : undefined;
+    });
+    assert.match(
+      cond(waiting, 'Bound')!.message,
+      /taint metal\.ironcore\.dev\/maintenance=disk-swap:NoBind not tolerated/,
+    );
+    assert.ok((await eventsFor(s, 'Server', name, 'default')).some((e) => e.reason === 'MaintenanceStarted'));
+    // A claim by selector is told, like a pending pod, why no Server fits (condition and Warning Event).
+    await createClaim(s, 'any', { selector: { [SCOPE_LABEL]: s.scope }, timeout: '20s' });
+    const explained = await eventually('explained', 10_000, async () => {
+      const c = await getClaim(s, 'any');
+      return cond(c, 'Bound')?.reason === 'NoServerAvailable' ? c : undefined;
+    });
+    assert.equal(
+      cond(explained, 'Bound')!.message,
+      '0/1 servers: 1 taint metal.ironcore.dev/maintenance=disk-swap:NoBind not tolerated',
+    );
+    await eventually('Warning NoServerAvailable Event', 10_000, async () =>
+      (await eventsFor(s, 'ServerClaim', 'any')).some(
+        (e) => e.type === 'Warning' && e.reason === 'NoServerAvailable' && /^0\/1 servers: /.test(e.message),
+      ),
+    );
+    await s.client.delete(Resources.ServerClaim, 'any', s.ns);
+    assert.equal(await setCordon(s.client, name, false), `Server ${name} uncordoned`);
+    await eventually(
+      'claim Booted after uncordon',
+      30_000,
+      async () => cond(await getClaim(s, 'waits'), 'Booted')?.status === 'True',
+    );
+    assert.equal((await getServer(s, name))?.spec.taints?.length ?? 0, 0);
+  } finally {
+    await s.close();
+  }
+});
