@@ -188,8 +188,6 @@ export const BmcFailureReason = {
   BMCUnsupported: 'BMCUnsupported',
   BMCInvalidResponse: 'BMCInvalidResponse',
   BMCError: 'BMCError',
-  /** The BMC said it is busy with another task (a vendor's transient message): nothing was done. */
-  BMCBusy: 'BMCBusy',
   /** The BMC's TLS certificate failed verification (`--bmc-insecure-tls=false`). */
   BMCCertificateRejected: 'BMCCertificateRejected',
   // The BMC cannot be addressed because of how it is described.
