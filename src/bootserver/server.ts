@@ -39,13 +39,7 @@ import {
   EventReason,
   SignalReason,
 } from '../api/vocabulary.js';
-import {
-  apiFailure,
-  type BootTarget,
-  BootTargetResolver,
-  provisioned,
-  type SecretObject,
-} from '../bootsignals/boot-target.js';
+import { type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { PowerIntentGate } from '../bootsignals/power-intent.js';
