@@ -9,11 +9,13 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { parse } from 'yaml';
+import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
 import { CALLBACK_CONFIGURED_CONDITION } from '../../src/controllers/handmade-boot-configuration.js';
+import { MAINTENANCE_TAINT_KEY } from '../../src/controllers/taints.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -98,16 +100,17 @@ test('a hand-made upstream-style SBC gets its callback token and boots a sim hos
     assert.equal(sbc.spec.image, OS_IMAGE, 'the user spec is kept');
 
     // As upstream's users and controllers do: point the Server at the SBC and network-boot it. The
-    // Server is put in Maintenance, where this operator leaves power to whoever runs the boot.
-    await s.client.mergePatch(
-      Resources.Server,
-      serverName,
-      undefined,
-      { status: { state: 'Maintenance' } },
-      { subresource: 'status' },
-    );
+    // Server is cordoned (the documented way into Maintenance), where this operator leaves power to
+    // whoever runs the boot.
     await s.client.mergePatch(Resources.Server, serverName, undefined, {
-      spec: { bootConfigurationRef: { name: 'handmade', namespace: s.ns } },
+      spec: {
+        taints: [{ key: MAINTENANCE_TAINT_KEY, value: 'handmade-boot', effect: 'NoBind' }],
+        bootConfigurationRef: { name: 'handmade', namespace: s.ns },
+      },
+    });
+    await eventually('Server in Maintenance', 20_000, async () => {
+      const x = await s.client.get<Server>(Resources.Server, serverName);
+      return x?.status?.state === 'Maintenance';
     });
     const host = hostOf(s, srv!);
     const before = host.bootCount;
