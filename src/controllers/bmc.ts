@@ -145,51 +145,69 @@ export function serverName(bmcName: string, systemId: string): string {
   return `${bmcName}-${id || 'system'}`.slice(0, 253).replace(/[-.]+$/, '');
 }
 
-export function newBmcController(opts: BmcControllerOptions): Controller {
-  const o = { ...opts, maxSystems: opts.maxSystems ?? DEFAULT_MAX_SYSTEMS_PER_BMC };
-  const log = o.log.child({ controller: 'bmc' });
-  const asEventObject = (b: BMCObject) => ({ ...b, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'BMC' });
+/** A Server this process is creating, until the informer shows it. */
+interface InFlightServer {
+  metadata: { name: string };
+  server: Server;
+  at: number;
+}
+
+type BmcSettings = BmcControllerOptions & { maxSystems: number };
+
+class BmcReconciler {
+  private readonly log: pino.Logger;
   /**
    * Last successful sync per BMC. Status writes (ours, the Servers') trigger reconciles too; those
    * must not cost a round of Redfish calls each, so a BMC whose spec is unchanged is re-read only at
    * the resync pace, unless something it depends on changed (`stale`).
    */
-  const synced = new Map<string, { generation: number; at: number }>();
-  const stale = new Set<string>();
+  private readonly synced = new Map<string, { generation: number; at: number }>();
+  readonly stale = new Set<string>();
   /** A Server's report that its BMC is down, waiting for the BMC's reconcile (bmc-availability.ts). */
-  const reportedDown = new Map<string, BmcDownReport>();
-  const inFlight = new Map<string, { metadata: { name: string }; server: Server; at: number }>();
+  readonly reportedDown = new Map<string, BmcDownReport>();
+  private readonly inFlight = new Map<string, InFlightServer>();
 
-  async function reconcile(req: Request): Promise<Result | undefined> {
+  constructor(private readonly o: BmcSettings) {
+    this.log = o.log.child({ controller: 'bmc' });
+  }
+
+  async reconcile(req: Request): Promise<Result | undefined> {
+    const o = this.o;
     let bmc = o.bmcs.get(req.name);
     if (!bmc || bmc.metadata.deletionTimestamp) {
       await o.connections.release(req.name);
       return undefined;
     }
-    const l = log.child({ name: req.name });
-    const down = reportedDown.get(req.name);
-    reportedDown.delete(req.name);
-    if (down) bmc = await mirrorDown(bmc, down, l);
-    const last = synced.get(req.name);
+    const l = this.log.child({ name: req.name });
+    const down = this.reportedDown.get(req.name);
+    this.reportedDown.delete(req.name);
+    if (down) bmc = await this.mirrorDown(bmc, down, l);
+    const last = this.synced.get(req.name);
     const age = last ? Date.now() - last.at : Number.POSITIVE_INFINITY;
-    const fresh = !down && !stale.has(req.name) && last?.generation === bmc.metadata.generation;
+    const fresh = !down && !this.stale.has(req.name) && last?.generation === bmc.metadata.generation;
     if (last && fresh && age < o.resyncMs) {
       return { requeueAfterMs: o.resyncMs - age };
     }
-    stale.delete(req.name);
-    synced.delete(req.name);
+    this.stale.delete(req.name);
+    this.synced.delete(req.name);
     let client: BMC;
     try {
       client = o.connections.forBmc(bmc);
     } catch (err) {
       if (!(err instanceof BmcAccessError)) throw err;
-      await setStatus(bmc, { state: 'Error' }, { ok: false, reason: err.reason, message: err.message });
+      await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: err.reason, message: err.message });
       return undefined; // the BMCSecret / Endpoint watches bring it back
     }
+    return this.sync(req, bmc, client, l);
+  }
+
+  /** One round of Redfish reads; BMC failures become `Ready=False` and a backed-off retry. */
+  private async sync(req: Request, bmc: BMCObject, client: BMC, l: pino.Logger): Promise<Result> {
+    const o = this.o;
     try {
       const status = await readManager(client);
-      const scan = await scanSystems(bmc, client, l);
-      await setStatus(
+      const scan = await this.scanSystems(bmc, client, l);
+      await this.setStatus(
         bmc,
         { ...status, state: 'Enabled' },
         {
@@ -198,15 +216,15 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
           message: `${scan.listed} system(s); ${describeTransportSecurity(client.transportSecurity)}`,
         },
       );
-      await reportSystems(bmc, scan, l);
-      synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
+      await this.reportSystems(bmc, scan, l);
+      this.synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
       return { requeueAfterMs: o.resyncMs };
     } catch (err) {
       const f = classifyBmcFailure(err);
       if (err instanceof RedfishAuthError) await o.connections.release(req.name);
       l.warn({ reason: f.reason, error: f.message }, 'BMC not usable');
       o.events.event(asEventObject(bmc), 'Warning', f.reason, f.message);
-      await setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message: f.message });
+      await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message: f.message });
       return { requeueAfterMs: Math.max(f.retryAfterMs, 5_000) };
     }
   }
@@ -215,10 +233,10 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
    * Reads the BMC's systems (at most `maxSystems`, by URI) and creates the Servers of those with a
    * usable UUID that no other Server holds. Throws BMC errors.
    */
-  async function scanSystems(bmc: BMCObject, client: BMC, l: pino.Logger): Promise<SystemScan> {
+  private async scanSystems(bmc: BMCObject, client: BMC, l: pino.Logger): Promise<SystemScan> {
     const systems = [...(await client.listSystems())].sort((a, b) => a.uri.localeCompare(b.uri));
     const scan: SystemScan = { listed: systems.length, withoutUUID: [], duplicates: [], created: 0 };
-    for (const ref of systems.slice(0, o.maxSystems)) {
+    for (const ref of systems.slice(0, this.o.maxSystems)) {
       let info: ComputerSystemInfo;
       try {
         info = await client.getSystem(ref.uri);
@@ -229,7 +247,7 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
         }
         throw err;
       }
-      const r = await ensureServer(bmc, info, l);
+      const r = await this.ensureServer(bmc, info, l);
       if (r === 'created') scan.created++;
       else if (r !== 'exists') scan.duplicates.push({ uri: info.uri, uuid: info.uuid, owner: r.owner });
     }
@@ -237,7 +255,8 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
   }
 
   /** Conditions `SystemsDiscovered` and `DuplicateSystemUUID`, Warning Events and logs of a scan. */
-  async function reportSystems(bmc: BMCObject, scan: SystemScan, l: pino.Logger): Promise<void> {
+  private async reportSystems(bmc: BMCObject, scan: SystemScan, l: pino.Logger): Promise<void> {
+    const o = this.o;
     const verdict = systemsVerdict(scan, o.maxSystems);
     await applyOwnedCondition(o.client, Resources.BMC, bmc, {
       type: SYSTEMS_DISCOVERED_CONDITION,
@@ -277,14 +296,14 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
   }
 
   /** `Ready=False` with the Server's reason at once; the re-read that follows decides what is true. */
-  async function mirrorDown(bmc: BMCObject, down: BmcDownReport, l: pino.Logger): Promise<BMCObject> {
+  private async mirrorDown(bmc: BMCObject, down: BmcDownReport, l: pino.Logger): Promise<BMCObject> {
     const message = `Server ${down.server} reported ${down.reason} at ${down.at}: ${down.message}`;
     l.warn(
       { server: down.server, reason: down.reason },
       'a Server reports its BMC unusable: re-reading the BMC',
     );
-    o.events.event(asEventObject(bmc), 'Warning', down.reason, message);
-    await setStatus(bmc, {}, { ok: false, reason: down.reason, message });
+    this.o.events.event(asEventObject(bmc), 'Warning', down.reason, message);
+    await this.setStatus(bmc, {}, { ok: false, reason: down.reason, message });
     // What was just written, so the re-read's own write is compared with it, not with the cache.
     const others = (bmc.status?.conditions ?? []).filter((c) => c.type !== BMC_READY_CONDITION);
     const ready = {
@@ -298,33 +317,16 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
     return { ...bmc, status: { ...bmc.status, conditions: [...others, ready] } };
   }
 
-  /** Manager facts. ManagerInfo has no SerialNumber or PowerState, so those come from the raw resource when the client is Redfish. */
-  async function readManager(client: BMC): Promise<Record<string, string>> {
-    const [first] = await client.listManagers();
-    if (!first) return {};
-    const m = await client.getManager(first.uri);
-    const out: Record<string, string> = {};
-    if (m.manufacturer) out.manufacturer = m.manufacturer;
-    if (m.model) out.model = m.model;
-    if (m.firmwareVersion) out.firmwareVersion = m.firmwareVersion;
-    if (client instanceof RedfishBMC) {
-      const raw = (await client.client.get(first.uri)).body as Record<string, unknown> | undefined;
-      if (typeof raw?.SerialNumber === 'string' && raw.SerialNumber) out.serialNumber = raw.SerialNumber;
-      if (typeof raw?.PowerState === 'string' && raw.PowerState) out.powerState = raw.PowerState;
-    }
-    return out;
-  }
-
   /**
    * Servers holding a UUID: the informer's, plus those this process created or is creating and the
    * cache does not show yet (two workers, or two systems of one BMC, must not both create one).
    */
-  function holders(uuid: string): Server[] {
-    const cached = o.servers.byIndex(SERVER_UUID_INDEX, uuid);
-    const mine = inFlight.get(uuid);
+  private holders(uuid: string): Server[] {
+    const cached = this.o.servers.byIndex(SERVER_UUID_INDEX, uuid);
+    const mine = this.inFlight.get(uuid);
     if (!mine) return cached;
     if (cached.some((s) => s.metadata.name === mine.metadata.name) || Date.now() - mine.at > 60_000) {
-      inFlight.delete(uuid);
+      this.inFlight.delete(uuid);
       return cached;
     }
     return [...cached, mine.server];
@@ -334,66 +336,77 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
    * Creates or corrects the Server of one system: `created`, `exists`, or the Server that owns the
    * UUID when that is another one (then nothing is created or changed).
    */
-  async function ensureServer(
+  private async ensureServer(
     bmc: BMCObject,
     info: ComputerSystemInfo,
     l: pino.Logger,
   ): Promise<'created' | 'exists' | { owner: Server }> {
     const name = serverName(bmc.metadata.name ?? '', info.id);
     const uuid = canonicalSystemUUID(info.uuid) ?? info.uuid;
-    const existing = o.servers.get(name);
-    const rivals = holders(uuid).filter((s) => s.metadata.name !== name);
+    const existing = this.o.servers.get(name);
+    const rivals = this.holders(uuid).filter((s) => s.metadata.name !== name);
     const owner =
       existing && canonicalSystemUUID(existing.spec.systemUUID) === uuid
         ? ownedElsewhere(existing, rivals)
         : uuidOwner(rivals);
     if (owner) return { owner };
     const spec = { systemUUID: uuid, systemURI: info.uri, bmcRef: { name: bmc.metadata.name ?? '' } };
-    if (!existing) {
-      const placeholder = { metadata: { name, creationTimestamp: new Date().toISOString() }, spec } as Server;
-      inFlight.set(uuid, { metadata: { name }, server: placeholder, at: Date.now() });
-      try {
-        await o.client.create<Server>(Resources.Server, {
-          apiVersion: 'metal.ironcore.dev/v1alpha1',
-          kind: 'Server',
-          metadata: {
-            name,
-            labels: { ...o.labels },
-            ownerReferences: [controllerOwnerReference(bmc, Resources.BMC)],
-          },
-          spec,
-        });
-      } catch (err) {
-        if (err instanceof ApiError && err.conflict) return 'exists'; // cache lag: it exists
-        inFlight.delete(uuid);
-        throw err;
-      }
-      l.info({ server: name, systemUUID: uuid, systemURI: info.uri }, 'server created');
-      o.events.event(
-        asEventObject(bmc),
-        'Normal',
-        'ServerCreated',
-        `Server ${name} for system ${info.uri} (UUID ${uuid})`,
-      );
-      return 'created';
-    }
+    if (!existing) return this.createServer(bmc, name, spec, l);
     const s = existing.spec;
     if (
       canonicalSystemUUID(s.systemUUID) !== spec.systemUUID ||
       s.systemURI !== spec.systemURI ||
       s.bmcRef?.name !== spec.bmcRef.name
     ) {
-      await o.client.mergePatch(Resources.Server, name, undefined, { spec });
+      await this.o.client.mergePatch(Resources.Server, name, undefined, { spec });
       l.info({ server: name, systemUUID: uuid }, 'server identity corrected');
     }
     return 'exists';
   }
 
-  async function setStatus(
+  /** Creates a BMC-owned Server; `exists` when the API server already has one of that name. */
+  private async createServer(
+    bmc: BMCObject,
+    name: string,
+    spec: Server['spec'] & { systemUUID: string; systemURI: string },
+    l: pino.Logger,
+  ): Promise<'created' | 'exists'> {
+    const o = this.o;
+    const uuid = spec.systemUUID;
+    const placeholder = { metadata: { name, creationTimestamp: new Date().toISOString() }, spec } as Server;
+    this.inFlight.set(uuid, { metadata: { name }, server: placeholder, at: Date.now() });
+    try {
+      await o.client.create<Server>(Resources.Server, {
+        apiVersion: 'metal.ironcore.dev/v1alpha1',
+        kind: 'Server',
+        metadata: {
+          name,
+          labels: { ...o.labels },
+          ownerReferences: [controllerOwnerReference(bmc, Resources.BMC)],
+        },
+        spec,
+      });
+    } catch (err) {
+      if (err instanceof ApiError && err.conflict) return 'exists'; // cache lag: it exists
+      this.inFlight.delete(uuid);
+      throw err;
+    }
+    l.info({ server: name, systemUUID: uuid, systemURI: spec.systemURI }, 'server created');
+    o.events.event(
+      asEventObject(bmc),
+      'Normal',
+      'ServerCreated',
+      `Server ${name} for system ${spec.systemURI} (UUID ${uuid})`,
+    );
+    return 'created';
+  }
+
+  private async setStatus(
     bmc: BMCObject,
     fields: Record<string, string>,
     ready: { ok: boolean; reason: string; message: string },
   ): Promise<void> {
+    const o = this.o;
     const cur = (bmc.status ?? {}) as Record<string, unknown>;
     const changed = Object.entries(fields).filter(([k, v]) => cur[k] !== v);
     if (changed.length) {
@@ -412,27 +425,64 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
       message: ready.message,
     });
   }
+}
 
-  const c = new Controller('bmc', { reconcile, workers: 2, log: o.log, metrics: o.metrics });
+function asEventObject(b: BMCObject) {
+  return { ...b, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'BMC' };
+}
+
+/** Manager facts. ManagerInfo has no SerialNumber or PowerState, so those come from the raw resource when the client is Redfish. */
+async function readManager(client: BMC): Promise<Record<string, string>> {
+  const [first] = await client.listManagers();
+  if (!first) return {};
+  const m = await client.getManager(first.uri);
+  const out: Record<string, string> = {};
+  if (m.manufacturer) out.manufacturer = m.manufacturer;
+  if (m.model) out.model = m.model;
+  if (m.firmwareVersion) out.firmwareVersion = m.firmwareVersion;
+  if (client instanceof RedfishBMC) {
+    const raw = (await client.client.get(first.uri)).body as Record<string, unknown> | undefined;
+    if (typeof raw?.SerialNumber === 'string' && raw.SerialNumber) out.serialNumber = raw.SerialNumber;
+    if (typeof raw?.PowerState === 'string' && raw.PowerState) out.powerState = raw.PowerState;
+  }
+  return out;
+}
+
+export function newBmcController(opts: BmcControllerOptions): Controller {
+  const o = { ...opts, maxSystems: opts.maxSystems ?? DEFAULT_MAX_SYSTEMS_PER_BMC };
+  const r = new BmcReconciler(o);
+  const c = new Controller('bmc', {
+    reconcile: (req) => r.reconcile(req),
+    workers: 2,
+    log: o.log,
+    metrics: o.metrics,
+  });
   c.watches(o.bmcs);
+  watchServers(c, o, r);
   const byIndex = (index: string) => (obj: { metadata: { name?: string } }) =>
     o.bmcs.byIndex(index, obj.metadata.name ?? '').map((b) => {
-      stale.add(b.metadata.name ?? '');
+      r.stale.add(b.metadata.name ?? '');
       return { name: b.metadata.name ?? '' };
     });
+  c.watches(o.bmcSecrets, byIndex(BMC_BY_SECRET_INDEX));
+  c.watches(o.endpoints, byIndex(BMC_BY_ENDPOINT_INDEX));
+  return c;
+}
+
+function watchServers(c: Controller, o: BmcSettings, r: BmcReconciler): void {
   // A deleted Server of a live BMC is created again; other Server changes are none of this controller's business.
   o.servers.on('delete', (s) => {
-    const owner = s.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'BMC');
+    const owner = s.metadata.ownerReferences?.find((ref) => ref.controller && ref.kind === 'BMC');
     if (!owner) return;
-    stale.add(owner.name);
+    r.stale.add(owner.name);
     c.enqueue({ name: owner.name });
   });
   // A Server that finds its BMC down: the BMC says so at once and is re-read (not at the resync pace).
   const onDown = (down: BmcDownReport) => {
     const ready = findCondition(o.bmcs.get(down.bmc)?.status?.conditions, BMC_READY_CONDITION);
     if (ready?.status !== 'True' || Date.parse(down.at) < Date.parse(ready.lastTransitionTime)) return;
-    reportedDown.set(down.bmc, down);
-    stale.add(down.bmc);
+    r.reportedDown.set(down.bmc, down);
+    r.stale.add(down.bmc);
     c.enqueue({ name: down.bmc });
   };
   const onServer = (s: Server) => {
@@ -442,7 +492,4 @@ export function newBmcController(opts: BmcControllerOptions): Controller {
   o.servers.on('add', onServer);
   o.servers.on('update', onServer);
   o.bmcDown?.subscribe(onDown);
-  c.watches(o.bmcSecrets, byIndex(BMC_BY_SECRET_INDEX));
-  c.watches(o.endpoints, byIndex(BMC_BY_ENDPOINT_INDEX));
-  return c;
 }

@@ -71,17 +71,21 @@ interface Verdict {
   resolvedNow?: boolean;
 }
 
-export function newServerBootConfigurationController(
-  o: ServerBootConfigurationControllerOptions,
-): Controller {
-  const ignition = o.ignition ?? new IgnitionRenderer(new IgnitionTools());
+class ServerBootConfigurationReconciler {
+  private readonly ignition: IgnitionRenderer;
   /** Images resolved by this process and perhaps not in the informer yet (uid → image), so a quick
    *  second reconcile does not ask the registry again. */
-  const recent = new Map<string, SBCImageStatus>();
-  const log = o.log.child({ controller: 'serverbootconfiguration' });
+  private readonly recent = new Map<string, SBCImageStatus>();
+  private readonly log: pino.Logger;
 
-  async function evaluate(sbc: ServerBootConfiguration): Promise<Verdict> {
-    const known = recent.get(sbc.metadata.uid ?? '');
+  constructor(private readonly o: ServerBootConfigurationControllerOptions) {
+    this.ignition = o.ignition ?? new IgnitionRenderer(new IgnitionTools());
+    this.log = o.log.child({ controller: 'serverbootconfiguration' });
+  }
+
+  private async evaluate(sbc: ServerBootConfiguration): Promise<Verdict> {
+    const o = this.o;
+    const known = this.recent.get(sbc.metadata.uid ?? '');
     const fresher =
       known?.bootAttempt === (sbc.spec.bootAttempt ?? 1) && sbc.status?.image?.digest !== known?.digest;
     const view = fresher ? { ...sbc, status: { ...sbc.status, image: known } } : sbc;
@@ -97,10 +101,10 @@ export function newServerBootConfigurationController(
       };
     }
     if (image.image && image.resolvedNow) {
-      if (recent.size >= 10_000) recent.delete(recent.keys().next().value!);
-      recent.set(sbc.metadata.uid ?? '', image.image);
+      if (this.recent.size >= 10_000) this.recent.delete(this.recent.keys().next().value!);
+      this.recent.set(sbc.metadata.uid ?? '', image.image);
     }
-    const ign = await evaluateIgnition(sbc);
+    const ign = await this.evaluateIgnition(sbc);
     if (ign) return { ...ign, image: image.image, resolvedNow: image.resolvedNow };
     const ref = sbc.spec.ignitionSecretRef?.name;
     const digest = image.image ? ` (${image.image.digest})` : '';
@@ -117,7 +121,8 @@ export function newServerBootConfigurationController(
    * Renders the ignition the boot server would serve (with a stand-in token: validity does not
    * depend on its value) and validates it; an Error verdict, or undefined when it is valid.
    */
-  async function evaluateIgnition(sbc: ServerBootConfiguration): Promise<Verdict | undefined> {
+  private async evaluateIgnition(sbc: ServerBootConfiguration): Promise<Verdict | undefined> {
+    const o = this.o;
     const ref = sbc.spec.ignitionSecretRef?.name;
     let secret: SecretObject | undefined;
     if (ref) {
@@ -139,8 +144,8 @@ export function newServerBootConfigurationController(
     };
     try {
       const key = `${sbc.metadata.namespace}/${ref}@${secret?.metadata.resourceVersion}`;
-      const stored = await ignition.stored(ref ? (secret?.data ?? {}) : undefined, key, ref);
-      await ignition.render(stored, (o.injectBootstateUnit ?? true) ? hook : undefined);
+      const stored = await this.ignition.stored(ref ? (secret?.data ?? {}) : undefined, key, ref);
+      await this.ignition.render(stored, (o.injectBootstateUnit ?? true) ? hook : undefined);
       return undefined;
     } catch (err) {
       if (!(err instanceof IgnitionError)) throw err;
@@ -149,7 +154,8 @@ export function newServerBootConfigurationController(
     }
   }
 
-  async function reconcile(req: Request): Promise<Result | undefined> {
+  async reconcile(req: Request): Promise<Result | undefined> {
+    const o = this.o;
     const sbc = o.sbcs.get(req.name, req.namespace);
     if (!sbc || sbc.metadata.deletionTimestamp) return undefined;
     if (isHandMade(sbc)) {
@@ -157,13 +163,13 @@ export function newServerBootConfigurationController(
       const issued = await issueCallbackSecret(o.client, sbc, o.labels ?? {});
       return issued ? undefined : { requeueAfterMs: SECRET_RECHECK_MS };
     }
-    const v = await evaluate(sbc);
-    const l = log.child({
+    const v = await this.evaluate(sbc);
+    const l = this.log.child({
       namespace: sbc.metadata.namespace,
       name: sbc.metadata.name,
       server: sbc.spec.serverRef?.name,
     });
-    if (v.image && v.resolvedNow) await recordImage(sbc, v.image, l);
+    if (v.image && v.resolvedNow) await this.recordImage(sbc, v.image, l);
     // Condition first: whoever sees the state also finds its reason.
     await applyOwnedCondition(o.client, Resources.ServerBootConfiguration, sbc, {
       type: SBC_READY_CONDITION,
@@ -191,11 +197,12 @@ export function newServerBootConfigurationController(
   }
 
   /** Writes `status.image` (before the Ready condition, so a Ready SBC names its digests). */
-  async function recordImage(
+  private async recordImage(
     sbc: ServerBootConfiguration,
     image: SBCImageStatus,
     l: pino.Logger,
   ): Promise<void> {
+    const o = this.o;
     const cleared = {
       manifest: null,
       kernel: null,
@@ -223,9 +230,14 @@ export function newServerBootConfigurationController(
       `attempt ${image.bootAttempt}: ${image.reference} resolved to ${image.digest}`,
     );
   }
+}
 
+export function newServerBootConfigurationController(
+  o: ServerBootConfigurationControllerOptions,
+): Controller {
+  const r = new ServerBootConfigurationReconciler(o);
   const c = new Controller('serverbootconfiguration', {
-    reconcile,
+    reconcile: (req) => r.reconcile(req),
     workers: o.workers ?? 2,
     log: o.log,
     metrics: o.metrics,

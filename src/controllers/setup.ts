@@ -51,11 +51,46 @@ export interface SetupOptions {
   images?: BootImages;
 }
 
+/** The shared informers, scoped by the operator's object selector. */
+interface Informers {
+  servers: Informer<Server>;
+  sbcs: Informer<ServerBootConfiguration>;
+  callbackSecrets: Informer<SecretObject>;
+  claims: Informer<ServerClaim>;
+  bmcs: Informer<BMC>;
+  bmcSecrets: Informer<BMCSecret>;
+  endpoints: Informer<Endpoint>;
+}
+
+/** Built once and handed to several controllers, so they share BMC sessions, power actions in flight and UUID owners. */
+interface SharedParts {
+  connections: BmcConnections;
+  bmcDown: BmcDownReports;
+  duplicates: DuplicateServers;
+  power: PowerActions;
+  bootConfigs: BootConfigurations;
+  bootMetrics: BootMetrics;
+}
+
 /** Registers informers and controllers on `mgr` (before or after `mgr.start()`). */
 export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSetup {
-  const cfg = opts.config;
+  const inf = registerInformers(mgr, opts.config);
+  const parts = sharedParts(mgr, opts, inf);
+  addControllers(mgr, opts, inf, parts);
+  const { servers, sbcs, callbackSecrets, claims, bmcs } = inf;
+  return {
+    servers,
+    sbcs,
+    callbackSecrets,
+    claims,
+    bmcs,
+    connections: parts.connections,
+    bootMetrics: parts.bootMetrics,
+  };
+}
+
+function registerInformers(mgr: Manager, cfg: ControllerConfig): Informers {
   const scope = selectorOf(cfg.scopeLabels) || undefined;
-  const log = mgr.log;
   const servers = mgr.informer<Server>(Resources.Server, {
     labelSelector: scope,
     indexers: { [SERVER_UUID_INDEX]: serverUUIDIndexer, [SERVER_BY_CLAIM_INDEX]: serverByClaimIndexer },
@@ -71,7 +106,13 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
   const bmcs = mgr.informer<BMC>(Resources.BMC, { labelSelector: scope, indexers: bmcIndexers });
   const bmcSecrets = mgr.informer<BMCSecret>(Resources.BMCSecret, { labelSelector: scope });
   const endpoints = mgr.informer<Endpoint>(Resources.Endpoint, { labelSelector: scope });
+  return { servers, sbcs, callbackSecrets, claims, bmcs, bmcSecrets, endpoints };
+}
 
+function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedParts {
+  const cfg = opts.config;
+  const log = mgr.log;
+  const { servers, bmcs, bmcSecrets, endpoints } = inf;
   const connections = new BmcConnections({
     bmcs,
     bmcSecrets,
@@ -91,7 +132,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
     uuidOwner: (s) => duplicates.ownerOf(s),
     bmcDown,
   });
-  const bootConfigs = new BootConfigurations(mgr.client, sbcs, callbackSecrets);
+  const bootConfigs = new BootConfigurations(mgr.client, inf.sbcs, inf.callbackSecrets);
   const bootMetrics = new BootMetrics(mgr.metrics.registry, () => {
     const counts: Record<string, number> = {};
     for (const s of servers.list()) {
@@ -100,8 +141,14 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
     }
     return counts;
   });
-  const common = { client: mgr.client, events: mgr.events, log, metrics: mgr.metrics };
+  return { connections, bmcDown, duplicates, power, bootConfigs, bootMetrics };
+}
 
+function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts: SharedParts): void {
+  const cfg = opts.config;
+  const common = { client: mgr.client, events: mgr.events, log: mgr.log, metrics: mgr.metrics };
+  const { servers, sbcs, claims, bmcs, bmcSecrets, endpoints } = inf;
+  const { connections, bmcDown, duplicates, power, bootConfigs, bootMetrics } = parts;
   mgr.add(
     newBmcController({
       ...common,
@@ -152,5 +199,4 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       labels: cfg.scopeLabels,
     }),
   );
-  return { servers, sbcs, callbackSecrets, claims, bmcs, connections, bootMetrics };
 }
