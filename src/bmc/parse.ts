@@ -191,6 +191,9 @@ export function parseBoot(raw: unknown, resource: string): BootSettings {
       resource,
       'Boot.',
     ),
+    ...('HttpBootUri' in boot
+      ? { httpBootUri: typeof boot['HttpBootUri'] === 'string' ? boot['HttpBootUri'] : null }
+      : {}),
   };
 }
 

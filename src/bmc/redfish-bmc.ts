@@ -23,7 +23,12 @@ import type {
   RestartOptions,
   TransportSecurity,
 } from './bmc.js';
-import { BootTargetNotSupportedError, RedfishHttpError, ResetTypeNotSupportedError } from './errors.js';
+import {
+  BootTargetNotSupportedError,
+  HttpBootUriNotSupportedError,
+  RedfishHttpError,
+  ResetTypeNotSupportedError,
+} from './errors.js';
 import {
   asObject,
   parseBoot,
@@ -193,6 +198,10 @@ export class RedfishBMC implements BMC {
       const ignored: BootOverrideResult['ignored'] = [];
       if (boot.target !== override.target) sent.BootSourceOverrideTarget = override.target;
       if (boot.enabled !== override.enabled) sent.BootSourceOverrideEnabled = override.enabled;
+      if (override.httpBootUri !== undefined) {
+        if (boot.httpBootUri === undefined) throw new HttpBootUriNotSupportedError(systemUri);
+        if (boot.httpBootUri !== override.httpBootUri) sent.HttpBootUri = override.httpBootUri;
+      }
       if (override.mode !== undefined) {
         // Older services lack the property and reject a PATCH that carries it.
         if (boot.mode === undefined) ignored.push('mode');

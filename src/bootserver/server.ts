@@ -12,6 +12,7 @@
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
  *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
+ * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts).
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
  * DESIGN.md section 4 (503 + `Retry-After` while the API server or a rotation is unavailable).
@@ -40,9 +41,11 @@ import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
 import { Resources } from '../runtime/resource.js';
+import { registerHttpBootRoute } from './http-boot.js';
 import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
+import { UkiBuilder } from './uki.js';
 
 export interface BootServerOptions extends SignalServerOptions {
   /** Base URL hosts use to reach this boot server (rendered into scripts); defaults to the bound URL. */
@@ -227,7 +230,25 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       .send(createReadStream(path));
   });
 
+  const uki = new UkiBuilder();
+  registerHttpBootRoute(app, {
+    client: opts.client,
+    resolver,
+    catalog: opts.catalog,
+    uki,
+    component: BOOTSERVER_COMPONENT,
+    registryUrl: opts.registryUrl,
+    baseUrl: () => baseUrl,
+    parseUUID: (raw) => BootTargetResolver.parseUUID(raw),
+  });
+
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
   baseUrl ||= bound.url;
-  return { ...bound, close: () => app.close() };
+  return {
+    ...bound,
+    close: async () => {
+      await app.close();
+      uki.close();
+    },
+  };
 }

@@ -6,11 +6,13 @@
  * `parseManagerConfig` turns flags into a {@link ManagerConfig} (pure, throws on bad input);
  * `runManager` parses, starts everything and returns a handle (tests start it in-process).
  */
+
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type pino from 'pino';
+import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
 import { startBootServer } from '../bootserver/server.js';
@@ -111,6 +113,11 @@ function command(): Command {
       new Option('--default-boot-policy <policy>', 'boot policy of claims without spec.bootPolicy')
         .choices([...BOOT_POLICIES])
         .default(d.defaultBootPolicy),
+    )
+    .addOption(
+      new Option('--default-boot-method <method>', 'boot method of claims without spec.bootMethod')
+        .choices([...BOOT_METHODS])
+        .default(d.defaultBootMethod),
     )
     .addOption(
       opt(
@@ -266,6 +273,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     managerNamespace: string;
     probeImage: string;
     defaultBootPolicy: BootPolicy;
+    defaultBootMethod: BootMethod;
     bootCompletionConditions: string[];
     bootTimeout: number;
     bootMaxAttempts: number;
@@ -324,6 +332,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       managerNamespace: o.managerNamespace,
       probeImage: o.probeImage,
       defaultBootPolicy: o.defaultBootPolicy,
+      defaultBootMethod: o.defaultBootMethod,
+      bootServerUrl: o.bootserverUrl ?? plannedUrl(bHost, bPort) ?? `http://127.0.0.1:${bPort}`,
       bootCompletionConditions: o.bootCompletionConditions,
       bootTimeoutMs: o.bootTimeout,
       bootMaxAttempts: o.bootMaxAttempts,

@@ -22,6 +22,9 @@ import { classifyBmcFailure } from './bmc-connections.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
 /** Server condition: True while a power action is requested but not yet visible, or cannot be sent. */
+/** The network boot override of a boot: iPXE via PXE, or UEFI HTTP boot of `httpBootUri` (Redfish `Boot.HttpBootUri`). */
+export type NetbootVia = { target: 'Pxe' } | { target: 'UefiHttp'; httpBootUri: string };
+
 export const POWER_PENDING_CONDITION = ConditionType.PowerActionPending;
 
 export type PowerGoal = 'On' | 'Off';
@@ -125,24 +128,32 @@ export class PowerActions {
   }
 
   /**
-   * Starts a boot: with `netboot`, a one-time network boot override (`Pxe`, `Once`) first; then `On`
+   * Starts a boot: with `netboot`, a one-time network boot override (`via`, default `Pxe`; `Once`) first; then `On`
    * when `observed` is Off, a forced restart when it is On (a power cycle). Returns the BMC failure
    * instead of throwing it, so the caller can undo its recorded intent when nothing was applied.
    */
-  async boot(server: Server, opts: { netboot: boolean; observed: PowerState }): Promise<BootActionResult> {
+  async boot(
+    server: Server,
+    opts: { netboot: boolean; observed: PowerState; via?: NetbootVia },
+  ): Promise<BootActionResult> {
     const name = server.metadata.name ?? '';
     let overrideSet = false;
+    const via = opts.via ?? { target: 'Pxe' };
     try {
       const h = this.o.connections.forServer(server);
       if (opts.netboot) {
-        await h.bmc.setBootOverride(h.systemUri, { target: 'Pxe', enabled: 'Once' });
+        await h.bmc.setBootOverride(h.systemUri, {
+          target: via.target,
+          enabled: 'Once',
+          ...(via.target === 'UefiHttp' ? { httpBootUri: via.httpBootUri } : {}),
+        });
         overrideSet = true;
       }
       const res =
         opts.observed === 'Off' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.restart(h.systemUri);
       this.sent.set(name, { goal: 'On', at: Date.now() });
       await this.setPending(server, undefined);
-      const how = opts.netboot ? 'network boot (Pxe, Once)' : 'boot from disk';
+      const how = opts.netboot ? `network boot (${via.target}, Once)` : 'boot from disk';
       this.log(server).info(
         { sent: res.sent, observed: res.observed, netboot: opts.netboot },
         'boot started',

@@ -29,8 +29,10 @@
  * Deleting a claim powers the Server off, deletes the SBC and its Secret, and clears the Server's
  * references; the Server controller then makes it Available.
  */
+
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
+import { type BootMethod, httpBootFileUrl } from '../api/v1alpha1/boot-method.js';
 import { type BootPolicy, OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -56,7 +58,7 @@ import { attemptSignals, type BootConfigurations, bootConfigurationReadiness } f
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import type { PowerActions } from './power.js';
+import type { NetbootVia, PowerActions } from './power.js';
 import { candidates, ineligibility } from './server-selection.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
@@ -98,6 +100,7 @@ export interface ServerClaimControllerOptions {
 /** The effective boot settings of a claim: its own, or the manager's defaults. */
 export interface ClaimBootSettings {
   policy: BootPolicy;
+  method: BootMethod;
   completion: string[];
   timeoutMs: number;
   maxAttempts: number;
@@ -115,6 +118,7 @@ export function claimBootSettings(claim: ServerClaim, cfg: ControllerConfig): Cl
   }
   return {
     policy: claim.spec.bootPolicy ?? cfg.defaultBootPolicy,
+    method: claim.spec.bootMethod ?? cfg.defaultBootMethod,
     completion: bc?.conditions?.length ? [...bc.conditions] : [...cfg.bootCompletionConditions],
     timeoutMs,
     maxAttempts: bc?.maxAttempts ?? cfg.bootMaxAttempts,
@@ -380,6 +384,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       image: claim.spec.image,
       ignitionSecretName: claim.spec.ignitionSecretRef?.name,
       bootPolicy: s.policy,
+      bootMethod: s.method,
       attemptKey,
       labels: cfg.scopeLabels,
     });
@@ -510,7 +515,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
           ),
         ],
       });
-      const res = await o.power.boot(server, { netboot: true, observed });
+      const res = await o.power.boot(server, { netboot: true, observed, via: netbootVia(server, sbc, cfg) });
       if (!res.ok) {
         const f = res.failure;
         const pending = `${attemptText}: power-on pending: ${f.reason}: ${f.message}`;
@@ -681,4 +686,17 @@ function withoutKeys(b: Boot, keys: (keyof Boot)[]): Boot {
 function timedOutPrefix(message: string | undefined): string {
   const m = message ? /^(attempt \d+\/\d+ timed out[^;]*);/.exec(message) : null;
   return m ? `${m[1]}; ` : '';
+}
+
+/**
+ * The BMC override of a network boot of `sbc`: `Pxe`, or for `HTTPBoot` `UefiHttp` with
+ * `Boot.HttpBootUri` at the attempt's boot file on the boot server.
+ */
+function netbootVia(server: Server, sbc: ServerBootConfiguration, cfg: ControllerConfig): NetbootVia {
+  if (sbc.spec.bootMethod !== 'HTTPBoot') return { target: 'Pxe' };
+  const attempt = sbc.spec.bootAttempt ?? 1;
+  return {
+    target: 'UefiHttp',
+    httpBootUri: httpBootFileUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt),
+  };
 }

@@ -169,9 +169,7 @@ export class LocalStack {
               workDir: join(opts.dir, `vm-${i}`),
               accel: chosen,
               firmware: firmwareOf(opts.firmware, i),
-              ...(network
-                ? { network: { mode: 'tap' as const, ifname: network.addTap(), netns: network.netns } }
-                : {}),
+              ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
             }),
         );
       } else {
@@ -334,6 +332,14 @@ export class LocalStack {
     await this.client.close();
     await this.cp.stop();
   }
+}
+
+/** QemuHost options of a VM on the test network: its own tap, and its Redfish `HttpBootUri` offered to its MAC by DHCP. */
+function tapOn(network: TestNetwork, mac: string) {
+  return {
+    network: { mode: 'tap' as const, ifname: network.addTap(), netns: network.netns },
+    onHttpBootUri: (uri: string | undefined) => network.setHttpBootUri(mac, uri),
+  };
 }
 
 function describeFirmware(firmware: LocalStackOptions['firmware']): string {

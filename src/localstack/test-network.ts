@@ -200,6 +200,30 @@ export class TestNetwork {
       }));
   }
 
+  /**
+   * An HTTP GET from `address` on the bridge, as a machine holding that address would send it (a
+   * test of address-based trust; the address must be free, e.g. its VM powered off): the address
+   * is added to the bridge for the duration of the request, and Node.js inside the namespace sends
+   * it with that source address.
+   * @returns status and body; throws when the request cannot be sent within 15 s.
+   */
+  requestFrom(address: string, url: string): { status: number; body: string } {
+    if (!/^10\.251\.\d+\.\d+$/.test(address) || !address.startsWith(this.subnet.replace(/0\/24$/, ''))) {
+      throw new Error(`${address} is not an address of ${this.subnet}`);
+    }
+    ip(['-n', this.netns, 'addr', 'add', `${address}/32`, 'dev', 'br0']);
+    try {
+      const script = `const u=new URL(${JSON.stringify(url)});require('node:http').get({host:u.hostname,port:u.port,path:u.pathname+u.search,localAddress:${JSON.stringify(address)}},(r)=>{let b='';r.setEncoding('utf8');r.on('data',(c)=>b+=c);r.on('end',()=>{process.stdout.write(JSON.stringify({status:r.statusCode,body:b}))})}).on('error',(e)=>{process.stderr.write(e.message);process.exit(1)})`;
+      const out = execFileSync(IP, ['netns', 'exec', this.netns, process.execPath, '-e', script], {
+        encoding: 'utf8',
+        timeout: 15_000,
+      });
+      return JSON.parse(out) as { status: number; body: string };
+    } finally {
+      ip(['-n', this.netns, 'addr', 'del', `${address}/32`, 'dev', 'br0']);
+    }
+  }
+
   /** Path of dnsmasq's log (DHCP and TFTP transactions). */
   get dnsmasqLog(): string {
     return join(this.opts.dir, 'dnsmasq.log');
@@ -261,6 +285,7 @@ export class TestNetwork {
       'except-interface=lo',
       `dhcp-range=${range}.50,${range}.250,255.255.255.0,1h`,
       'dhcp-authoritative',
+      'dhcp-option=option:router', // no gateway: nothing leaves this segment
       `dhcp-leasefile=${join(dir, 'dnsmasq.leases')}`,
       `dhcp-hostsfile=${join(dir, 'dhcp-hosts')}`,
       `dhcp-optsfile=${join(dir, 'dhcp-opts')}`,

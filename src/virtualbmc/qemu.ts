@@ -16,6 +16,8 @@
  * - `Pxe`: NIC first, then disk.
  * - `Hdd`: disk only; the NIC carries no option ROM, so no network fetch can happen.
  * - `None`: the machine's own order: disk first, then network (option `noneBoot`).
+ * - `UefiHttp` (UEFI only): NIC first without the iPXE ROM, so OVMF's HTTP boot client runs; BIOS
+ *   VMs have no HTTP boot and boot as `Hdd`.
  * The order is fixed for the lifetime of a QEMU process: a guest-initiated reboot boots from
  * the same device again; {@link QemuHost.reset} with another device restarts the process.
  */
@@ -78,6 +80,12 @@ export interface QemuHostOptions {
   ovmfVars?: string;
   /** Default `{mode: 'user'}`. */
   network?: QemuNetwork;
+  /**
+   * Called with the Redfish `Boot.HttpBootUri` before every `UefiHttp` boot (undefined when none is
+   * set): the test network offers it to this VM's MAC over DHCP, as firmware told the URI by its
+   * BMC would use it. Without it a `UefiHttp` boot uses whatever DHCP offers.
+   */
+  onHttpBootUri?: (uri: string | undefined) => void;
   /**
    * `auto` (default: `$METAL_QEMU_ACCEL`, else auto) uses KVM only after a probe boot proved that
    * KVM guests run on this machine (see accel-probe.ts), else TCG.
@@ -256,6 +264,7 @@ export class QemuHost implements Host {
   private exitInfo: QemuExit | undefined;
   private accelVerdict: AccelVerdict | undefined;
   private lastArgs: string[] | undefined;
+  private httpBootUri: string | undefined;
 
   /**
    * Creates the host powered off. Creates the work folder synchronously; starts nothing.
@@ -414,6 +423,10 @@ export class QemuHost implements Host {
     });
   }
 
+  setHttpBootUri(uri: string | undefined): void {
+    this.httpBootUri = uri;
+  }
+
   /** Kills QEMU (SIGKILL), closes QMP and, when this host created it, removes the work folder. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -444,7 +457,12 @@ export class QemuHost implements Host {
     if (device === 'Pxe') {
       nic.push(`romfile=${rom}`, 'bootindex=1');
       disk.push('bootindex=2');
-    } else if (device === 'Hdd' || noneBoot === 'disk') {
+    } else if (device === 'UefiHttp' && uefi) {
+      // OVMF's own virtio-net driver and HTTP boot client (its PXE clients are off): the NIC's
+      // only boot option is UEFI HTTP boot.
+      nic.push('romfile=', 'bootindex=1');
+      disk.push('bootindex=2');
+    } else if (device === 'Hdd' || device === 'UefiHttp' || noneBoot === 'disk') {
       // Without its option ROM the NIC is invisible to the firmware as a boot device.
       nic.push('romfile=');
       disk.push('bootindex=1');
@@ -576,6 +594,7 @@ export class QemuHost implements Host {
       ...(this.options.qemuBinary ? { qemuBinary: this.options.qemuBinary } : {}),
       ...(this.options.probeGuest ? { guest: this.options.probeGuest } : {}),
     });
+    if (device === 'UefiHttp') this.options.onHttpBootUri?.(this.httpBootUri);
     const args = this.qemuArgs(device);
     this.lastArgs = args;
     await fs.appendFile(

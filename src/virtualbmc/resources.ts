@@ -54,6 +54,7 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     BootSourceOverrideEnabled: sys.boot.enabled,
     BootSourceOverrideTarget: sys.boot.target,
     'BootSourceOverrideTarget@Redfish.AllowableValues': SUPPORTED_BOOT_TARGETS,
+    HttpBootUri: sys.boot.httpBootUri,
   };
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
   const reset: Json = { target: `${sys.uri}/Actions/ComputerSystem.Reset` };

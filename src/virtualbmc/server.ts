@@ -117,6 +117,7 @@ const BOOT_PROPERTIES = [
   'BootSourceOverrideTarget',
   'BootSourceOverrideEnabled',
   'BootSourceOverrideMode',
+  'HttpBootUri',
 ] as const;
 
 class HttpFailure extends Error {
@@ -524,6 +525,10 @@ function parseBootPatch(body: Record<string, unknown>, profile: ServiceProfile):
       if (!(SUPPORTED_BOOT_TARGETS as readonly unknown[]).includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
       changes.target = value as BootSourceOverrideTarget;
+    } else if (key === 'HttpBootUri') {
+      if (value !== null && (typeof value !== 'string' || !/^https?:\/\/\S+$/.test(value)))
+        fail(400, 'PropertyValueFormatError', `Boot/${key} must be an http(s) URI or null`);
+      changes.httpBootUri = value as string | null;
     } else if (key === 'BootSourceOverrideEnabled') {
       if (!(BOOT_SOURCE_OVERRIDE_ENABLED as readonly unknown[]).includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);

@@ -22,12 +22,15 @@ export const SUPPORTED_BOOT_TARGETS: readonly BootSourceOverrideTarget[] = [
   'Cd',
   'Usb',
   'BiosSetup',
+  'UefiHttp',
 ];
 
 export interface BootOverrideState {
   target: BootSourceOverrideTarget;
   enabled: BootSourceOverrideEnabled;
   mode: BootSourceOverrideMode;
+  /** `Boot.HttpBootUri`: what a `UefiHttp` boot fetches; null when unset. */
+  httpBootUri: string | null;
 }
 
 interface PendingTransition {
@@ -40,7 +43,12 @@ interface PendingTransition {
 export class VirtualSystem {
   readonly id: string;
   readonly uri: string;
-  readonly boot: BootOverrideState = { target: 'None', enabled: 'Disabled', mode: 'UEFI' };
+  readonly boot: BootOverrideState = {
+    target: 'None',
+    enabled: 'Disabled',
+    mode: 'UEFI',
+    httpBootUri: null,
+  };
   /** Bumped on every change of the resource's writable state; the ETag is derived from it. */
   private version = 1;
   private pending: PendingTransition | undefined;
@@ -151,8 +159,9 @@ export class VirtualSystem {
   /** Resolves the override for the boot that is starting now; a `Once` override is used up by it. */
   private consumeBootDevice(): BootDevice {
     if (this.boot.enabled === 'Disabled') return 'None';
-    const device: BootDevice =
-      this.boot.target === 'Pxe' ? 'Pxe' : this.boot.target === 'Hdd' ? 'Hdd' : 'None';
+    const t = this.boot.target;
+    const device: BootDevice = t === 'Pxe' || t === 'Hdd' || t === 'UefiHttp' ? t : 'None';
+    if (device === 'UefiHttp') this.host.setHttpBootUri?.(this.boot.httpBootUri ?? undefined);
     if (this.boot.enabled === 'Once') this.setBoot({ enabled: 'Disabled' });
     return device;
   }
