@@ -6,7 +6,8 @@
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
  *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
- *   cannot re-provision it. With `pinScriptClient`, an attempt's script goes only to the first client
+ *   cannot re-provision it. Only addresses the Server is known to have get a script (403
+ *   `UnknownClient`; `scriptClientIdentity`). With `pinScriptClient`, an attempt's script goes only to the first client
  *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
  *   authenticate, so this is the one protection of the token in the script.
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
@@ -41,7 +42,7 @@ import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
 import { Resources } from '../runtime/resource.js';
-import { registerHttpBootRoute } from './http-boot.js';
+import { clientAddress, knownAddresses, registerHttpBootRoute } from './http-boot.js';
 import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
@@ -56,6 +57,13 @@ export interface BootServerOptions extends SignalServerOptions {
   catalog: () => ImageCatalog;
   /** Hand an attempt's script only to the first client address that fetched it (default true). */
   pinScriptClient?: boolean;
+  /**
+   * Who may fetch a server's attempt script: `known-address` (default) only the addresses its
+   * registration recorded (`status.networkInterfaces[].ips`), falling back to the first-address
+   * pin while none are known (first discovery); `first-address` the pin alone (networks that NAT
+   * the firmware, e.g. QEMU user networking).
+   */
+  scriptClientIdentity?: 'known-address' | 'first-address';
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
   injectBootstateUnit?: boolean;
 }
@@ -77,6 +85,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   const resolver = new BootTargetResolver(opts);
   const app = createHttpApp('bootserver', opts.log, opts.metrics ?? new Registry());
   const pin = opts.pinScriptClient ?? true;
+  const byAddress = (opts.scriptClientIdentity ?? 'known-address') === 'known-address';
   const inject = opts.injectBootstateUnit ?? true;
   const butaneCache = new Map<string, string>();
   let baseUrl = opts.externalUrl ?? '';
@@ -106,6 +115,11 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
+    const known = knownAddresses(target.server);
+    if (byAddress && known.length > 0 && !known.includes(clientAddress(client))) {
+      log.warn({ known, attempt }, 'script requested from an address the server does not have; refused');
+      throw new HttpError(403, 'UnknownClient', 'the request does not come from an address of this server');
+    }
     const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
     const pinnedTo = fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
     if (pin && pinnedTo && pinnedTo !== client) {

@@ -37,7 +37,12 @@ export interface ManagerConfig {
   metricsPort: number;
   leaderElect: boolean;
   registry: { host: string; port: number; url?: string };
-  bootServer: { host: string; port: number; url?: string };
+  bootServer: {
+    host: string;
+    port: number;
+    url?: string;
+    clientIdentity?: 'known-address' | 'first-address';
+  };
 }
 
 const DURATION = (v: string): number => {
@@ -186,6 +191,14 @@ function command(): Command {
     .option('--registry-addr <host:port>', 'listen address of the registry', '0.0.0.0:10000')
     .option('--registry-url <url>', 'URL hosts use to reach the registry (default: from --registry-addr)')
     .option('--bootserver-addr <host:port>', 'listen address of the boot server', '0.0.0.0:8082')
+    .addOption(
+      new Option(
+        '--script-client-identity <how>',
+        'who gets an attempt script: known-address (the addresses the server registered; first fetcher while none) or first-address',
+      )
+        .choices(['known-address', 'first-address'])
+        .default('known-address'),
+    )
     .option(
       '--bootserver-url <url>',
       'URL hosts use to reach the boot server (default: from --bootserver-addr)',
@@ -288,6 +301,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     registryUrl?: string;
     bootserverAddr: string;
     bootserverUrl?: string;
+    scriptClientIdentity: 'known-address' | 'first-address';
     objectSelector: Record<string, string>;
     powerResendAfter: number;
     bmcCallBudget: number;
@@ -358,7 +372,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     metricsPort: o.metricsPort,
     leaderElect: o.leaderElect,
     registry: { host: rHost, port: rPort, url: o.registryUrl },
-    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl, clientIdentity: o.scriptClientIdentity },
   };
 }
 
@@ -432,6 +446,7 @@ export async function runManager(
     port: cfg.bootServer.port,
     externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port),
     registryUrl,
+    scriptClientIdentity: cfg.bootServer.clientIdentity,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
   });

@@ -23,6 +23,7 @@ import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
+import type { Firmware } from '../virtualbmc/qemu.js';
 import { REPO_ROOT } from './control-plane.js';
 import { claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
@@ -54,12 +55,21 @@ async function snapshot(client: KubeClient): Promise<FleetSnapshot> {
 }
 
 /** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
-export async function localServe(o: {
-  dir: string;
-  servers: number;
-  backend: Backend;
-  accel?: AccelChoice;
-}): Promise<void> {
+/** Firmware, boot method and network of `local up` / `local serve` (QEMU back end). */
+export interface MachineShape {
+  firmware?: Firmware;
+  bootMethod?: 'pxe' | 'http' | 'auto';
+  network?: 'user' | 'bridge' | 'auto';
+}
+
+export async function localServe(
+  o: {
+    dir: string;
+    servers: number;
+    backend: Backend;
+    accel?: AccelChoice;
+  } & MachineShape,
+): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
   const startedAt = new Date().toISOString();
@@ -80,6 +90,9 @@ export async function localServe(o: {
       dir: o.dir,
       progress: say,
       ...(o.accel ? { accel: o.accel } : {}),
+      firmware: o.firmware ?? 'uefi',
+      bootMethod: o.bootMethod ?? 'auto',
+      network: o.network ?? 'auto',
     });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
@@ -119,14 +132,16 @@ export async function localServe(o: {
 }
 
 /** `local up`: start or reuse the daemon, apply the example claim, follow it to Booted. */
-export async function localUp(o: {
-  dir: string;
-  servers: number;
-  backend: Backend;
-  accel?: AccelChoice;
-  timeout: number;
-  claim: boolean;
-}): Promise<number> {
+export async function localUp(
+  o: {
+    dir: string;
+    servers: number;
+    backend: Backend;
+    accel?: AccelChoice;
+    timeout: number;
+    claim: boolean;
+  } & MachineShape,
+): Promise<number> {
   const t0 = Date.now();
   const end = t0 + o.timeout * 1000;
   let state = readLocalState(o.dir);
@@ -164,6 +179,9 @@ export async function localUp(o: {
         '--backend',
         o.backend,
         ...(o.accel ? ['--accel', o.accel] : []),
+        ...(o.firmware ? ['--firmware', o.firmware] : []),
+        ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
+        ...(o.network ? ['--network', o.network] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );

@@ -46,6 +46,11 @@ export interface LocalStackOptions {
    * made, else user.
    */
   network?: 'user' | 'bridge' | 'auto';
+  /**
+   * Default boot method of claims (the manager's `--default-boot-method`): `pxe` (default), `http`
+   * (UEFI HTTP boot: needs the bridged network and UEFI firmware), `auto` http where possible.
+   */
+  bootMethod?: 'pxe' | 'http' | 'auto';
   /** QEMU back end only: firmware of every VM, or per VM index (default `bios`). */
   firmware?: Firmware | Firmware[];
   /**
@@ -142,6 +147,10 @@ export class LocalStack {
       // they reach the host end of its veth, where the registry and boot server listen.
       const guestHost = network ? network.hostAddress : opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
       const listenHost = network ? network.hostAddress : '127.0.0.1';
+      const bootMethod = chooseBootMethod(opts, network !== undefined);
+      say(
+        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
+      );
       const registryUrl = `http://${guestHost}:${registryPort}`;
       const bootServerUrl = `http://${guestHost}:${bootPort}`;
       const localBootUrl = `http://127.0.0.1:${bootPort}`;
@@ -213,6 +222,9 @@ export class LocalStack {
           `--bootserver-addr=${listenHost}:${bootPort}`,
           `--bootserver-url=${bootServerUrl}`,
           `--metrics-port=${metricsPort}`,
+          `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
+          // On QEMU user networking every VM reaches the host as 127.0.0.1, not as the address it registered.
+          `--script-client-identity=${network ? 'known-address' : 'first-address'}`,
           ...(opts.managerArgs ?? []),
         ],
         { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
@@ -340,6 +352,20 @@ function tapOn(network: TestNetwork, mac: string) {
     network: { mode: 'tap' as const, ifname: network.addTap(), netns: network.netns },
     onHttpBootUri: (uri: string | undefined) => network.setHttpBootUri(mac, uri),
   };
+}
+
+/**
+ * The boot method claims default to: HTTP boot needs UEFI firmware on every VM and the bridged
+ * network (DHCP must offer the URI).
+ * @throws Error when `http` is asked for where it cannot work.
+ */
+function chooseBootMethod(opts: LocalStackOptions, bridged: boolean): 'pxe' | 'http' {
+  const fw = Array.isArray(opts.firmware) ? opts.firmware : [opts.firmware ?? 'bios'];
+  const possible = opts.backend === 'qemu' && bridged && fw.every((f) => f === 'uefi');
+  if (opts.bootMethod === 'http' && !possible)
+    throw new Error('UEFI HTTP boot needs --firmware uefi and the bridged network (--network bridge)');
+  if (opts.bootMethod === 'http' || (opts.bootMethod === 'auto' && possible)) return 'http';
+  return 'pxe';
 }
 
 function describeFirmware(firmware: LocalStackOptions['firmware']): string {
