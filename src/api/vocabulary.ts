@@ -92,6 +92,8 @@ export const ConditionType = {
   Ready: 'Ready',
   /** Set by the claim controller when a NetBootOnce claim completed; read by the boot server. */
   BootCompleted: 'BootCompleted',
+  /** Hand-made SBCs (no `callbackSecretRef`): how their callbacks are authenticated. */
+  CallbackConfigured: 'CallbackConfigured',
   // BMC
   SystemsDiscovered: 'SystemsDiscovered',
 } as const;
@@ -102,6 +104,8 @@ export const BoundReason = {
   NoServerAvailable: 'NoServerAvailable',
   ServerNotAvailable: 'ServerNotAvailable',
   ServerNotFound: 'ServerNotFound',
+  /** Neither `serverRef` nor `serverSelector` under `--require-server-selection`. */
+  ServerSelectionRequired: 'ServerSelectionRequired',
 } as const;
 
 /** Reasons of the claim's `Booted` condition (and of the discovery `Discovered` condition where shared). */
@@ -132,6 +136,14 @@ export const BootConfigurationReason = {
   IgnitionSecretNotFound: 'IgnitionSecretNotFound',
   IgnitionMissing: 'IgnitionMissing',
   ButaneUnavailable: 'ButaneUnavailable',
+} as const;
+
+/** Reasons of the SBC's `CallbackConfigured` condition (hand-made SBCs). */
+export const CallbackConfiguredReason = {
+  /** The SBC controller created the callback Secret and set `spec.callbackSecretRef`. */
+  TokenIssued: 'TokenIssued',
+  /** A Secret named `<sbc>-callback` exists and is not controlled by the SBC. */
+  CallbackSecretConflict: 'CallbackSecretConflict',
 } as const;
 
 /** Reasons of the SBC's `BootCompleted` condition. */
@@ -207,6 +219,8 @@ export const EventReason = {
   PowerOff: 'PowerOff',
   BootStarted: 'BootStarted',
   RegistrationChanged: 'RegistrationChanged',
+  /** A request matched the Server through its byte-swapped system UUID (SMBIOS >= 2.6 byte order). */
+  SystemUUIDByteSwapped: 'SystemUUIDByteSwapped',
   // BMC
   ServerCreated: 'ServerCreated',
   SystemUUIDMissing: 'SystemUUIDMissing',

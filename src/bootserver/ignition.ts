@@ -19,7 +19,8 @@ export interface BootstateHook {
 /** Ignition spec version used when a config has to be made from nothing. */
 export const DEFAULT_IGNITION_VERSION = '3.4.0';
 
-type IgnitionConfig = {
+/** An Ignition v3 config object (the keys the hook touches are typed; others pass through). */
+export type IgnitionConfig = {
   ignition?: { version?: string };
   systemd?: { units?: Record<string, unknown>[] };
   storage?: { files?: Record<string, unknown>[] };

@@ -1,7 +1,8 @@
 /**
  * The boot server: what network-booting firmware and the booting OS fetch.
  *
- * - `GET /ipxe` → a script that chains to `/ipxe/${uuid}` (iPXE expands `${uuid}`).
+ * - `GET /ipxe` (and `/ipxe/`, as upstream boot-operator answers it) → a script that chains to
+ *   `/ipxe/${uuid}` (iPXE expands `${uuid}`).
  * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
@@ -11,7 +12,9 @@
  *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
  *   authenticate, so this is the one protection of the token in the script.
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
- *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry.
+ *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry. An SBC without
+ *   `ignitionSecretRef` gets the callback-only config (see {@link callbackOnlyIgnition}); with the
+ *   hook disabled there is nothing to serve: 404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts).
  *
@@ -43,7 +46,13 @@ import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { RunningServer } from '../registry/server.js';
 import { Resources } from '../runtime/resource.js';
 import { clientAddress, knownAddresses, registerHttpBootRoute } from './http-boot.js';
-import { butaneToIgnition, DEFAULT_IGNITION_VERSION, parseIgnition, withBootstateHook } from './ignition.js';
+import {
+  butaneToIgnition,
+  DEFAULT_IGNITION_VERSION,
+  type IgnitionConfig,
+  parseIgnition,
+  withBootstateHook,
+} from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 import { UkiBuilder } from './uki.js';
@@ -58,10 +67,11 @@ export interface BootServerOptions extends SignalServerOptions {
   /** Hand an attempt's script only to the first client address that fetched it (default true). */
   pinScriptClient?: boolean;
   /**
-   * Who may fetch a server's attempt script: `known-address` (default) only the addresses its
-   * registration recorded (`status.networkInterfaces[].ips`), falling back to the first-address
-   * pin while none are known (first discovery); `first-address` the pin alone (networks that NAT
-   * the firmware, e.g. QEMU user networking).
+   * Who may fetch a server's attempt script: `known-address` only the addresses its registration
+   * recorded (`status.networkInterfaces[].ips`), falling back to the first-address pin while none
+   * are known (first discovery); `first-address` (default) the pin alone, for networks that NAT the
+   * firmware (QEMU user networking) and simulated hosts, whose registered address is not the one
+   * they fetch from.
    */
   scriptClientIdentity?: 'known-address' | 'first-address';
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
@@ -85,12 +95,13 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   const resolver = new BootTargetResolver(opts);
   const app = createHttpApp('bootserver', opts.log, opts.metrics ?? new Registry());
   const pin = opts.pinScriptClient ?? true;
-  const byAddress = (opts.scriptClientIdentity ?? 'known-address') === 'known-address';
+  const byAddress = opts.scriptClientIdentity === 'known-address';
   const inject = opts.injectBootstateUnit ?? true;
   const butaneCache = new Map<string, string>();
   let baseUrl = opts.externalUrl ?? '';
 
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
+  app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
   app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
@@ -110,7 +121,15 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     }
     if (!resolver.consistent(target)) target = await resolver.refresh(target);
     const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
+    if (!sbc || !target.callback) {
+      // A hand-made SBC gets its callback Secret from the SBC controller (CallbackConfigured condition).
+      throw new HttpError(
+        503,
+        'CallbackSecretPending',
+        'boot configuration has no callback Secret yet (the ServerBootConfiguration controller issues one for SBCs without callbackSecretRef)',
+        2,
+      );
+    }
     if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
@@ -197,7 +216,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   /** The SBC's ignition as an Ignition v3 object (converting Butane once per SBC generation). */
   async function ignitionFor(sbc: ServerBootConfiguration): Promise<ReturnType<typeof parseIgnition>> {
     const ref = sbc.spec.ignitionSecretRef?.name;
-    if (!ref) return { ignition: { version: DEFAULT_IGNITION_VERSION } };
+    if (!ref) return callbackOnlyIgnition(sbc, inject);
     let secret: SecretObject | undefined;
     try {
       secret = await opts.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
@@ -262,7 +281,26 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     ...bound,
     close: async () => {
       await app.close();
+      await resolver.aliases.settled();
       uki.close();
     },
   };
+}
+
+/**
+ * What `/ignition/{uuid}` serves for an SBC without `ignitionSecretRef` (upstream boot-operator has no
+ * answer for it: its handler dereferences the missing reference). The image may still need the
+ * `/bootstate` callback that completes the boot, so with the hook enabled the config is
+ * `{"ignition":{"version":"3.4.0"}}` and nothing else; the hook is merged into it by the caller, so a
+ * host gets only the callback unit and its env file. With the hook disabled: 404 `NoIgnitionConfigured`.
+ */
+export function callbackOnlyIgnition(sbc: ServerBootConfiguration, inject: boolean): IgnitionConfig {
+  if (!inject) {
+    throw new HttpError(
+      404,
+      'NoIgnitionConfigured',
+      `ServerBootConfiguration ${sbc.metadata.namespace}/${sbc.metadata.name} has no ignitionSecretRef and the /bootstate hook is disabled: no ignition configured`,
+    );
+  }
+  return { ignition: { version: DEFAULT_IGNITION_VERSION } };
 }

@@ -2,6 +2,12 @@
  * From a system UUID to what a boot signal is about: the Server, its current
  * ServerBootConfiguration (via `Server.spec.bootConfigurationRef`) and the attempt's callback data.
  *
+ * Lookup (two index reads, never a scan): the canonical UUID first, then its one alias, fields 1–3
+ * byte-reversed (SMBIOS ≥ 2.6 little-endian, see src/api/system-uuid.ts). A match through the alias
+ * is handed to the {@link UUIDAliasRecorder} (Server `status.smbiosUUIDAlias` and an Event). A UUID
+ * whose canonical and byte-swapped forms name different Servers is 409 `AmbiguousServer`, as two
+ * Servers with one UUID are.
+ *
  * Reads go to the informer caches (no API call per request). A cache may lag a rotation by the
  * claim controller, so a token that does not match the cached Secret, or a Secret whose attempt
  * differs from the SBC's `spec.bootAttempt`, is checked once more against the API server before
@@ -9,7 +15,8 @@
  * caller answers 503 with `Retry-After` (the agent retries).
  */
 
-import { canonicalSystemUUID } from '../api/system-uuid.js';
+import type { Logger } from 'pino';
+import { byteSwappedSystemUUID, canonicalSystemUUID } from '../api/system-uuid.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
@@ -19,9 +26,11 @@ import {
   verifyToken,
 } from '../bootauth/callback-token.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import { badRequest, HttpError, unavailable } from './http-error.js';
+import { UUIDAliasRecorder } from './uuid-alias.js';
 
 /** Informer index of Servers by canonical `spec.systemUUID`. */
 export const SERVER_UUID_INDEX = 'systemUUID';
@@ -50,6 +59,18 @@ export interface BootTargetSources {
   servers: Informer<Server>;
   sbcs: Informer<ServerBootConfiguration>;
   secrets: Informer<SecretObject>;
+  /** Where alias matches are recorded as Events; without it they are only written to the Server status. */
+  events?: EventRecorder;
+  log?: Logger;
+}
+
+/** How a request's UUID found its Server. */
+export interface ServerMatch {
+  server: Server;
+  /** The canonical form the request used. */
+  uuid: string;
+  /** True when it matched the Server's UUID with fields 1–3 byte-reversed. */
+  viaAlias: boolean;
 }
 
 /** Maps a failed API call to 503 when the API server is unreachable or overloaded; rethrows others. */
@@ -62,7 +83,12 @@ export function apiFailure(err: unknown, what: string): never {
 }
 
 export class BootTargetResolver {
-  constructor(private readonly src: BootTargetSources) {}
+  /** Records matches through the byte-swapped alias (one write per Server and host form). */
+  readonly aliases: UUIDAliasRecorder;
+
+  constructor(private readonly src: BootTargetSources) {
+    this.aliases = new UUIDAliasRecorder(src.client, src.events, src.log);
+  }
 
   /** Parses a UUID from a path or body; 400 `InvalidUUID` when it is not one (any case is fine). */
   static parseUUID(raw: unknown): string {
@@ -71,15 +97,37 @@ export class BootTargetResolver {
     return uuid;
   }
 
-  /** The one Server with this UUID: 404 `UnknownServer`, 409 `AmbiguousServer` when several claim it. */
+  /**
+   * The one Server for this canonical UUID: by `spec.systemUUID`, else by its byte-swapped alias.
+   * 404 `UnknownServer` when neither names a Server; 409 `AmbiguousServer` when several Servers carry
+   * the UUID, or the two forms name different Servers. Pure cache reads; records nothing.
+   */
+  match(uuid: string): ServerMatch {
+    const direct = this.src.servers.byIndex(SERVER_UUID_INDEX, uuid);
+    const swapped = byteSwappedSystemUUID(uuid);
+    const alias = swapped === uuid ? [] : this.src.servers.byIndex(SERVER_UUID_INDEX, swapped);
+    const all = [...direct, ...alias];
+    if (all.length === 1) return { server: all[0]!, uuid, viaAlias: alias.length === 1 };
+    if (all.length === 0) throw new HttpError(404, 'UnknownServer', `no Server with systemUUID ${uuid}`);
+    const names = (l: Server[]) => l.map((s) => s.metadata.name).join(', ');
+    if (alias.length === 0)
+      throw new HttpError(
+        409,
+        'AmbiguousServer',
+        `several Servers claim systemUUID ${uuid}: ${names(direct)}`,
+      );
+    throw new HttpError(
+      409,
+      'AmbiguousServer',
+      `systemUUID ${uuid} names Server(s) ${names(direct) || '(none)'} and, with fields 1-3 byte-reversed (SMBIOS >= 2.6 byte order), ${swapped} names ${names(alias)}`,
+    );
+  }
+
+  /** The one Server with this UUID (see {@link match}); a match through the alias is recorded. */
   server(uuid: string): Server {
-    const found = this.src.servers.byIndex(SERVER_UUID_INDEX, uuid);
-    if (found.length === 0) throw new HttpError(404, 'UnknownServer', `no Server with systemUUID ${uuid}`);
-    if (found.length > 1) {
-      const names = found.map((s) => s.metadata.name).join(', ');
-      throw new HttpError(409, 'AmbiguousServer', `several Servers claim systemUUID ${uuid}: ${names}`);
-    }
-    return found[0]!;
+    const m = this.match(uuid);
+    if (m.viaAlias) this.aliases.note(m.server, uuid);
+    return m.server;
   }
 
   /** Server, current SBC and callback data from the caches. */

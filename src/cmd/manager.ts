@@ -169,6 +169,11 @@ function command(): Command {
         .choices(['required', 'optional'])
         .default('required'),
     )
+    .option(
+      '--require-server-selection',
+      'refuse ServerClaims with neither spec.serverRef nor spec.serverSelector (Bound=False, reason ServerSelectionRequired) instead of binding any Available Server as upstream does',
+      false,
+    )
     .option('--image-catalog <file>', 'YAML image catalog file (see src/bootserver/image-catalog.ts)')
     .option(
       '--image-catalog-configmap <ns/name>',
@@ -194,10 +199,10 @@ function command(): Command {
     .addOption(
       new Option(
         '--script-client-identity <how>',
-        'who gets an attempt script: known-address (the addresses the server registered; first fetcher while none) or first-address',
+        'who gets an attempt script: known-address (only the addresses the server registered; the first fetcher while none are known) or first-address (the first fetcher; for networks that NAT the hosts, and simulated hosts)',
       )
         .choices(['known-address', 'first-address'])
-        .default('known-address'),
+        .default('first-address'),
     )
     .option(
       '--bootserver-url <url>',
@@ -293,6 +298,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
     callbackAuth: CallbackAuth;
+    requireServerSelection: boolean;
     imageCatalog?: string;
     imageCatalogConfigmap?: string;
     metricsPort: number;
@@ -365,6 +371,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
         ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
       },
       scopeLabels: o.objectSelector,
+      requireServerSelection: o.requireServerSelection,
     },
     callbackAuth: o.callbackAuth,
     imageCatalogFile: o.imageCatalog,

@@ -64,6 +64,11 @@ export interface ControllerConfig {
    * the controllers create, so several operator instances can share one cluster. Empty: watch all.
    */
   scopeLabels: Record<string, string>;
+  /**
+   * Refuse claims with neither `serverRef` nor `serverSelector` (`--require-server-selection`) instead
+   * of binding any Available Server as upstream does.
+   */
+  requireServerSelection: boolean;
 }
 
 export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
@@ -83,6 +88,7 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   workers: 16,
   bmc: { requestTimeoutMs: 5_000, callBudgetMs: 8_000, insecureTLS: false },
   scopeLabels: {},
+  requireServerSelection: false,
 };
 
 /** `k=v,k2=v2` label selector of `labels` (empty string when there are none). */

@@ -4,10 +4,13 @@
  * A Server is eligible when it is `Available`, has no `serverClaimRef` (or already names this
  * claim), is not `unclaimable`, and every taint is tolerated by the claim; by reference it must be
  * the named Server, by selector its labels must match (`metav1.LabelSelector` semantics: all
- * `matchLabels` and all `matchExpressions` ANDed).
+ * `matchLabels` and all `matchExpressions` ANDed). With neither reference nor selector every eligible
+ * Server fits (upstream's "any Available server"), unless the manager requires an explicit selection
+ * (`--require-server-selection`, see {@link selectionRefusal}).
  */
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { BoundReason } from '../api/vocabulary.js';
 
 type Selector = NonNullable<ServerClaim['spec']['serverSelector']>;
 type Taint = NonNullable<Server['spec']['taints']>[number];
@@ -86,4 +89,23 @@ function hash(s: string): number {
   let h = 2166136261;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619) >>> 0;
   return h;
+}
+
+/** Bound condition reason of a claim refused under `--require-server-selection`. */
+export const SERVER_SELECTION_REQUIRED_REASON = BoundReason.ServerSelectionRequired;
+
+/**
+ * Why `claim` may not bind at all, or `undefined`: with `requireSelection`, a claim with neither
+ * `spec.serverRef` nor `spec.serverSelector` (an explicit empty selector `{}` counts as a selection).
+ */
+export function selectionRefusal(
+  claim: ServerClaim,
+  requireSelection: boolean,
+): { reason: string; message: string } | undefined {
+  if (!requireSelection || claim.spec.serverRef?.name || claim.spec.serverSelector) return undefined;
+  return {
+    reason: SERVER_SELECTION_REQUIRED_REASON,
+    message:
+      'the claim has neither spec.serverRef nor spec.serverSelector and this operator runs with --require-server-selection: set one of them (serverSelector: {} accepts any Available Server)',
+  };
 }

@@ -6,6 +6,11 @@
  * Checks: `spec.image` resolves through the image catalog; the ignition Secret, when referenced,
  * exists and has key `ignition`; a Butane ignition (`format: fcos`) needs the `butane` tool on PATH
  * (reason `ButaneUnavailable` otherwise), because the boot server converts it when serving.
+ * Without `ignitionSecretRef` the SBC is Ready and its message says "no ignition configured" (the boot
+ * server then serves the callback-only config, see `callbackOnlyIgnition`).
+ *
+ * A hand-made SBC (no `callbackSecretRef`) first gets its callback Secret and token
+ * (handmade-boot-configuration.ts); it is evaluated once that is referenced.
  */
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
@@ -19,6 +24,7 @@ import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 import { SBC_READY_CONDITION } from './boot-configuration.js';
+import { isHandMade, issueCallbackSecret } from './handmade-boot-configuration.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
@@ -36,6 +42,8 @@ export interface ServerBootConfigurationControllerOptions {
   butaneAvailable?: () => boolean;
   /** Concurrent reconciles (each waits on an API read and a status write). Default 2. */
   workers?: number;
+  /** Labels put on callback Secrets issued for hand-made SBCs (the operator's scope labels). */
+  labels?: Record<string, string>;
 }
 
 interface Verdict {
@@ -56,7 +64,11 @@ export function newServerBootConfigurationController(
     if (!image.ok) return { state: 'Error', reason: image.reason, message: image.message };
     const ref = sbc.spec.ignitionSecretRef?.name;
     if (!ref)
-      return { state: 'Ready', reason: 'Ready', message: `image ${image.image.name} resolved; no ignition` };
+      return {
+        state: 'Ready',
+        reason: 'Ready',
+        message: `image ${image.image.name} resolved; no ignition configured (no ignitionSecretRef): /ignition serves only the /bootstate callback unit`,
+      };
     const secret = await o.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
     if (!secret) {
       return {
@@ -95,6 +107,11 @@ export function newServerBootConfigurationController(
   async function reconcile(req: Request): Promise<Result | undefined> {
     const sbc = o.sbcs.get(req.name, req.namespace);
     if (!sbc || sbc.metadata.deletionTimestamp) return undefined;
+    if (isHandMade(sbc)) {
+      // The reference written here brings the next reconcile, which evaluates the SBC.
+      const issued = await issueCallbackSecret(o.client, sbc, o.labels ?? {});
+      return issued ? undefined : { requeueAfterMs: SECRET_RECHECK_MS };
+    }
     const v = await evaluate(sbc);
     const l = log.child({
       namespace: sbc.metadata.namespace,

@@ -59,7 +59,7 @@ import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { NetbootVia, PowerActions } from './power.js';
-import { candidates, ineligibility } from './server-selection.js';
+import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
 export const BOUND_CONDITION = ConditionType.Bound;
@@ -193,6 +193,14 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
   }
 
   async function bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
+    const refused = selectionRefusal(claim, cfg.requireServerSelection);
+    if (refused) {
+      await save(claim, {
+        phase: 'Unbound',
+        conditions: [{ type: BOUND_CONDITION, status: 'False', ...refused }],
+      });
+      return undefined;
+    }
     const list = candidates(claim, o.servers.list());
     for (const s of list) {
       try {

@@ -134,6 +134,7 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       catalog: opts.catalog,
       butaneAvailable: opts.butaneAvailable,
       workers: cfg.workers,
+      labels: cfg.scopeLabels,
     }),
   );
   return { servers, sbcs, callbackSecrets, claims, bmcs, connections, bootMetrics };

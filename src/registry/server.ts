@@ -206,7 +206,13 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
   });
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
-  return { ...bound, close: () => app.close() };
+  return {
+    ...bound,
+    close: async () => {
+      await app.close();
+      await resolver.aliases.settled();
+    },
+  };
 }
 
 const ajv = new Ajv({ coerceTypes: false, allErrors: false, removeAdditional: false, useDefaults: false });

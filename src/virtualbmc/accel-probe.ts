@@ -129,8 +129,15 @@ async function probeWithCache(
   const dir =
     options.cacheDir ??
     path.join(process.env.METAL_CACHE ?? path.join(os.homedir(), '.cache', 'metal-operator-ts'), 'accel');
+  let kernelId = guest.kernel;
+  try {
+    const st = statSync(guest.kernel);
+    kernelId = `${guest.kernel}:${st.size}:${st.mtimeMs}`;
+  } catch {
+    // A missing kernel fails the probe below, and that verdict is not cached.
+  }
   const id = createHash('sha256')
-    .update(JSON.stringify([os.release(), version, device, binary]))
+    .update(JSON.stringify([os.release(), version, device, binary, kernelId]))
     .digest('hex');
   const file = path.join(dir, `${id.slice(0, 16)}.json`);
   try {

@@ -195,6 +195,13 @@ export const ServerStatus = Type.Object(
         },
       ),
     ),
+    smbiosUUIDAlias: Type.Optional(
+      Type.String({
+        maxLength: 36,
+        description:
+          'The system UUID as the host itself reports it, when that is spec.systemUUID with fields 1-3 byte-reversed (SMBIOS 2.6 and later store them little-endian). Set by the registry or boot server when a request matched through that alias (also a Warning Event SystemUUIDByteSwapped); lower-case 8-4-4-4-12.',
+      }),
+    ),
     discovery: Type.Optional(
       Type.Object(
         {

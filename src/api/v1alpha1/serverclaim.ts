@@ -62,18 +62,27 @@ const Toleration = Type.Object(
   { description: 'Lets a claim bind a server carrying a matching taint.' },
 );
 
+/**
+ * How a claim picks its Server (upstream metal-operator's rule, plus the refusal flag), stated in the
+ * CRD so `kubectl explain serverclaim.spec.serverSelector` shows it.
+ */
+const BINDING_RULE =
+  'Binding: serverRef names the one Server; otherwise serverSelector chooses among the Servers whose labels match; with neither serverRef nor serverSelector the claim binds ANY Available Server (as upstream metal-operator does). Only Servers that are Available, unclaimed, not unclaimable and whose taints the claim tolerates are bound. A manager started with --require-server-selection refuses claims with neither field (Bound=False, reason ServerSelectionRequired).';
+
 export const ServerClaimSpec = Type.Object(
   {
     power: Type.String({ description: 'Desired power state of the server: On or Off.' }),
     serverRef: Type.Optional(
-      LocalObjectReference('Server to claim by name.', {
-        'x-kubernetes-validations': [immutable('serverRef')],
-      }),
+      LocalObjectReference(
+        `Server to claim by name; when set, only that Server is bound. ${BINDING_RULE} Written by the controller once bound; immutable once set.`,
+        { 'x-kubernetes-validations': [immutable('serverRef')] },
+      ),
     ),
     serverSelector: Type.Optional(
-      LabelSelector('Labels of the server to claim.', {
-        'x-kubernetes-validations': [immutable('serverSelector')],
-      }),
+      LabelSelector(
+        `Labels of the server to claim (a metav1.LabelSelector: all matchLabels and matchExpressions must match; an empty selector {} matches every Server). ${BINDING_RULE} Immutable once set.`,
+        { 'x-kubernetes-validations': [immutable('serverSelector')] },
+      ),
     ),
     ignitionSecretRef: Type.Optional(LocalObjectReference('Secret holding the ignition of the server.')),
     image: Type.String({ description: 'Boot image, resolved through the image catalog.' }),

@@ -1,0 +1,149 @@
+/**
+ * Hand-made ServerBootConfigurations, created as upstream users and other controllers do (the shape
+ * of upstream's sample: `serverRef`, `image`, `ignitionSecretRef`; no `callbackSecretRef`, no
+ * `bootAttempt`), against the real API server, the manager and a simulated host behind the virtual
+ * BMC: the SBC controller issues the callback Secret and token and says so, and the host boots
+ * through the boot server to every signal instead of meeting an endless 503.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, test } from 'node:test';
+import { parse } from 'yaml';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
+import type { SecretObject } from '../../src/bootsignals/boot-target.js';
+import { attemptSignals } from '../../src/controllers/boot-configuration.js';
+import { CALLBACK_CONFIGURED_CONDITION } from '../../src/controllers/handmade-boot-configuration.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  cond,
+  eventually,
+  getSbc,
+  hostOf,
+  OS_IMAGE,
+  type Stack,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+const SIGNALS = ['IPXEScriptFetched', 'IgnitionDataFetched', 'BootStateReceived'];
+
+/** Upstream's sample SBC (../shared/upstream), placed in the stack's namespace and scope. */
+function upstreamSampleSbc(
+  s: Stack,
+  name: string,
+  server: string,
+  ignition: string | undefined,
+): ServerBootConfiguration {
+  const sample = parse(
+    readFileSync(
+      '../shared/upstream/metal-operator/samples/metal_v1alpha1_serverbootconfiguration.yaml',
+      'utf8',
+    ),
+  ) as ServerBootConfiguration;
+  assert.deepEqual(Object.keys(sample.spec).sort(), ['ignitionSecretRef', 'image', 'serverRef']);
+  const spec: Record<string, unknown> = { ...sample.spec, serverRef: { name: server }, image: OS_IMAGE };
+  if (ignition) spec.ignitionSecretRef = { name: ignition };
+  else delete spec.ignitionSecretRef;
+  return {
+    ...sample,
+    metadata: {
+      ...sample.metadata,
+      name,
+      namespace: s.ns,
+      labels: { ...sample.metadata.labels, ...s.labels },
+    },
+    spec: spec as ServerBootConfiguration['spec'],
+  };
+}
+
+test('a hand-made upstream-style SBC gets its callback token and boots a sim host to all signals', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('handmade', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const serverName = srv!.metadata.name!;
+    await s.client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'my-ignition', namespace: s.ns, labels: s.labels },
+      data: {
+        ignition: Buffer.from(JSON.stringify({ ignition: { version: '3.4.0' } })).toString('base64'),
+      },
+    });
+    const sbcBody = upstreamSampleSbc(s, 'handmade', serverName, 'my-ignition');
+    assert.equal(sbcBody.spec.callbackSecretRef, undefined);
+    assert.equal(sbcBody.spec.bootAttempt, undefined);
+    await s.client.create(Resources.ServerBootConfiguration, sbcBody);
+
+    const sbc = await eventually('token issued and SBC Ready', 20_000, async () => {
+      const b = await getSbc(s, 'handmade');
+      return b?.spec.callbackSecretRef?.name && b.status?.state === 'Ready' ? b : undefined;
+    });
+    const issued = cond(sbc, CALLBACK_CONFIGURED_CONDITION);
+    assert.equal(issued?.status, 'True');
+    assert.equal(issued?.reason, 'TokenIssued');
+    const secret = await s.client.get<SecretObject>(
+      Resources.Secret,
+      sbc.spec.callbackSecretRef?.name ?? '',
+      s.ns,
+    );
+    assert.equal(decodeCallbackSecret(secret?.data)?.attempt, 1, 'the token of attempt 1');
+    assert.equal(secret?.metadata.ownerReferences?.[0]?.uid, sbc.metadata.uid, 'owned by the SBC');
+    assert.equal(sbc.status?.attemptGeneration, sbc.metadata.generation);
+    assert.equal(sbc.spec.image, OS_IMAGE, 'the user spec is kept');
+
+    // As upstream's users and controllers do: point the Server at the SBC and network-boot it. The
+    // Server is put in Maintenance, where this operator leaves power to whoever runs the boot.
+    await s.client.mergePatch(
+      Resources.Server,
+      serverName,
+      undefined,
+      { status: { state: 'Maintenance' } },
+      { subresource: 'status' },
+    );
+    await s.client.mergePatch(Resources.Server, serverName, undefined, {
+      spec: { bootConfigurationRef: { name: 'handmade', namespace: s.ns } },
+    });
+    const host = hostOf(s, srv!);
+    const before = host.bootCount;
+    await host.powerOn('Pxe');
+    const done = await eventually('all signals of the attempt', 30_000, async () => {
+      const b = await getSbc(s, 'handmade');
+      return b && attemptSignals(b, SIGNALS).missing.length === 0 ? b : undefined;
+    });
+    assert.deepEqual(attemptSignals(done, SIGNALS).arrived, SIGNALS);
+    assert.equal(cond(done, 'BootStateReceived')?.reason, 'Booted', 'authenticated with the issued token');
+    await eventually('host up', 10_000, () => host.lastBoot?.phase === 'up');
+    assert.equal(host.bootCount, before + 1);
+    assert.equal(host.lastBoot?.source, 'network');
+    assert.equal(host.lastBoot?.callbackStatus, 200);
+  } finally {
+    await s.close();
+  }
+});
+
+test('a hand-made SBC without ignitionSecretRef is Ready and says "no ignition configured"', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('handmade-noign', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    await s.client.create(
+      Resources.ServerBootConfiguration,
+      upstreamSampleSbc(s, 'no-ignition', srv!.metadata.name!, undefined),
+    );
+    const sbc = await eventually('SBC Ready', 20_000, async () => {
+      const b = await getSbc(s, 'no-ignition');
+      return b?.status?.state === 'Ready' ? b : undefined;
+    });
+    assert.match(cond(sbc, 'Ready')?.message ?? '', /no ignition configured/);
+    assert.equal(cond(sbc, CALLBACK_CONFIGURED_CONDITION)?.reason, 'TokenIssued');
+  } finally {
+    await s.close();
+  }
+});
