@@ -38,6 +38,12 @@ export const OS_BOOT_SIGNALS: readonly BootSignal[] = [
   BootSignal.IgnitionDataFetched,
   BootSignal.BootStateReceived,
 ];
+/** The signals of an OS boot over UEFI HTTP boot (`bootMethod: HTTPBoot`), in order. */
+export const HTTP_BOOT_SIGNALS: readonly BootSignal[] = [
+  BootSignal.HTTPBootFileFetched,
+  BootSignal.IgnitionDataFetched,
+  BootSignal.BootStateReceived,
+];
 /** The signals of a discovery boot, in order. */
 export const DISCOVERY_SIGNALS: readonly BootSignal[] = [
   BootSignal.IPXEScriptFetched,

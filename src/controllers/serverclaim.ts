@@ -43,6 +43,7 @@ import {
   BoundReason,
   ConditionType,
   EventReason,
+  HTTP_BOOT_SIGNALS,
   OS_BOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
@@ -74,7 +75,9 @@ export const serverByClaimIndexer = (s: Server): string[] => {
 };
 
 /** Every signal the boot server and registry set during an OS boot (for the per-signal metrics). */
-const OS_SIGNALS = OS_BOOT_SIGNALS;
+/** The signals an OS boot of `sbc` produces: its network boot step depends on the boot method. */
+const osSignals = (sbc: ServerBootConfiguration) =>
+  sbc.spec.bootMethod === 'HTTPBoot' ? HTTP_BOOT_SIGNALS : OS_BOOT_SIGNALS;
 /** How often an unbound claim looks again even without a Server event, ms. */
 const UNBOUND_RECHECK_MS = 30_000;
 
@@ -557,7 +560,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     o.bootMetrics.observeSignals(
       'claim',
       `${sbc.metadata.uid}/${sbc.spec.bootAttempt}`,
-      attemptSignals(sbc, OS_SIGNALS).arrived,
+      attemptSignals(sbc, osSignals(sbc)).arrived,
       poweredOnAt,
     );
     const sig = attemptSignals(sbc, s.completion);
@@ -590,7 +593,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       );
       return { requeueAfterMs: cfg.serverResyncMs };
     }
-    const all = attemptSignals(sbc, [...new Set([...OS_SIGNALS, ...s.completion])]);
+    const all = attemptSignals(sbc, [...new Set([...osSignals(sbc), ...s.completion])]);
     const left = Date.parse(boot.deadline ?? '') - Date.now();
     if (Number.isFinite(left) && left > 0) {
       await save(claim, {

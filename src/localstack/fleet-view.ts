@@ -13,6 +13,7 @@ import { BootSignal, ConditionType, countsForCurrentAttempt } from '../api/vocab
 /** Boot signals in the order a boot produces them, with the word shown in tables. */
 export const SIGNALS: readonly [string, string][] = [
   [BootSignal.IPXEScriptFetched, 'script'],
+  [BootSignal.HTTPBootFileFetched, 'uki'],
   [BootSignal.IgnitionDataFetched, 'ignition'],
   [BootSignal.RegistrationReceived, 'registered'],
   [BootSignal.BootStateReceived, 'booted'],
