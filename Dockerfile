@@ -1,4 +1,10 @@
 # The manager image (also runs the standalone registry and boot server: override the command).
+# The Butane translator and Ignition validator (github.com/coreos/ignition/v2, pinned in go.mod).
+FROM golang:1.25-bookworm AS ignition-tools
+WORKDIR /src
+COPY hack/ignition-tools ./
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /ignition-tools .
+
 FROM node:20-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -16,5 +22,6 @@ ENV NODE_ENV=production
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY package.json ./
+COPY --from=ignition-tools /ignition-tools /usr/local/bin/ignition-tools
 USER 65532:65532
 ENTRYPOINT ["node", "dist/src/cmd/manager.js"]

@@ -2,10 +2,16 @@
  * Fleet scale: N simulated systems behind a virtual BMC go through discovery to Available, then N
  * claims to Booted, on the real control plane with the manager as its own process.
  *
- * Prints time to all Available, time to all Booted, the manager's API requests per server by verb, manager CPU seconds and peak RSS (from /proc).
+ * Prints time to all Available, time to all Booted, the manager's API requests per server by verb,
+ * where they go (per origin — the controller whose reconcile sent them, `other` for informers,
+ * registry, boot server and leader election — and per resource, with conflicts (409) and writes that
+ * changed nothing, from the manager's `metal_api_requests_total` / `metal_api_noop_writes_total`),
+ * manager CPU seconds and RSS (from /proc). Each point runs `--runs` times (default 3) on a fresh
+ * stack; the summary prints min / median / max of each figure.
  * `--sweep 100,500,2000` runs each size in turn and prints how each figure grows with N.
  *
- * Usage: node dist/bench/fleet.js [--servers 100] [--sweep 100,500,2000]
+ * Usage: node dist/bench/fleet.js [--servers 100] [--sweep 100,500,2000] [--runs 3]
+ *        [--manager-args "--workers=4 --kube-api-qps=300"]
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,8 +30,50 @@ const o = new Command('fleet')
   .option('--servers <n>', 'fleet size', (v) => Number(v), 100)
   .option('--sweep <sizes>', 'comma-separated fleet sizes, run one after another')
   .option('--manager-args <args>', 'extra manager flags, space-separated (e.g. "--workers=4")', '')
+  .option('--runs <n>', 'runs per fleet size (min / median / max printed)', (v) => Number(v), 3)
+  .option('--breakdown-top <n>', 'rows of the per-origin/resource breakdown printed', (v) => Number(v), 25)
   .parse()
-  .opts<{ servers: number; sweep?: string; managerArgs: string }>();
+  .opts<{ servers: number; sweep?: string; managerArgs: string; runs: number; breakdownTop: number }>();
+
+/** `origin resource verb` → requests, and the conflicts / no-op writes among them. */
+interface Breakdown {
+  requests: Record<string, number>;
+  conflicts: Record<string, number>;
+  noops: Record<string, number>;
+}
+
+/** Reads the manager's `metal_api_requests_total` and `metal_api_noop_writes_total`. */
+async function apiBreakdown(stack: LocalStack): Promise<Breakdown> {
+  const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
+  const out: Breakdown = { requests: {}, conflicts: {}, noops: {} };
+  const labels = (l: string) =>
+    Object.fromEntries([...l.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+  for (const m of text.matchAll(/^metal_api_requests_total\{([^}]*)\} (\d+)/gm)) {
+    const l = labels(m[1]!);
+    const key = `${l.origin} ${l.resource} ${l.verb}`;
+    out.requests[key] = (out.requests[key] ?? 0) + Number(m[2]);
+    if (l.code === '409') out.conflicts[key] = (out.conflicts[key] ?? 0) + Number(m[2]);
+  }
+  for (const m of text.matchAll(/^metal_api_noop_writes_total\{([^}]*)\} (\d+)/gm)) {
+    const l = labels(m[1]!);
+    const key = `${l.origin} ${l.resource} ${l.verb}`;
+    out.noops[key] = (out.noops[key] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
+
+function diffPerServer(
+  a: Record<string, number>,
+  b: Record<string, number>,
+  n: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of Object.keys(b)) {
+    const d = (b[k] ?? 0) - (a[k] ?? 0);
+    if (d > 0) out[k] = Math.round((d / n) * 100) / 100;
+  }
+  return out;
+}
 
 /**
  * The manager's own API requests by verb (get, list, watch, create, update, patch, apply, delete),
@@ -42,14 +90,16 @@ async function apiRequestsByVerb(stack: LocalStack): Promise<Record<string, numb
 }
 
 /** CPU seconds (user+system) and peak RSS in MiB of a process, from /proc. */
-function processUsage(pid: number): { cpuSeconds: number; peakRssMiB: number } {
+function processUsage(pid: number): { cpuSeconds: number; peakRssMiB: number; rssMiB: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]);
   const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return {
     cpuSeconds: Math.round((ticks / 100) * 10) / 10,
     peakRssMiB: Math.round(Number(hwm?.[1] ?? 0) / 1024),
+    rssMiB: Math.round(Number(rss?.[1] ?? 0) / 1024),
   };
 }
 
@@ -66,6 +116,10 @@ interface FleetResult {
   managerCpuSeconds: number;
   managerPeakRssMiB: number;
   managerIdleRssMiB: number;
+  /** Manager RSS at the end, MiB (VmRSS, not the peak). */
+  managerEndRssMiB: number;
+  /** Per server: `origin resource verb` → requests, conflicts, no-op writes. */
+  breakdown: Breakdown;
 }
 
 async function run(n: number): Promise<FleetResult> {
@@ -85,6 +139,7 @@ async function run(n: number): Promise<FleetResult> {
   try {
     const idle = processUsage(managerPid(stack));
     const before = await apiRequestsByVerb(stack);
+    const breakdownBefore = await apiBreakdown(stack);
     const t0 = performance.now();
     await stack.waitForDiscovery(n, 30 * 60_000, (servers) =>
       console.error(
@@ -128,6 +183,7 @@ async function run(n: number): Promise<FleetResult> {
     });
     const tBooted = (performance.now() - t1) / 1000;
     const after = await apiRequestsByVerb(stack);
+    const breakdownAfter = await apiBreakdown(stack);
     const perServer: Record<string, number> = {};
     for (const verb of Object.keys(after)) {
       perServer[verb] = Math.round((((after[verb] ?? 0) - (before[verb] ?? 0)) / n) * 10) / 10;
@@ -141,6 +197,12 @@ async function run(n: number): Promise<FleetResult> {
       managerCpuSeconds: usage.cpuSeconds,
       managerPeakRssMiB: usage.peakRssMiB,
       managerIdleRssMiB: idle.peakRssMiB,
+      managerEndRssMiB: usage.rssMiB,
+      breakdown: {
+        requests: diffPerServer(breakdownBefore.requests, breakdownAfter.requests, n),
+        conflicts: diffPerServer(breakdownBefore.conflicts, breakdownAfter.conflicts, n),
+        noops: diffPerServer(breakdownBefore.noops, breakdownAfter.noops, n),
+      },
     };
   } finally {
     await stack.stop();
@@ -150,38 +212,94 @@ async function run(n: number): Promise<FleetResult> {
   }
 }
 
-const sizes = o.sweep ? o.sweep.split(',').map((s) => Number(s.trim())) : [o.servers];
-const results: FleetResult[] = [];
-for (const n of sizes) {
-  const r = await run(n);
-  results.push(r);
-  printTable([
-    ['servers', r.servers],
-    ['time to all Available (s)', r.secondsToAvailable],
-    ['time claim→all Booted (s)', r.secondsToBooted],
-    [
-      'API requests per server',
-      Object.entries(r.requestsPerServer)
-        .map(([v, c]) => `${v}=${c}`)
-        .join(' '),
-    ],
-    ['manager CPU seconds', r.managerCpuSeconds],
-    ['manager peak RSS (MiB)', r.managerPeakRssMiB],
-    ['manager RSS at start (MiB)', r.managerIdleRssMiB],
-    [
-      'RSS growth per server (KiB)',
-      Math.round(((r.managerPeakRssMiB - r.managerIdleRssMiB) * 1024) / r.servers),
-    ],
-  ]);
-  console.log(JSON.stringify({ bench: 'fleet', ...r }));
+function printBreakdown(b: Breakdown): void {
+  const rows = Object.entries(b.requests).sort((x, y) => y[1] - x[1]);
+  console.log('\nrequests per server by origin, resource, verb (409 = conflicts, noop = wrote nothing new)');
+  for (const [k, v] of rows.slice(0, o.breakdownTop)) {
+    const c = b.conflicts[k] ? `  409=${b.conflicts[k]}` : '';
+    const nop = b.noops[k] ? `  noop=${b.noops[k]}` : '';
+    console.log(`  ${k.padEnd(58)} ${String(v).padStart(6)}${c}${nop}`);
+  }
+  const sum = (r: Record<string, number>) =>
+    Math.round(Object.values(r).reduce((a, x) => a + x, 0) * 10) / 10;
+  console.log(`  total ${sum(b.requests)}, conflicts ${sum(b.conflicts)}, no-op writes ${sum(b.noops)}`);
 }
-if (results.length > 1) {
-  console.log('\nper-server cost by fleet size');
-  for (const r of results) {
-    const total = Object.values(r.requestsPerServer).reduce((a, b) => a + b, 0);
+
+function totalRequests(r: FleetResult): number {
+  return Math.round(Object.values(r.requestsPerServer).reduce((a, b) => a + b, 0) * 10) / 10;
+}
+
+function rssGrowthKiB(r: FleetResult): number {
+  return Math.round(((r.managerPeakRssMiB - r.managerIdleRssMiB) * 1024) / r.servers);
+}
+
+/** "min / median / max" of one figure over the runs of a point. */
+function spread(rs: FleetResult[], f: (r: FleetResult) => number): string {
+  const v = rs.map(f).sort((a, b) => a - b);
+  return `${v[0]} / ${v[Math.floor((v.length - 1) / 2)]} / ${v[v.length - 1]}`;
+}
+
+const sizes = o.sweep ? o.sweep.split(',').map((s) => Number(s.trim())) : [o.servers];
+const points: { n: number; runs: FleetResult[] }[] = [];
+for (const n of sizes) {
+  const runs: FleetResult[] = [];
+  for (let i = 0; i < Math.max(1, o.runs); i++) {
+    const r = await run(n);
+    runs.push(r);
+    console.log(`\nN=${n} run ${i + 1}/${o.runs}`);
+    printTable([
+      ['servers', r.servers],
+      ['time to all Available (s)', r.secondsToAvailable],
+      ['time claim→all Booted (s)', r.secondsToBooted],
+      [
+        'API requests per server',
+        `${totalRequests(r)} (${Object.entries(r.requestsPerServer)
+          .map(([v, c]) => `${v}=${c}`)
+          .join(' ')})`,
+      ],
+      ['manager CPU seconds', r.managerCpuSeconds],
+      [
+        'manager RSS start / peak / end (MiB)',
+        `${r.managerIdleRssMiB} / ${r.managerPeakRssMiB} / ${r.managerEndRssMiB}`,
+      ],
+      ['RSS growth per server (KiB, peak − start)', rssGrowthKiB(r)],
+    ]);
+    printBreakdown(r.breakdown);
+    console.log(JSON.stringify({ bench: 'fleet', ...r }));
+  }
+  points.push({ n, runs });
+  console.log(`\nN=${n}: min / median / max of ${runs.length} run(s)`);
+  printTable([
+    ['time to all Available (s)', spread(runs, (r) => r.secondsToAvailable)],
+    ['time claim→all Booted (s)', spread(runs, (r) => r.secondsToBooted)],
+    ['API requests per server', spread(runs, totalRequests)],
+    ['manager CPU seconds', spread(runs, (r) => r.managerCpuSeconds)],
+    ['RSS growth per server (KiB)', spread(runs, rssGrowthKiB)],
+  ]);
+  console.log(
+    JSON.stringify({
+      bench: 'fleet-point',
+      servers: n,
+      runs: runs.length,
+      secondsToAvailable: runs.map((r) => r.secondsToAvailable),
+      secondsToBooted: runs.map((r) => r.secondsToBooted),
+      requestsPerServer: runs.map(totalRequests),
+      rssGrowthKiBPerServer: runs.map(rssGrowthKiB),
+    }),
+  );
+}
+if (points.length > 1) {
+  console.log('\nper-server cost by fleet size (medians)');
+  const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+  for (const p of points) {
     console.log(
-      `N=${String(r.servers).padEnd(6)} requests/server=${total.toFixed(1).padEnd(7)} cpu ms/server=${((r.managerCpuSeconds * 1000) / r.servers).toFixed(1).padEnd(7)} booted s=${r.secondsToBooted}`,
+      `N=${String(p.n).padEnd(6)} requests/server=${String(med(p.runs.map(totalRequests))).padEnd(7)} cpu ms/server=${med(
+        p.runs.map((r) => (r.managerCpuSeconds * 1000) / r.servers),
+      )
+        .toFixed(1)
+        .padEnd(
+          7,
+        )} RSS KiB/server=${String(med(p.runs.map(rssGrowthKiB))).padEnd(5)} booted s=${med(p.runs.map((r) => r.secondsToBooted))}`,
     );
   }
-  console.log(JSON.stringify({ bench: 'fleet-sweep', results }));
 }

@@ -18,6 +18,8 @@ PACKAGES=(
   cpio              # packs the initramfs
   gzip
   kmod              # depmod-free modules.dep reading is enough, but modinfo helps debugging
+  docker-registry   # the CNCF distribution registry: OCI image tests and the local stack's image registry
+  apache2-utils     # htpasswd (bcrypt), for the registry's pull-secret tests
 )
 
 log() { echo "[install-packages] $*" >&2; }

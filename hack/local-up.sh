@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 bash hack/install-packages.sh
 bash hack/ensure-node-deps.sh
 bash hack/build-control-plane.sh >/dev/null
+bash hack/build-ignition-tools.sh >/dev/null
 exec node dist/src/cmd/metalctl.js local up --servers 2 --backend qemu "$@"

@@ -8,6 +8,7 @@ t0=$(date +%s)
 if [[ -x hack/install-packages.sh ]]; then bash hack/install-packages.sh; fi
 bash hack/ensure-node-deps.sh
 echo "[test] control plane binaries: $(bash hack/build-control-plane.sh)"
+echo "[test] ignition tools: $(bash hack/build-ignition-tools.sh)"
 npx biome check .
 node dist/hack/generate-crds.js --check
 echo "[test] setup took $(( $(date +%s) - t0 )) s"

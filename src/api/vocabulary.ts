@@ -124,6 +124,8 @@ export const BootedReason = {
   BootCompleted: 'BootCompleted',
   /** The claim had no boot bookkeeping but its server was found booted: adopted, not re-provisioned. */
   Adopted: 'Adopted',
+  /** `spec.power` is neither On nor Off: nothing is powered. */
+  InvalidPower: 'InvalidPower',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
@@ -141,7 +143,23 @@ export const BootConfigurationReason = {
   ImageFileMissing: 'ImageFileMissing',
   IgnitionSecretNotFound: 'IgnitionSecretNotFound',
   IgnitionMissing: 'IgnitionMissing',
-  ButaneUnavailable: 'ButaneUnavailable',
+  /** The official Butane translator rejected the config (its report is the message). */
+  InvalidButane: 'InvalidButane',
+  /** The official Ignition validator rejected what would be served (its report is the message). */
+  InvalidIgnition: 'InvalidIgnition',
+  /** hack/ignition-tools could not run (missing, timed out): an installation fault, rechecked. */
+  IgnitionToolsUnavailable: 'IgnitionToolsUnavailable',
+  // OCI images (src/oci/, src/controllers/boot-image-resolution.ts)
+  InvalidImageReference: 'InvalidImageReference',
+  RegistryNotAllowed: 'RegistryNotAllowed',
+  RegistryUnavailable: 'RegistryUnavailable',
+  RegistryUnauthorized: 'RegistryUnauthorized',
+  RegistryError: 'RegistryError',
+  PullSecretNotFound: 'PullSecretNotFound',
+  PullSecretInvalid: 'PullSecretInvalid',
+  ImageArchitectureNotFound: 'ImageArchitectureNotFound',
+  ImageLayerMissing: 'ImageLayerMissing',
+  ImageManifestInvalid: 'ImageManifestInvalid',
 } as const;
 
 /** Reasons of the SBC's `CallbackConfigured` condition (hand-made SBCs). */
@@ -176,12 +194,16 @@ export const PowerReason = {
 /** Why a BMC call failed: condition and Event reasons (see `classifyBmcFailure`). */
 export const BmcFailureReason = {
   BMCUnavailable: 'BMCUnavailable',
+  /** A transient refusal (e.g. HPE's POST window, `bmc/vendor.ts` TRANSIENT_MESSAGES): pending, no Warning. */
+  BMCBusy: 'BMCBusy',
   BMCTimeout: 'BMCTimeout',
   BMCAuthenticationFailed: 'BMCAuthenticationFailed',
   BMCRejected: 'BMCRejected',
   BMCUnsupported: 'BMCUnsupported',
   BMCInvalidResponse: 'BMCInvalidResponse',
   BMCError: 'BMCError',
+  /** The BMC's TLS certificate failed verification (`--bmc-insecure-tls=false`). */
+  BMCCertificateRejected: 'BMCCertificateRejected',
   // The BMC cannot be addressed because of how it is described.
   NoSystemURI: 'NoSystemURI',
   BMCNotFound: 'BMCNotFound',
@@ -232,6 +254,8 @@ export const EventReason = {
   SystemUUIDMissing: 'SystemUUIDMissing',
   // ServerBootConfiguration
   BootConfigurationReady: 'BootConfigurationReady',
+  /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */
+  ImageResolved: 'ImageResolved',
   StaleCallback: 'StaleCallback',
 } as const;
 

@@ -112,13 +112,23 @@ export interface ResourceRef {
   uri: string;
 }
 
+/**
+ * A current value as the service reports it: one of the DMTF enum values, or a vendor's own (Supermicro
+ * lists `UsbCd`, other firmware reports `UsbKey`, `Reset`, ...). Values we *send* stay typed to the
+ * DMTF enums; values we *read* must not make a call fail (issue 16, "tolerant reading").
+ */
+export type Reported<T extends string> = T | (string & {});
+
 /** The `Boot` object of a ComputerSystem; a property the service does not report is `undefined`. */
 export interface BootSettings {
-  target: BootSourceOverrideTarget | undefined;
-  enabled: BootSourceOverrideEnabled | undefined;
+  target: Reported<BootSourceOverrideTarget> | undefined;
+  enabled: Reported<BootSourceOverrideEnabled> | undefined;
   /** `undefined` on older services that do not expose the property (and reject PATCHes that set it). */
-  mode: BootSourceOverrideMode | undefined;
-  /** `BootSourceOverrideTarget@Redfish.AllowableValues`; `undefined` when not advertised. */
+  mode: Reported<BootSourceOverrideMode> | undefined;
+  /**
+   * `BootSourceOverrideTarget@Redfish.AllowableValues`, restricted to DMTF values (only those are ever
+   * sent); `undefined` when not advertised.
+   */
   allowedTargets: BootSourceOverrideTarget[] | undefined;
   /** `Boot.HttpBootUri`; `null` when the service has the property without a value, `undefined` when it lacks it. */
   httpBootUri?: string | null;
@@ -133,7 +143,8 @@ export interface ComputerSystemInfo {
   serialNumber: string | undefined;
   manufacturer: string | undefined;
   model: string | undefined;
-  powerState: PowerState;
+  /** `PowerState` as reported (possibly a vendor value); `undefined` when absent or not a string. */
+  powerState: Reported<PowerState> | undefined;
   boot: BootSettings;
   /** `MemorySummary.TotalSystemMemoryGiB` (GiB). */
   memoryGiB: number | undefined;

@@ -4,6 +4,7 @@
  */
 
 import type { BootSourceOverrideTarget, ResetType } from './bmc.js';
+import { isTransientMessageId } from './vendor.js';
 
 /** Base class: every error the BMC layer throws on purpose. */
 export class BmcError extends Error {
@@ -20,6 +21,11 @@ export interface RedfishErrorInfo {
 /** The BMC answered with an HTTP status ≥ 400 that was not retried (or retries ran out). */
 export class RedfishHttpError extends BmcError {
   override name = 'RedfishHttpError';
+  /**
+   * The refusal carries a MessageId of `TRANSIENT_MESSAGES` (`vendor.ts`): the service is busy (HPE
+   * POST window, `Base.*.ResourceInUse`, ...), nothing changed, the same request succeeds shortly.
+   */
+  readonly transient: boolean;
   constructor(
     readonly method: string,
     readonly path: string,
@@ -30,6 +36,7 @@ export class RedfishHttpError extends BmcError {
   ) {
     const detail = info.messageIds.length > 0 ? ` (${info.messageIds.join(', ')})` : '';
     super(`${method} ${path}: HTTP ${status}${detail}${info.message ? `: ${info.message}` : ''}`);
+    this.transient = info.messageIds.some(isTransientMessageId);
   }
 }
 
@@ -77,6 +84,16 @@ export class RedfishBudgetExceededError extends BmcError {
       options,
     );
   }
+}
+
+/**
+ * Whether a failure means "the BMC is busy, nothing was changed, try again in a few seconds": a refusal
+ * with a transient MessageId, or a call whose retries of one ran out of budget. Callers report it as a
+ * pending state rather than a Warning.
+ */
+export function isBmcBusy(err: unknown): boolean {
+  if (err instanceof RedfishBudgetExceededError) return isBmcBusy(err.cause);
+  return err instanceof RedfishHttpError && err.transient;
 }
 
 /** The system does not offer any ResetType that would do what was asked. */

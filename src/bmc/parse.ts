@@ -10,8 +10,6 @@
 
 import { canonicalSystemUUID } from '../api/system-uuid.js';
 import {
-  BOOT_SOURCE_OVERRIDE_ENABLED,
-  BOOT_SOURCE_OVERRIDE_MODES,
   BOOT_SOURCE_OVERRIDE_TARGETS,
   type BootSettings,
   type BootSourceOverrideTarget,
@@ -120,7 +118,10 @@ export function parseCollection(body: unknown, resource: string): ResourceRef[] 
   });
 }
 
-/** Parses a ComputerSystem. Throws for a missing/malformed `UUID` or `PowerState`. */
+/**
+ * Parses a ComputerSystem. Throws for a missing/malformed `UUID`; a `PowerState` or `Boot` value
+ * outside the DMTF enums is reported as is (vendors add their own), never an error.
+ */
 export function parseComputerSystem(body: unknown, resource: string): ComputerSystemResource {
   const obj = asObject(body, resource);
   const uri = optString(obj, '@odata.id', resource) ?? resource;
@@ -131,7 +132,7 @@ export function parseComputerSystem(body: unknown, resource: string): ComputerSy
     serialNumber: optString(obj, 'SerialNumber', resource),
     manufacturer: optString(obj, 'Manufacturer', resource),
     model: optString(obj, 'Model', resource),
-    powerState: parsePowerState(obj, resource),
+    powerState: reportedString(obj['PowerState']),
     boot: parseBoot(obj['Boot'], resource),
     memoryGiB: optNumber(
       optObject(obj, 'MemorySummary', resource),
@@ -165,7 +166,10 @@ export function parseSystemUUID(body: unknown, resource: string): string {
   return uuid;
 }
 
-/** `PowerState` of a ComputerSystem or Manager. */
+/**
+ * `PowerState` of a ComputerSystem or Manager, for power control: a value outside `Resource.PowerState`
+ * is a {@link RedfishParseError}, because no power decision can be made on it.
+ */
 export function parsePowerState(body: unknown, resource: string): PowerState {
   const obj = asObject(body, resource);
   const raw = obj['PowerState'];
@@ -174,16 +178,19 @@ export function parsePowerState(body: unknown, resource: string): PowerState {
   return raw;
 }
 
-/** The `Boot` object; an absent object yields all-`undefined` settings. */
+/**
+ * The `Boot` object; an absent object yields all-`undefined` settings. Current values are taken as
+ * reported (vendor values included); a non-string value counts as not reported.
+ */
 export function parseBoot(raw: unknown, resource: string): BootSettings {
   if (raw === undefined || raw === null) {
     return { target: undefined, enabled: undefined, mode: undefined, allowedTargets: undefined };
   }
   const boot = asObject(raw, resource, 'Boot');
   return {
-    target: optEnum(boot, 'BootSourceOverrideTarget', BOOT_SOURCE_OVERRIDE_TARGETS, resource, 'Boot.'),
-    enabled: optEnum(boot, 'BootSourceOverrideEnabled', BOOT_SOURCE_OVERRIDE_ENABLED, resource, 'Boot.'),
-    mode: optEnum(boot, 'BootSourceOverrideMode', BOOT_SOURCE_OVERRIDE_MODES, resource, 'Boot.'),
+    target: reportedString(boot['BootSourceOverrideTarget']),
+    enabled: reportedString(boot['BootSourceOverrideEnabled']),
+    mode: reportedString(boot['BootSourceOverrideMode']),
     allowedTargets: allowableValues<BootSourceOverrideTarget>(
       boot,
       'BootSourceOverrideTarget@Redfish.AllowableValues',
@@ -390,17 +397,9 @@ function optObject(obj: Json, key: string, resource: string): Json | undefined {
   return asObject(v, resource, key);
 }
 
-function optEnum<T extends string>(
-  obj: Json,
-  key: string,
-  values: readonly T[],
-  resource: string,
-  prefix: string,
-): T | undefined {
-  const v = obj[key];
-  if (v === undefined || v === null) return undefined;
-  if (!isOneOf(v, values)) throw new RedfishParseError(resource, prefix + key, 'invalid', v);
-  return v;
+/** A reported enum-like value: any non-empty string, else `undefined`. */
+function reportedString(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
 function allowableValues<T extends string>(

@@ -12,6 +12,7 @@ import type {
   BMC,
   BootOverride,
   BootOverrideResult,
+  BootSettings,
   CallOptions,
   ComputerSystemInfo,
   GracefulShutdownOptions,
@@ -189,37 +190,29 @@ export class RedfishBMC implements BMC {
     for (let round = 0; ; round++) {
       const res = await this.client.get(systemUri, { budget });
       const obj = asObject(res.body, systemUri);
-      const boot = parseBoot(obj['Boot'], systemUri);
+      const current = parseBoot(obj['Boot'], systemUri);
       const quirks = this.quirks(obj);
-      if (boot.allowedTargets !== undefined && !boot.allowedTargets.includes(override.target)) {
-        throw new BootTargetNotSupportedError(systemUri, override.target, boot.allowedTargets);
+      if (current.allowedTargets !== undefined && !current.allowedTargets.includes(override.target)) {
+        throw new BootTargetNotSupportedError(systemUri, override.target, current.allowedTargets);
       }
-      const sent: BootOverrideResult['sentFields'] = {};
-      const ignored: BootOverrideResult['ignored'] = [];
-      if (boot.target !== override.target) sent.BootSourceOverrideTarget = override.target;
-      if (boot.enabled !== override.enabled) sent.BootSourceOverrideEnabled = override.enabled;
-      if (override.httpBootUri !== undefined) {
-        if (boot.httpBootUri === undefined) throw new HttpBootUriNotSupportedError(systemUri);
-        if (boot.httpBootUri !== override.httpBootUri) sent.HttpBootUri = override.httpBootUri;
+      if (override.httpBootUri !== undefined && current.httpBootUri === undefined) {
+        throw new HttpBootUriNotSupportedError(systemUri);
       }
-      if (override.mode !== undefined) {
-        // Older services lack the property and reject a PATCH that carries it.
-        if (boot.mode === undefined) ignored.push('mode');
-        else if (boot.mode !== override.mode) sent.BootSourceOverrideMode = override.mode;
-      }
-      if (Object.keys(sent).length === 0)
-        return { changed: false, patchedUri: undefined, sentFields: {}, ignored };
-      if (quirks.bootOverrideMode === 'always-when-reported' && boot.mode !== undefined) {
-        sent.BootSourceOverrideMode ??= override.mode ?? boot.mode;
-      }
-
       let target = systemUri;
       let etag = res.etag;
+      let pending: BootSettings | undefined;
       const settingsUri = parseSettingsUri(obj, systemUri);
       if (settingsUri !== undefined) {
+        // Changes wait in the SettingsObject until the next reset: what is pending there counts, or two
+        // calls before a reset would PATCH twice.
+        const settings = await this.client.get(settingsUri, { budget });
+        pending = parseBoot(asObject(settings.body, settingsUri)['Boot'], settingsUri);
         target = settingsUri;
-        etag = (await this.client.get(settingsUri, { budget })).etag;
+        etag = settings.etag;
       }
+      const { sent, ignored } = planBootPatch(current, pending, override, quirks);
+      if (Object.keys(sent).length === 0)
+        return { changed: false, patchedUri: undefined, sentFields: {}, ignored };
       const ifMatch = etag ?? (round > 0 ? '*' : quirks.ifMatchWithoutETag);
       try {
         await this.client.patch(
@@ -291,6 +284,40 @@ export class RedfishBMC implements BMC {
     );
     return { observed: view.powerState, sent: type, skipped: undefined };
   }
+}
+
+/**
+ * The Boot properties to PATCH: each wanted property whose effective value (pending in the
+ * SettingsObject, else current) differs. `mode` is left out (and reported in `ignored`) on services
+ * that do not report `BootSourceOverrideMode`, which reject PATCHes carrying it. With the vendor's
+ * `bootTargetWithEnabled`, Target and Enabled travel together. `HttpBootUri` is sent when wanted and
+ * different (the caller has checked that the service has the property). Pure.
+ */
+export function planBootPatch(
+  current: BootSettings,
+  pending: BootSettings | undefined,
+  want: BootOverride,
+  quirks: Pick<VendorQuirks, 'bootTargetWithEnabled'>,
+): { sent: BootOverrideResult['sentFields']; ignored: BootOverrideResult['ignored'] } {
+  const sent: BootOverrideResult['sentFields'] = {};
+  const ignored: BootOverrideResult['ignored'] = [];
+  const target = pending?.target ?? current.target;
+  const enabled = pending?.enabled ?? current.enabled;
+  const mode = pending?.mode ?? current.mode;
+  if (target !== want.target) sent.BootSourceOverrideTarget = want.target;
+  if (enabled !== want.enabled) sent.BootSourceOverrideEnabled = want.enabled;
+  if (quirks.bootTargetWithEnabled && (sent.BootSourceOverrideTarget || sent.BootSourceOverrideEnabled)) {
+    sent.BootSourceOverrideTarget = want.target;
+    sent.BootSourceOverrideEnabled = want.enabled;
+  }
+  if (want.httpBootUri !== undefined && (pending?.httpBootUri ?? current.httpBootUri) !== want.httpBootUri) {
+    sent.HttpBootUri = want.httpBootUri;
+  }
+  if (want.mode !== undefined) {
+    if (current.mode === undefined && pending?.mode === undefined) ignored.push('mode');
+    else if (mode !== want.mode) sent.BootSourceOverrideMode = want.mode;
+  }
+  return { sent, ignored };
 }
 
 function skipped(view: PowerView, why: 'already' | 'in-progress'): PowerActionResult {

@@ -197,7 +197,8 @@ export class RedfishClient {
   }
 
   /**
-   * Sends one request, retrying per the retry policy until it succeeds or the budget runs out.
+   * Sends one request, retrying per the retry policy until it succeeds or the budget runs out: 429/5xx
+   * (see `retry.ts`), connection failures, and refusals with a transient MessageId (`vendor.ts`).
    * Returns 2xx responses. Throws `RedfishHttpError` (≥ 400 not retried; `RedfishAuthError` for 401),
    * `RedfishTransportError` (non-idempotent request that may have been applied),
    * `RedfishBudgetExceededError` (retries ran out of time), or the caller's abort reason.
@@ -247,7 +248,9 @@ export class RedfishClient {
         res.status === 401
           ? new RedfishAuthError(method, path, res.status, info, retryAfterMs)
           : new RedfishHttpError(method, path, res.status, info, retryAfterMs);
-      if (!isRetryableStatus(res.status, idempotent)) throw error;
+      // A transient refusal (vendor.ts TRANSIENT_MESSAGES) says the service did not act: retrying is safe
+      // for any method.
+      if (!isRetryableStatus(res.status, idempotent) && !error.transient) throw error;
       lastError = error;
       await this.pauseBeforeRetry(method, path, retryAfterMs, backoff, error, attempts, budget);
     }
@@ -294,8 +297,10 @@ export class RedfishClient {
         cause,
       });
     }
-    this.log.warn(
-      { method, path, attempt: attempts, delayMs: delay, err: describe(cause) },
+    // A busy service (transient MessageId) is expected to refuse a few times: not worth a warning each.
+    const level = cause instanceof RedfishHttpError && cause.transient ? 'info' : 'warn';
+    this.log[level](
+      { method, path, attempt: attempts, delayMs: Math.round(delay), err: describe(cause) },
       'Redfish request failed, retrying',
     );
     await budget.pause(delay);

@@ -1,16 +1,24 @@
 /**
- * The one place where vendor differences live. The Redfish implementation asks
- * {@link quirksForManufacturer} for a {@link VendorQuirks} record and never tests vendor names
- * itself; adding a vendor means adding an entry here.
+ * The one place where vendor differences live, as data. The Redfish implementation asks
+ * {@link quirksForManufacturer} for a {@link VendorQuirks} record and never tests vendor names itself;
+ * the transport asks {@link isTransientMessageId} whether a refusal means "try again shortly". Adding a
+ * vendor means adding an entry here, with the source of the fact in a comment.
  *
  * Everything the standard already expresses (ResetType and boot-target allowable values, ETags,
  * `@Redfish.Settings`, `@Redfish.ActionInfo`) is handled generically; an entry only records what a
- * vendor does beyond or against the standard.
+ * vendor does beyond or against the standard. Facts that need no entry because the generic behaviour
+ * covers them:
+ * - Dell iDRAC creates a BIOS configuration job when `BootSourceOverrideMode` is PATCHed, even with an
+ *   unchanged value (issue 16); Ironic avoids re-sending unchanged boot properties for the same reason
+ *   ("some vendors require that it not be set if currently equal to desired state", story 2007355).
+ *   The generic rule sends a Boot property only when it differs from the current or pending value.
+ * - Supermicro X10-class boards (ComputerSystem v1_3_0) do not report `BootSourceOverrideMode` and
+ *   reject a PATCH carrying it; the generic rule leaves out properties the service does not report.
  */
 
 import type { ResetType } from './bmc.js';
 
-export type VendorName = 'Dell' | 'HPE' | 'Lenovo' | 'Supermicro' | 'Generic';
+export type VendorName = 'Dell' | 'HPE' | 'Lenovo' | 'Supermicro' | 'AMI' | 'Generic';
 
 export interface VendorQuirks {
   readonly vendor: VendorName;
@@ -20,11 +28,10 @@ export interface VendorQuirks {
    */
   readonly gracefulShutdownAlternatives: readonly ResetType[];
   /**
-   * `when-changed`: send `BootSourceOverrideMode` only when it differs from the wanted mode.
-   * `always-when-reported`: whenever the Boot object is PATCHed and the system reports the property,
-   * send it too (the override is otherwise ignored by some firmware).
+   * Whenever `BootSourceOverrideTarget` or `BootSourceOverrideEnabled` is PATCHed, send both: the
+   * firmware ignores (or rejects) an override that does not carry both.
    */
-  readonly bootOverrideMode: 'when-changed' | 'always-when-reported';
+  readonly bootTargetWithEnabled: boolean;
   /**
    * `If-Match` sent on PATCH when the resource exposes no ETag (neither header nor `@odata.etag`), for
    * firmware that answers 428 Precondition Required (RFC 6585) without one. `*` matches any current
@@ -36,20 +43,21 @@ export interface VendorQuirks {
 const GENERIC: VendorQuirks = {
   vendor: 'Generic',
   gracefulShutdownAlternatives: [],
-  bootOverrideMode: 'when-changed',
+  bootTargetWithEnabled: false,
   ifMatchWithoutETag: undefined,
 };
 
 const ENTRIES: ReadonlyArray<{ match: RegExp; quirks: VendorQuirks }> = [
   {
     // iDRAC: the Manager resource carries no Manufacturer, so detection relies on the ComputerSystem's
-    // ("Dell Inc."). Older firmware lacks GracefulRestart and rejects it with 400; that is covered
-    // generically by honouring ResetType@Redfish.AllowableValues.
+    // ("Dell Inc.", captured R750 tree). Older firmware lacks GracefulRestart and rejects it with 400;
+    // that is covered generically by honouring ResetType@Redfish.AllowableValues.
     match: /^dell\b/i,
     quirks: { ...GENERIC, vendor: 'Dell' },
   },
   {
     // iLO 4 does not offer GracefulShutdown; PushPowerButton on a running host is the ACPI button press.
+    // The POST window (iLO.2.x.UnableToModifyDuringSystemPOST) is in TRANSIENT_MESSAGES below.
     match: /^(hpe?|hewlett[ -]packard)\b/i,
     quirks: { ...GENERIC, vendor: 'HPE', gracefulShutdownAlternatives: ['PushPowerButton'] },
   },
@@ -59,10 +67,16 @@ const ENTRIES: ReadonlyArray<{ match: RegExp; quirks: VendorQuirks }> = [
     quirks: { ...GENERIC, vendor: 'Lenovo', ifMatchWithoutETag: '*' },
   },
   {
-    // Newer boards apply a boot override only with BootSourceOverrideMode sent explicitly; older ones
-    // (ComputerSystem v1_3_0, X10 series) do not report the property and reject PATCHes carrying it.
+    // "Supermicro BMCs handle it in the opposite manner - the persistent setting must be set when
+    // setting the boot device" (Ironic redfish management `_set_boot_device`, story 2008547).
     match: /^super\s*micro\b/i,
-    quirks: { ...GENERIC, vendor: 'Supermicro', bootOverrideMode: 'always-when-reported' },
+    quirks: { ...GENERIC, vendor: 'Supermicro', bootTargetWithEnabled: true },
+  },
+  {
+    // AMI MegaRAC firmware (ASRockRack and other white-box boards) wants Target and Enabled together,
+    // as Ironic's redfish driver always sends them together.
+    match: /^(ami|american megatrends|asrock\s*rack)\b/i,
+    quirks: { ...GENERIC, vendor: 'AMI', bootTargetWithEnabled: true },
   },
 ];
 
@@ -75,4 +89,44 @@ export function quirksForManufacturer(manufacturer: string | undefined): VendorQ
 /** Vendor profile by name (to force one instead of detecting it). */
 export function quirksForVendor(vendor: VendorName): VendorQuirks {
   return ENTRIES.find((e) => e.quirks.vendor === vendor)?.quirks ?? GENERIC;
+}
+
+/**
+ * `@Message.ExtendedInfo` MessageIds (`Registry.Major.Minor.Key`, any version) meaning "the request was
+ * refused for now, nothing was changed; the same request will succeed shortly". Such a refusal is
+ * retried with backoff inside the call's budget, whatever its HTTP status (commonly 400 or 409), and
+ * then surfaced as busy rather than rejected. Anything not listed stays a permanent rejection.
+ */
+export const TRANSIENT_MESSAGES: ReadonlyArray<{ registry: string; key: string; source: string }> = [
+  {
+    registry: 'Base',
+    key: 'ServiceTemporarilyUnavailable',
+    source: 'DMTF Base registry: "The service is temporarily unavailable. Retry in %1 seconds."',
+  },
+  {
+    registry: 'Base',
+    key: 'ResourceInUse',
+    source:
+      'DMTF Base registry: "The change to the requested resource failed because the resource is in use or in transition."',
+  },
+  {
+    registry: 'Base',
+    key: 'ServiceShuttingDown',
+    source:
+      'DMTF Base registry: "The operation failed because the service is shutting down"; resolution: resubmit when available',
+  },
+  {
+    registry: 'iLO',
+    key: 'UnableToModifyDuringSystemPOST',
+    source:
+      'HPE iLO message registry: "cannot be changed while the computer system BIOS is in POST"; resolution: "After the computer system is either fully booted or powered off, retry the operation". NVIDIA libredfish treats it as the HPE POST race.',
+  },
+];
+
+/** Whether `messageId` (e.g. `iLO.2.26.UnableToModifyDuringSystemPOST`) is in {@link TRANSIENT_MESSAGES}. */
+export function isTransientMessageId(messageId: string): boolean {
+  const parts = messageId.split('.');
+  const registry = parts[0];
+  const key = parts[parts.length - 1];
+  return parts.length >= 2 && TRANSIENT_MESSAGES.some((m) => m.registry === registry && m.key === key);
 }

@@ -16,11 +16,17 @@
  */
 import { createReadStream, statSync } from 'node:fs';
 import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
 import type { BootTargetResolver } from '../bootsignals/boot-target.js';
 import type { HttpApp, SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
+import type { BlobCache } from '../oci/blob-cache.js';
+import type { BootImages } from '../oci/boot-images.js';
+import { parseReference } from '../oci/reference.js';
+import { RegistryError } from '../oci/registry-client.js';
+import { bootImageFor } from './boot-image.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptKernelArgs } from './ipxe-script.js';
 import type { UkiBuilder } from './uki.js';
@@ -37,6 +43,40 @@ export interface HttpBootRouteOptions {
   baseUrl: () => string;
   /** BootTargetResolver.parseUUID. */
   parseUUID: (raw: unknown) => string;
+  /** OCI images: kernel and initrd layers of the attempt's resolved image come through the blob cache. */
+  oci?: { images: BootImages; cache: BlobCache } | undefined;
+}
+
+const REGISTRY_RETRY_AFTER_S = 5;
+
+/**
+ * Local files of the attempt's kernel and initrd: catalog paths as they are, OCI layers (`status.image`)
+ * as verified blob-cache files. 409 `NoLocalFiles` for a catalog image served from URLs or OCI without
+ * a blob cache; 403 `RegistryNotAllowed`; 503 + `Retry-After` when the registry cannot be reached.
+ */
+async function localBootFiles(
+  o: HttpBootRouteOptions,
+  sbc: ServerBootConfiguration,
+  kernel: string,
+  initrd: string,
+): Promise<{ kernel: string; initrd: string }> {
+  if (kernel.startsWith('/') && initrd.startsWith('/')) return { kernel, initrd };
+  const img = sbc.status?.image;
+  if (!o.oci || !img?.kernel || !img.initrd) {
+    throw new HttpError(409, 'NoLocalFiles', 'HTTP boot needs local kernel and initrd files or an OCI image');
+  }
+  const ref = parseReference(img.reference);
+  try {
+    const credentials = await o.oci.images.credentials(img.pullSecret, ref);
+    return {
+      kernel: await o.oci.cache.file(ref, img.kernel, credentials),
+      initrd: await o.oci.cache.file(ref, img.initrd, credentials),
+    };
+  } catch (err) {
+    if (!(err instanceof RegistryError)) throw err;
+    if (err.reason === 'RegistryNotAllowed') throw new HttpError(403, err.reason, err.message);
+    throw new HttpError(503, err.reason, err.message, REGISTRY_RETRY_AFTER_S);
+  }
 }
 
 /** The addresses a Server is known to have: every `ips` entry (and legacy `ip`) of its NICs. */
@@ -104,17 +144,11 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     const attempt = sbc.spec.bootAttempt ?? 1;
     if (wanted !== attempt)
       throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
-    const resolved = o.catalog().resolve(sbc.spec.image);
-    if (!resolved.ok) throw unavailable(`${resolved.reason}: ${resolved.message}`, 30);
-    const { kernel, initrd } = resolved.image;
-    if (!kernel.startsWith('/') || !initrd.startsWith('/'))
-      throw new HttpError(
-        409,
-        'NoLocalFiles',
-        'HTTP boot needs an image whose kernel and initrd are local files',
-      );
+    // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
+    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl());
+    const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
     const cmdline = attemptKernelArgs({
-      image: resolved.image,
+      image,
       uuid,
       attempt,
       token: target.callback.token,
@@ -136,10 +170,7 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
         reason: SignalReason.BootFileServed,
         message: `boot file for attempt ${attempt} served to ${client}`,
       });
-      log.info(
-        { sbc: sbc.metadata.name, attempt, image: resolved.image.name, bytes: size },
-        'HTTP boot file served',
-      );
+      log.info({ sbc: sbc.metadata.name, attempt, image: image.name, bytes: size }, 'HTTP boot file served');
     }
     return reply.type('application/efi').header('content-length', String(size)).send(createReadStream(file));
   });

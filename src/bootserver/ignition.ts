@@ -1,129 +1,47 @@
 /**
- * Ignition served by the boot server (Ignition config spec v3.x, JSON).
- *
- * The SBC's ignition Secret holds key `ignition` (the config) and optionally `format`: `ignition`
- * (or absent) for Ignition v3 JSON, served as stored; `fcos` for Butane YAML (upstream's Secrets),
- * converted by the official `butane` tool when it is on PATH. Unless disabled, a small systemd unit
- * and an env file are merged in that post `/bootstate` with the attempt token once the OS is up.
+ * `/ignition/{uuid}`'s body: the SBC's ignition Secret rendered by `IgnitionRenderer` (Butane
+ * translated, the `/bootstate` hook merged in, validated). Maps `IgnitionError` onto the boot
+ * server's answers: 409 with the reason (`IgnitionMissing`, `InvalidButane`, `InvalidIgnition`)
+ * when the config is at fault, 503 + `Retry-After` when the tools cannot run or the API is down.
  */
-import { execFile } from 'node:child_process';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { apiFailure, type SecretObject } from '../bootsignals/boot-target.js';
 import { HttpError } from '../bootsignals/http-error.js';
+import type { BootstateHook } from '../ignition/bootstate-hook.js';
+import { IgnitionError, type IgnitionRenderer } from '../ignition/served-ignition.js';
+import type { KubeClient } from '../runtime/client.js';
+import { Resources } from '../runtime/resource.js';
 
-export interface BootstateHook {
-  registryUrl: string;
-  uuid: string;
-  token: string;
-  attempt: number;
-}
+/** Seconds the host is told to wait when the ignition tools cannot run. */
+const TOOLS_RETRY_AFTER_S = 30;
 
-/** Ignition spec version used when a config has to be made from nothing. */
-export const DEFAULT_IGNITION_VERSION = '3.4.0';
-
-/** An Ignition v3 config object (the keys the hook touches are typed; others pass through). */
-export type IgnitionConfig = {
-  ignition?: { version?: string };
-  systemd?: { units?: Record<string, unknown>[] };
-  storage?: { files?: Record<string, unknown>[] };
-  [k: string]: unknown;
-};
-
-/**
- * Parses Ignition v3 JSON; throws `HttpError` 409 `InvalidIgnition` when the stored config is not
- * an Ignition v3 object (the host cannot use it, and retrying will not help).
- */
-export function parseIgnition(text: string): IgnitionConfig {
-  let cfg: unknown;
+/** The validated JSON text to serve for `sbc`; throws `HttpError` (see the file comment). */
+export async function servedIgnition(
+  client: KubeClient,
+  renderer: IgnitionRenderer,
+  sbc: ServerBootConfiguration,
+  hook: BootstateHook | undefined,
+): Promise<string> {
+  const ref = sbc.spec.ignitionSecretRef?.name;
+  let secret: SecretObject | undefined;
+  if (ref) {
+    try {
+      secret = await client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
+    } catch (err) {
+      apiFailure(err, 'reading the ignition Secret');
+    }
+    if (!secret) throw new HttpError(409, 'IgnitionSecretNotFound', `ignition Secret ${ref} does not exist`);
+  }
   try {
-    cfg = JSON.parse(text);
-  } catch {
-    throw new HttpError(409, 'InvalidIgnition', 'stored ignition is not JSON');
-  }
-  const version = (cfg as IgnitionConfig | null)?.ignition?.version;
-  if (
-    typeof cfg !== 'object' ||
-    cfg === null ||
-    Array.isArray(cfg) ||
-    typeof version !== 'string' ||
-    !version.startsWith('3.')
-  ) {
-    throw new HttpError(
-      409,
-      'InvalidIgnition',
-      'stored ignition is not an Ignition v3 config (ignition.version 3.x)',
+    const stored = await renderer.stored(
+      ref ? (secret?.data ?? {}) : undefined,
+      `${sbc.metadata.namespace}/${ref}@${secret?.metadata.resourceVersion}`,
+      ref,
     );
+    return await renderer.render(stored, hook);
+  } catch (err) {
+    if (!(err instanceof IgnitionError)) throw err;
+    if (err.retryable) throw new HttpError(503, err.reason, err.message, TOOLS_RETRY_AFTER_S);
+    throw new HttpError(409, err.reason, err.message);
   }
-  return cfg as IgnitionConfig;
-}
-
-/** Returns a copy of `cfg` with the `/bootstate` unit and its env file added. */
-export function withBootstateHook(cfg: IgnitionConfig, hook: BootstateHook): IgnitionConfig {
-  const env = [
-    `METAL_REGISTRY=${hook.registryUrl}`,
-    `METAL_UUID=${hook.uuid}`,
-    `METAL_TOKEN=${hook.token}`,
-    `METAL_ATTEMPT=${hook.attempt}`,
-    '',
-  ].join('\n');
-  const unit = [
-    '[Unit]',
-    'Description=Report the boot to metal-operator',
-    'Wants=network-online.target',
-    'After=network-online.target',
-    '[Service]',
-    'Type=oneshot',
-    'EnvironmentFile=/etc/metal/bootstate.env',
-    'ExecStart=/bin/sh -c \'curl -fsS --retry 60 --retry-all-errors --retry-delay 2 -H "Authorization: Bearer $METAL_TOKEN" -H "Content-Type: application/json" -d "{\\"systemUUID\\":\\"$METAL_UUID\\",\\"booted\\":true}" "$METAL_REGISTRY/bootstate"\'',
-    '[Install]',
-    'WantedBy=multi-user.target',
-    '',
-  ].join('\n');
-  const out = structuredClone(cfg);
-  out.storage ??= {};
-  out.storage.files = [
-    ...(out.storage.files ?? []),
-    {
-      path: '/etc/metal/bootstate.env',
-      mode: 0o600,
-      overwrite: true,
-      contents: { source: `data:,${encodeURIComponent(env)}` },
-    },
-  ];
-  out.systemd ??= {};
-  out.systemd.units = [
-    ...(out.systemd.units ?? []),
-    { name: 'metal-bootstate.service', enabled: true, contents: unit },
-  ];
-  return out;
-}
-
-/**
- * Converts Butane YAML to Ignition JSON with the `butane` binary (`butane --strict`). Throws
- * `HttpError` 503 `ButaneUnavailable` when the tool is not installed and 409 `InvalidButane` when it
- * rejects the input. Time limit 10 s.
- */
-export function butaneToIgnition(yaml: string, binary = 'butane'): Promise<string> {
-  return new Promise((ok, fail) => {
-    const child = execFile(
-      binary,
-      ['--strict'],
-      { timeout: 10_000, maxBuffer: 4 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        if (!err) return ok(stdout);
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-          return fail(
-            new HttpError(
-              503,
-              'ButaneUnavailable',
-              'butane is not installed; cannot convert format fcos',
-              60,
-            ),
-          );
-        }
-        fail(
-          new HttpError(409, 'InvalidButane', `butane rejected the config: ${String(stderr).slice(0, 500)}`),
-        );
-      },
-    );
-    child.stdin?.end(yaml);
-  });
 }

@@ -11,12 +11,14 @@
  *   `UnknownClient`; `scriptClientIdentity`). With `pinScriptClient`, an attempt's script goes only to the first client
  *   address that fetched it in that attempt (403 `ScriptPinned` for others): firmware cannot
  *   authenticate, so this is the one protection of the token in the script.
- * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON) with the `/bootstate` hook
- *   merged in; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry. An SBC without
- *   `ignitionSecretRef` gets the callback-only config (see {@link callbackOnlyIgnition}); with the
- *   hook disabled there is nothing to serve: 404 `NoIgnitionConfigured`.
+ * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON; Butane translated) with the
+ *   `/bootstate` hook merged in, validated first (src/ignition/); sets `IgnitionDataFetched` before
+ *   answering. 401 / 409 as the registry; 409 with the validator's report for an invalid config. An
+ *   SBC without `ignitionSecretRef` gets the callback-only config (see {@link callbackOnlyIgnition});
+ *   with the hook disabled there is nothing to serve: 404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts).
+ * - `GET /oci/{uuid}/{attempt}/{layer}` → layers of the attempt's OCI image (blob-route.ts).
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
  * DESIGN.md section 4 (503 + `Retry-After` while the API server or a rotation is unavailable).
@@ -34,25 +36,20 @@ import {
   EventReason,
   SignalReason,
 } from '../api/vocabulary.js';
-import {
-  apiFailure,
-  type BootTarget,
-  BootTargetResolver,
-  type SecretObject,
-} from '../bootsignals/boot-target.js';
+import { type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
+import { DEFAULT_IGNITION_VERSION, type IgnitionConfig } from '../ignition/bootstate-hook.js';
+import { IgnitionTools } from '../ignition/ignition-tools.js';
+import { IgnitionRenderer } from '../ignition/served-ignition.js';
+import type { BlobCache } from '../oci/blob-cache.js';
+import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
-import { Resources } from '../runtime/resource.js';
+import { registerBlobRoute } from './blob-route.js';
+import { bootImageFor } from './boot-image.js';
 import { clientAddress, knownAddresses, registerHttpBootRoute } from './http-boot.js';
-import {
-  butaneToIgnition,
-  DEFAULT_IGNITION_VERSION,
-  type IgnitionConfig,
-  parseIgnition,
-  withBootstateHook,
-} from './ignition.js';
+import { servedIgnition } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 import { UkiBuilder } from './uki.js';
@@ -76,6 +73,10 @@ export interface BootServerOptions extends SignalServerOptions {
   scriptClientIdentity?: 'known-address' | 'first-address';
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
   injectBootstateUnit?: boolean;
+  /** Butane translation and Ignition validation (default: the `ignition-tools` binary, see src/ignition/). */
+  ignition?: IgnitionRenderer;
+  /** OCI images: registry access and the blob cache behind `/oci/...` (blob-route.ts); none = catalog only. */
+  oci?: { images: BootImages; cache: BlobCache };
 }
 
 /** Field-manager prefix of the boot server's condition writes. */
@@ -97,7 +98,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   const pin = opts.pinScriptClient ?? true;
   const byAddress = opts.scriptClientIdentity === 'known-address';
   const inject = opts.injectBootstateUnit ?? true;
-  const butaneCache = new Map<string, string>();
+  const ignition = opts.ignition ?? new IgnitionRenderer(new IgnitionTools());
   let baseUrl = opts.externalUrl ?? '';
 
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
@@ -149,10 +150,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         'the script of this attempt was already served to another client',
       );
     }
-    const resolved = opts.catalog().resolve(sbc.spec.image);
-    if (!resolved.ok) throw unavailable(`${resolved.reason}: ${resolved.message}`, 30);
+    const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl);
     const script = attemptScript({
-      image: resolved.image,
+      image,
       uuid,
       attempt,
       token: target.callback.token,
@@ -165,7 +165,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       reason: SignalReason.ScriptServed,
       message: `script for attempt ${attempt} served to ${client}`,
     });
-    log.info({ sbc: sbc.metadata.name, attempt, image: resolved.image.name }, 'iPXE script served');
+    log.info({ sbc: sbc.metadata.name, attempt, image: image.name }, 'iPXE script served');
     return reply.type('text/plain').send(script);
   });
 
@@ -190,16 +190,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     }
     const sbc = target.sbc!;
     const attempt = sbc.spec.bootAttempt ?? 1;
-    const config = await ignitionFor(sbc);
-    const served = inject
-      ? withBootstateHook(config, {
-          registryUrl: opts.registryUrl,
-          uuid,
-          token: target.callback!.token,
-          attempt,
-        })
-      : config;
-    const body = JSON.stringify(served);
+    const hook = { registryUrl: opts.registryUrl, uuid, token: target.callback!.token, attempt };
+    if (!sbc.spec.ignitionSecretRef?.name) callbackOnlyIgnition(sbc, inject); // 404 without the hook
+    const body = await servedIgnition(opts.client, ignition, sbc, inject ? hook : undefined);
     await recordSignal(opts.client, BOOTSERVER_COMPONENT, sbc, {
       type: BootSignal.IgnitionDataFetched,
       status: 'True',
@@ -212,32 +205,6 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     );
     return reply.type('application/json').send(body);
   });
-
-  /** The SBC's ignition as an Ignition v3 object (converting Butane once per SBC generation). */
-  async function ignitionFor(sbc: ServerBootConfiguration): Promise<ReturnType<typeof parseIgnition>> {
-    const ref = sbc.spec.ignitionSecretRef?.name;
-    if (!ref) return callbackOnlyIgnition(sbc, inject);
-    let secret: SecretObject | undefined;
-    try {
-      secret = await opts.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
-    } catch (err) {
-      apiFailure(err, 'reading the ignition Secret');
-    }
-    const data = secret?.data;
-    if (!data?.ignition)
-      throw new HttpError(409, 'IgnitionMissing', `ignition Secret ${ref} has no key ignition`);
-    const text = Buffer.from(data.ignition, 'base64').toString('utf8');
-    const format = data.format ? Buffer.from(data.format, 'base64').toString('utf8').trim() : 'ignition';
-    if (format !== 'fcos' && format !== 'butane') return parseIgnition(text);
-    const key = `${sbc.metadata.namespace}/${sbc.metadata.name}@${sbc.metadata.generation}/${secret?.metadata.resourceVersion}`;
-    let json = butaneCache.get(key);
-    if (!json) {
-      json = await butaneToIgnition(text);
-      if (butaneCache.size >= 1000) butaneCache.delete(butaneCache.keys().next().value!);
-      butaneCache.set(key, json);
-    }
-    return parseIgnition(json);
-  }
 
   // Image names contain '/' (`metal/os:latest`) and firmware decodes %2F before requesting, so the
   // name is everything between /images/ and the last segment.
@@ -273,7 +240,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     registryUrl: opts.registryUrl,
     baseUrl: () => baseUrl,
     parseUUID: (raw) => BootTargetResolver.parseUUID(raw),
+    oci: opts.oci,
   });
+  if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port);
   baseUrl ||= bound.url;

@@ -6,13 +6,17 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
+import { KubeClient } from '../runtime/client.js';
 import { newLogger } from '../runtime/logger.js';
+import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { serveUntilSignal } from './signal-process.js';
 
-const cmd = new Command('bootserver')
-  .description('metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}')
+const cmd = addImageOptions(new Command('bootserver'))
+  .description(
+    'metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}, /oci/{uuid}/{attempt}/{layer}',
+  )
   .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
   .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
   .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
@@ -37,8 +41,14 @@ const [host, port] = splitAddr(o.addr);
 const catalog = o.imageCatalog
   ? ImageCatalog.parse(readFileSync(o.imageCatalog, 'utf8'))
   : ImageCatalog.empty();
+const kubeConfig = loadKubeConfig(o.kubeconfig);
+const oci = await imageServices(
+  imageFlagsOf(cmd.opts()),
+  new KubeClient(kubeConfig, { fieldManager: 'metal-bootserver' }),
+  log,
+);
 const stack = await startSignalStack({
-  kubeConfig: loadKubeConfig(o.kubeconfig),
+  kubeConfig,
   log,
   bootServer: {
     host,
@@ -48,6 +58,8 @@ const stack = await startSignalStack({
     catalog: () => catalog,
     pinScriptClient: o.pinScriptClient,
     injectBootstateUnit: o.injectBootstate,
+    ignition: oci.ignition,
+    oci: { images: oci.images, cache: oci.cache },
   },
 });
 log.info({ url: stack.bootServer!.url }, 'boot server listening');

@@ -15,6 +15,7 @@ import type pino from 'pino';
 import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
+import { BOOT_SIGNALS, isCompletionSignal } from '../api/vocabulary.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
 import { formatDuration, parseDuration } from '../controllers/duration.js';
@@ -24,6 +25,7 @@ import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
+import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 
@@ -36,6 +38,8 @@ export interface ManagerConfig {
   /** Port of /metrics, /healthz, /readyz; 0 picks a free one. */
   metricsPort: number;
   leaderElect: boolean;
+  /** Client-side limit of API requests (token bucket, as client-go's QPS/Burst); qps 0: unlimited. */
+  kubeApi: { qps: number; burst: number };
   registry: { host: string; port: number; url?: string };
   bootServer: {
     host: string;
@@ -43,6 +47,8 @@ export interface ManagerConfig {
     url?: string;
     clientIdentity?: 'known-address' | 'first-address';
   };
+  /** OCI images and Ignition tooling (src/cmd/image-flags.ts). */
+  images: ImageFlags;
 }
 
 const DURATION = (v: string): number => {
@@ -57,6 +63,13 @@ const POSITIVE_INT = (v: string): number => {
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${v} is not a positive integer`);
   return n;
 };
+const NON_NEGATIVE = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${v} is not a number ≥ 0`);
+  return n;
+};
+/** API requests/s and bucket size; 0 = unlimited (the API server's 429s still slow the client down). */
+const KUBE_API_DEFAULTS = { qps: 0, burst: 0 };
 const PORT = (v: string): number => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`${v} is not a port`);
@@ -68,9 +81,11 @@ const CONDITIONS = (v: string): string[] => {
     .map((s) => s.trim())
     .filter(Boolean);
   const re = new RegExp(CONDITION_TYPE_PATTERN);
-  const bad = list.filter((c) => !re.test(c));
+  const bad = list.filter((c) => !re.test(c) || !isCompletionSignal(c));
   if (list.length === 0 || bad.length)
-    throw new InvalidArgumentError(`not condition types: ${bad.join(', ') || '(empty)'}`);
+    throw new InvalidArgumentError(
+      `not boot signals (${BOOT_SIGNALS.join(', ')}) or External<Name> types: ${bad.join(', ') || '(empty)'}`,
+    );
   return list;
 };
 const LABELS = (v: string): Record<string, string> => {
@@ -135,6 +150,13 @@ function command(): Command {
     )
     .addOption(
       dur('--boot-timeout <duration>', 'per-attempt boot deadline of claims (Go duration)', d.bootTimeoutMs),
+    )
+    .addOption(
+      dur(
+        '--netboot-timeout <duration>',
+        'per-attempt deadline of the first fetch (iPXE script) after power-on; then the attempt is retried at once (NetbootNotObserved)',
+        d.netbootTimeoutMs,
+      ),
     )
     .addOption(
       opt(
@@ -253,6 +275,24 @@ function command(): Command {
     )
     .addOption(
       opt(
+        '--kube-api-qps <n>',
+        'client-side limit of API requests per second (token bucket, as client-go); 0: unlimited',
+        NON_NEGATIVE,
+        KUBE_API_DEFAULTS.qps,
+        String(KUBE_API_DEFAULTS.qps),
+      ),
+    )
+    .addOption(
+      opt(
+        '--kube-api-burst <n>',
+        'API requests allowed at once above --kube-api-qps (bucket size); 0: ceil(qps)',
+        NON_NEGATIVE,
+        KUBE_API_DEFAULTS.burst,
+        String(KUBE_API_DEFAULTS.burst),
+      ),
+    )
+    .addOption(
+      opt(
         '--workers <n>',
         'concurrent reconciles of the Server, ServerClaim and ServerBootConfiguration controllers each',
         POSITIVE_INT,
@@ -278,12 +318,12 @@ function readCaBundle(path: string): string {
 
 /** The `--help` text (flags with their defaults). */
 export function managerHelp(): string {
-  return command().helpInformation();
+  return addImageOptions(command()).helpInformation();
 }
 
 /** Parses manager flags (without `node` and the script). Throws `CommanderError` for bad or unknown flags and for `--help`. */
 export function parseManagerConfig(argv: readonly string[], opts: { silent?: boolean } = {}): ManagerConfig {
-  const cmd = command();
+  const cmd = addImageOptions(command());
   if (opts.silent) cmd.configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
   cmd.parse([...argv], { from: 'user' });
   const o = cmd.opts<{
@@ -294,6 +334,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     defaultBootMethod: BootMethod;
     bootCompletionConditions: string[];
     bootTimeout: number;
+    netbootTimeout: number;
     bootMaxAttempts: number;
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
@@ -303,6 +344,8 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     imageCatalogConfigmap?: string;
     metricsPort: number;
     leaderElect: boolean;
+    kubeApiQps: number;
+    kubeApiBurst: number;
     registryAddr: string;
     registryUrl?: string;
     bootserverAddr: string;
@@ -356,6 +399,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       bootServerUrl: o.bootserverUrl ?? plannedUrl(bHost, bPort) ?? `http://127.0.0.1:${bPort}`,
       bootCompletionConditions: o.bootCompletionConditions,
       bootTimeoutMs: o.bootTimeout,
+      netbootTimeoutMs: o.netbootTimeout,
       bootMaxAttempts: o.bootMaxAttempts,
       discoveryTimeoutMs: o.discoveryTimeout,
       discoveryMaxAttempts: o.discoveryMaxAttempts,
@@ -378,8 +422,10 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     imageCatalogConfigMap: configMap,
     metricsPort: o.metricsPort,
     leaderElect: o.leaderElect,
+    kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     registry: { host: rHost, port: rPort, url: o.registryUrl },
     bootServer: { host: bHost, port: bPort, url: o.bootserverUrl, clientIdentity: o.scriptClientIdentity },
+    images: imageFlagsOf(cmd.opts()),
   };
 }
 
@@ -412,6 +458,7 @@ export async function runManager(
     leaderElection: cfg.leaderElect ? { namespace: cfg.controllers.managerNamespace } : false,
     metricsPort: cfg.metricsPort,
     log,
+    client: { qps: cfg.kubeApi.qps, burst: cfg.kubeApi.burst || undefined },
   });
   let catalog: ImageCatalogSource;
   if (cfg.imageCatalogFile) catalog = ImageCatalogSource.fromFile(cfg.imageCatalogFile, log);
@@ -428,7 +475,13 @@ export async function runManager(
     );
     catalog = ImageCatalogSource.empty(log);
   }
-  const setup = setupControllers(mgr, { config: cfg.controllers, catalog });
+  const oci = await imageServices(cfg.images, mgr.client, log);
+  const setup = setupControllers(mgr, {
+    config: cfg.controllers,
+    catalog,
+    ignition: oci.ignition,
+    images: oci.images,
+  });
   await mgr.start();
   const sources = {
     client: mgr.client,
@@ -456,6 +509,8 @@ export async function runManager(
     scriptClientIdentity: cfg.bootServer.clientIdentity,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
+    ignition: oci.ignition,
+    oci: { images: oci.images, cache: oci.cache },
   });
   const bootServerUrl = cfg.bootServer.url ?? reachable(bootServer.url);
   log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
@@ -471,6 +526,7 @@ export async function runManager(
         await closeWithin(SERVER_CLOSE_GRACE_MS, [registry.close(), bootServer.close()], log);
         await mgr.stop();
         await setup.connections.closeAll();
+        await oci.close();
       })();
       return stopping;
     },

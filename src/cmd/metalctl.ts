@@ -6,7 +6,7 @@
  *   daemon) control plane, manager, virtual BMC with N machines, BMC objects and image catalog,
  *   waits for discovery, applies an example ServerClaim and shows a live table until it is Booted.
  * - `local down`, `local status`; `local serve` is the daemon itself.
- * - `get servers|claims`: kubectl-like columns. `boots <claim> [--watch]`: the claim's signal timeline.
+ * - `get servers|claims`: kubectl-like columns. `boots <claim> [--watch]`: the claim's attempts with their durations.
  *
  * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
  */
@@ -20,6 +20,7 @@ import {
   localUp,
 } from '../localstack/commands.js';
 import { defaultLocalDir } from '../localstack/local-state.js';
+import { VENDOR_PROFILES } from '../virtualbmc/profile.js';
 
 const int = (min: number) => (v: string) => {
   const n = Number(v);
@@ -68,6 +69,12 @@ local
   .addOption(machineOpts()[0]!)
   .addOption(machineOpts()[1]!)
   .addOption(machineOpts()[2]!)
+  .addOption(
+    new Option(
+      '--bmc-profile <vendor>',
+      'virtual BMC serves this captured vendor tree with its write behaviour',
+    ).choices(Object.keys(VENDOR_PROFILES)),
+  )
   .option('--timeout <seconds>', 'give up after this many seconds', int(1), 900)
   .option('--no-claim', 'do not apply the example ServerClaim')
   .action(async (o) => process.exit(await localUp(o)));
@@ -81,6 +88,7 @@ local
   .addOption(machineOpts()[0]!)
   .addOption(machineOpts()[1]!)
   .addOption(machineOpts()[2]!)
+  .addOption(new Option('--bmc-profile <vendor>').choices(Object.keys(VENDOR_PROFILES)))
   .action(async (o) => localServe(o));
 
 local
@@ -111,7 +119,7 @@ program
   .description("timeline of a claim's boot signals, attempt by attempt")
   .argument('<claim>', 'ServerClaim name')
   .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
-  .option('--watch', 'keep following until the claim is Booted or out of attempts')
+  .option('--watch', 'keep following until the claim is Booted (exit 0) or out of attempts (exit 2)')
   .option(
     '--kubeconfig <path>',
     'kubeconfig (default: KUBECONFIG, else the local stack, else ~/.kube/config)',

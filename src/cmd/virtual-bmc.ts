@@ -5,6 +5,9 @@
  * network-boot from the given boot server, and logs its URL as one pino JSON line
  * (`{"msg":"virtual BMC ready","url":"http://127.0.0.1:…",…}`). Stops on SIGINT/SIGTERM.
  *
+ * `--profile dell|hpe|supermicro|supermicro-x10|dmtf` or `--profile-tree DIR` serve a captured Redfish
+ * tree (see `virtualbmc/profile.ts`) instead of the built-in documents.
+ *
  * The password comes from `$VIRTUAL_BMC_PASSWORD` unless `--password` is given (command lines are
  * visible to other users).
  */
@@ -15,6 +18,7 @@ import { buildVmArtefacts } from '../localstack/vm-artefacts.js';
 import { newLogger } from '../runtime/logger.js';
 import { type AccelChoice, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
+import { resolveProfile, VENDOR_PROFILES } from '../virtualbmc/profile.js';
 import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
@@ -60,6 +64,12 @@ const program = new Command()
       .choices(['lower', 'upper'])
       .default('lower'),
   )
+  .addOption(
+    new Option('--profile <vendor>', 'serve a captured vendor tree with its write behaviour').choices(
+      Object.keys(VENDOR_PROFILES),
+    ),
+  )
+  .option('--profile-tree <dir>', 'serve this captured Redfish tree (generic write behaviour)')
   .option('--power-transition-ms <ms>', 'delay between an accepted Reset and the host acting', integer(0), 0)
   .option('--firmware-ms <ms>', 'simulated power-on to iPXE request time', integer(0), 500)
   .option('--kernel-ms <ms>', 'simulated kernel start to callback time', integer(0), 2_000)
@@ -84,6 +94,8 @@ async function main(): Promise<void> {
     password?: string;
     seed: string;
     uuidCase: 'lower' | 'upper';
+    profile?: string;
+    profileTree?: string;
     powerTransitionMs: number;
     firmwareMs: number;
     kernelMs: number;
@@ -124,6 +136,7 @@ async function main(): Promise<void> {
     username: o.username,
     password: o.password ?? process.env['VIRTUAL_BMC_PASSWORD'] ?? 'password',
     port: o.port,
+    ...(o.profile || o.profileTree ? { profile: resolveProfile((o.profile ?? o.profileTree)!) } : {}),
     faults: { powerTransitionMs: o.powerTransitionMs },
     logger: log,
   });

@@ -16,6 +16,7 @@ import type { BMC } from '../bmc/bmc.js';
 import {
   BmcError,
   BootTargetNotSupportedError,
+  isBmcBusy,
   RedfishAuthError,
   RedfishBudgetExceededError,
   RedfishHttpError,
@@ -48,13 +49,18 @@ export interface SystemHandle {
 
 /** What went wrong with a BMC call, for conditions, Events and the requeue decision. */
 export interface BmcFailure {
-  /** CamelCase reason: BMCUnavailable, BMCTimeout, BMCCertificateRejected, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
+  /** CamelCase reason: BMCUnavailable, BMCBusy, BMCTimeout, BMCCertificateRejected, BMCAuthenticationFailed, BMCRejected, BMCUnsupported, BMCInvalidResponse, BMCAccess. */
   reason: string;
   message: string;
   /** When to try again, ms (the BMC's `Retry-After` when it gave one). */
   retryAfterMs: number;
   /** False only when the BMC certainly did not act on the request. */
   maybeApplied: boolean;
+  /**
+   * The BMC is busy (a transient MessageId such as HPE's POST window, see `bmc/vendor.ts`): nothing was
+   * changed, the same call succeeds shortly. Worth a pending condition, not a Warning.
+   */
+  busy?: boolean;
 }
 
 /** Creates the BMC client; tests and embedders may replace it. */
@@ -242,8 +248,26 @@ export function endpointUrl(
   return `${scheme}://${host}:${protocol.port}`;
 }
 
-/** Maps a failure of a BMC call to a reason, a message and when to retry. */
+/** The longest wait a BMC's `Retry-After` may ask for, ms: a larger value (or a bogus one) is capped. */
+export const MAX_BMC_RETRY_AFTER_MS = 5 * 60_000;
+
+/**
+ * Whether a BMC that answered `status` may have acted on the request. Only 503 (Service Unavailable)
+ * and 429 (Too Many Requests) say it did not (RFC 9110 §15.6.4, RFC 6585 §4); a 500, 502 or 504 may
+ * come after the action was taken (BMCs that act and then fail to answer), and 4xx refusals did not act.
+ */
+export function httpMaybeApplied(status: number): boolean {
+  return status >= 500 && status !== 503;
+}
+
+/** Maps a failure of a BMC call to a reason, a message and when to retry (at most {@link MAX_BMC_RETRY_AFTER_MS}). */
 export function classifyBmcFailure(err: unknown): BmcFailure {
+  const f = classify(err);
+  const wait = Number.isFinite(f.retryAfterMs) ? f.retryAfterMs : MAX_BMC_RETRY_AFTER_MS;
+  return { ...f, retryAfterMs: Math.min(MAX_BMC_RETRY_AFTER_MS, Math.max(0, wait)) };
+}
+
+function classify(err: unknown): BmcFailure {
   if (err instanceof BmcAccessError) {
     return { reason: err.reason, message: err.message, retryAfterMs: 30_000, maybeApplied: false };
   }
@@ -255,10 +279,25 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
       maybeApplied: false,
     };
   }
+  if (isBmcBusy(err)) {
+    const retryAfterMs =
+      err instanceof RedfishHttpError ? err.retryAfterMs : (err as RedfishBudgetExceededError).retryAfterMs;
+    return {
+      reason: BmcFailureReason.BMCBusy,
+      message: err instanceof Error ? err.message : String(err),
+      retryAfterMs: Math.max(retryAfterMs ?? 0, 2_000),
+      maybeApplied: false,
+      busy: true,
+    };
+  }
   if (err instanceof RedfishBudgetExceededError) {
     const cause = err.cause;
     const maybeApplied =
-      cause instanceof RedfishTransportError ? cause.maybeApplied : !(cause instanceof RedfishHttpError);
+      cause instanceof RedfishTransportError
+        ? cause.maybeApplied
+        : cause instanceof RedfishHttpError
+          ? httpMaybeApplied(cause.status)
+          : true;
     const timeout = cause instanceof RedfishTransportError && cause.kind === 'timeout';
     return {
       reason: timeout ? BmcFailureReason.BMCTimeout : BmcFailureReason.BMCUnavailable,
@@ -270,7 +309,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
   if (err instanceof RedfishTransportError && err.kind === 'tls') {
     // Configuration, not weather: a new CA bundle (or --bmc-insecure-tls) is needed.
     return {
-      reason: 'BMCCertificateRejected',
+      reason: BmcFailureReason.BMCCertificateRejected,
       message: err.message,
       retryAfterMs: 60_000,
       maybeApplied: false,
@@ -290,7 +329,7 @@ export function classifyBmcFailure(err: unknown): BmcFailure {
       reason: busy ? BmcFailureReason.BMCUnavailable : BmcFailureReason.BMCRejected,
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, busy ? 2_000 : 30_000),
-      maybeApplied: false,
+      maybeApplied: httpMaybeApplied(err.status),
     };
   }
   if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {

@@ -60,6 +60,11 @@ export interface DesiredBootConfiguration {
   bootMethod?: BootMethod;
   /** Identity of the wanted attempt; a different key than the SBC's starts a new attempt. */
   attemptKey: string;
+  /**
+   * The attempt number the caller wants `spec.bootAttempt` to be at a new attempt; the number never
+   * goes back (tokens of earlier attempts are told apart by it), so the SBC may end up ahead.
+   */
+  bootAttempt?: number;
   labels: Record<string, string>;
 }
 
@@ -91,6 +96,13 @@ export function attemptSignals(sbc: ServerBootConfiguration, types: readonly str
   return { arrived, missing };
 }
 
+/** Readiness of an SBC whose current generation the SBC controller has not evaluated yet. */
+export const NOT_EVALUATED: Readonly<Readiness> = {
+  ready: false,
+  reason: BootConfigurationReason.Pending,
+  message: 'the boot configuration has not been evaluated yet',
+};
+
 /**
  * Whether the SBC is Ready for its current spec: `status.state` Ready and a `Ready` condition written
  * for the current generation (so a just-bumped attempt waits for one more evaluation).
@@ -104,11 +116,7 @@ export function bootConfigurationReadiness(sbc: ServerBootConfiguration): Readin
   if (sbc.status?.state === 'Error' && cond?.status === 'False') {
     return { ready: false, reason: cond.reason, message: cond.message };
   }
-  return {
-    ready: false,
-    reason: BootConfigurationReason.Pending,
-    message: 'the boot configuration has not been evaluated yet',
-  };
+  return NOT_EVALUATED;
 }
 
 export class BootConfigurations {
@@ -199,7 +207,7 @@ export class BootConfigurations {
         d.namespace,
       )) ?? cached;
     if (sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION] === d.attemptKey) return sbc;
-    const next = (sbc.spec.bootAttempt ?? 1) + 1;
+    const next = Math.max((sbc.spec.bootAttempt ?? 1) + 1, d.bootAttempt ?? 0);
     const secret = await this.client.get<SecretObject>(Resources.Secret, secretName, d.namespace);
     const data = decodeCallbackSecret(secret?.data) ?? initialCallbackData(next - 1);
     if (data.attempt < next)
@@ -246,7 +254,7 @@ export class BootConfigurations {
           annotations: { [ATTEMPT_KEY_ANNOTATION]: d.attemptKey },
           ownerReferences: [controllerOwnerReference(d.owner.obj, d.owner.rt)],
         },
-        spec: { ...desiredSpec(d, secretName), bootAttempt: 1 },
+        spec: { ...desiredSpec(d, secretName), bootAttempt: Math.max(1, d.bootAttempt ?? 1) },
       });
     } catch (err) {
       if (!(err instanceof ApiError && err.conflict)) throw err;

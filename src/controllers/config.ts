@@ -4,7 +4,7 @@
  */
 import type { BootMethod } from '../api/v1alpha1/boot-method.js';
 import type { BootPolicy } from '../api/v1alpha1/boot-policy.js';
-import { BootSignal } from '../api/v1alpha1/boot-policy.js';
+import { BootSignal } from '../api/vocabulary.js';
 
 export interface BmcConnectionSettings {
   /** Timeout of one HTTP request to a BMC, ms. */
@@ -40,6 +40,8 @@ export interface ControllerConfig {
   bootCompletionConditions: string[];
   /** Per-attempt boot deadline of claims, ms. */
   bootTimeoutMs: number;
+  /** Per-attempt deadline of the first fetch after power-on (claims and discovery), ms. */
+  netbootTimeoutMs: number;
   bootMaxAttempts: number;
   /** Per-attempt discovery deadline, ms. */
   discoveryTimeoutMs: number;
@@ -79,6 +81,7 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   bootServerUrl: 'http://127.0.0.1:8082',
   bootCompletionConditions: [BootSignal.BootStateReceived],
   bootTimeoutMs: 15 * 60_000,
+  netbootTimeoutMs: 5 * 60_000,
   bootMaxAttempts: 3,
   discoveryTimeoutMs: 10 * 60_000,
   discoveryMaxAttempts: 3,

@@ -76,14 +76,15 @@ export class PowerActions {
 
   /**
    * Moves the system towards `goal` without waiting: reads `PowerState`, sends `On` / `ForceOff` when
-   * needed and not sent within `resendAfterMs`, and reports progress. BMC failures are reported in
+   * needed and not sent within `resendAfterMs`, and reports progress. `observed`: a PowerState read
+   * earlier in the same reconcile (saves a BMC round trip). BMC failures are reported in
    * the result and the Server's `PowerActionPending` condition, never thrown; API errors are thrown.
    */
-  async ensure(server: Server, goal: PowerGoal): Promise<PowerProgress> {
+  async ensure(server: Server, goal: PowerGoal, observed?: PowerState): Promise<PowerProgress> {
     const name = server.metadata.name ?? '';
     let state: PowerState;
     try {
-      state = await this.observe(server);
+      state = observed ?? (await this.observe(server));
     } catch (err) {
       return this.failed(server, `reading PowerState (want ${goal})`, classifyBmcFailure(err));
     }
@@ -182,7 +183,9 @@ export class PowerActions {
   private async failed(server: Server, what: string, f: BmcFailure): Promise<PowerProgress> {
     const pending = `${what}: ${f.reason}: ${f.message}; retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
     this.log(server).warn({ reason: f.reason, error: f.message }, `BMC call failed while ${what}`);
-    this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
+    // A busy BMC (e.g. HPE POST window) is waited out with a pending condition: no Warning storm.
+    if (!f.busy)
+      this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
     await this.setPending(server, { reason: f.reason, message: pending });
     return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending };
   }

@@ -17,21 +17,40 @@
  *   claim controller acts only after it sees Reserved, which this controller writes in a reconcile
  *   of its own: so an Available-state power-off can never race a claim's power-on.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
 import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
-import { BootSignal, ConditionType, DiscoveredReason, EventReason } from '../api/vocabulary.js';
+import {
+  BootedReason,
+  BootSignal,
+  ConditionType,
+  DISCOVERY_SIGNALS,
+  DiscoveredReason,
+  EventReason,
+  NETBOOT_SIGNALS,
+} from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 import { type BmcConnections, classifyBmcFailure } from './bmc-connections.js';
-import { attemptSignals, type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
+import {
+  type AttemptBook,
+  AttemptPhase,
+  type AttemptSettings,
+  carryOut,
+  decide,
+  type Outcome,
+  type Step,
+  type Wording,
+} from './boot-attempt/index.js';
+import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
-import { formatDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
@@ -60,10 +79,17 @@ export interface ServerControllerOptions {
 
 type Discovery = NonNullable<NonNullable<Server['status']>['discovery']>;
 
-export function newServerController(o: ServerControllerOptions): Controller {
-  const cfg = o.config;
-  const baseLog = o.log.child({ controller: 'server' });
-  const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' });
+const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' });
+
+/** The Server controller's reconciler: one method per state, none of them long. */
+class ServerReconciler {
+  private readonly cfg: ControllerConfig;
+  private readonly baseLog: pino.Logger;
+
+  constructor(private readonly o: ServerControllerOptions) {
+    this.cfg = o.config;
+    this.baseLog = o.log.child({ controller: 'server' });
+  }
 
   /**
    * Writes status fields (null deletes) on the condition that `state` and `discovery` are still what
@@ -71,12 +97,12 @@ export function newServerController(o: ServerControllerOptions): Controller {
    * the registry's registration) change the resourceVersion all the time without invalidating the
    * decision. A failed precondition surfaces as a 409, which the controller retries quietly.
    */
-  async function patchStatus(s: Server, status: Record<string, unknown>): Promise<Server> {
+  private async patchStatus(s: Server, status: Record<string, unknown>): Promise<Server> {
     const name = s.metadata.name ?? '';
     const cur = (s.status ?? {}) as Record<string, unknown>;
     if (cur.state === undefined) {
       // First write: nothing to test against, the resourceVersion is the guard.
-      return o.client.mergePatch<Server>(
+      return this.o.client.mergePatch<Server>(
         Resources.Server,
         name,
         undefined,
@@ -93,7 +119,7 @@ export function newServerController(o: ServerControllerOptions): Controller {
       } else ops.push({ op: 'add', path: `/status/${k}`, value: v });
     }
     try {
-      return await o.client.jsonPatch<Server>(Resources.Server, name, undefined, ops, {
+      return await this.o.client.jsonPatch<Server>(Resources.Server, name, undefined, ops, {
         subresource: 'status',
       });
     } catch (err) {
@@ -107,13 +133,8 @@ export function newServerController(o: ServerControllerOptions): Controller {
     }
   }
 
-  function discovered(
-    s: Server,
-    status: 'True' | 'False',
-    reason: string,
-    message: string,
-  ): Promise<boolean> {
-    return applyOwnedCondition(o.client, Resources.Server, s, {
+  private discovered(s: Server, status: 'True' | 'False', reason: string, message: string): Promise<boolean> {
+    return applyOwnedCondition(this.o.client, Resources.Server, s, {
       type: DISCOVERED_CONDITION,
       status,
       reason,
@@ -121,46 +142,51 @@ export function newServerController(o: ServerControllerOptions): Controller {
     });
   }
 
-  async function reconcile(req: Request): Promise<Result | undefined> {
-    const server = o.servers.get(req.name);
+  async reconcile(req: Request): Promise<Result | undefined> {
+    const server = this.o.servers.get(req.name);
     if (!server) {
-      o.power.forget(req.name);
+      this.o.power.forget(req.name);
       return undefined;
     }
     if (server.metadata.deletionTimestamp) return undefined;
-    const log = baseLog.child({ name: req.name, systemUUID: server.spec.systemUUID });
+    const log = this.baseLog.child({ name: req.name, systemUUID: server.spec.systemUUID });
     const state = (server.status?.state || 'Initial') as ServerState;
 
-    if (server.spec.serverClaimRef) return reserved(server, state, log);
+    if (server.spec.serverClaimRef) return this.reserved(server, state, log);
     if (state === 'Maintenance') return undefined;
     if (server.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY)
-      return retry(server, state, log);
+      return this.retry(server, state, log);
 
     switch (state) {
       case 'Initial':
-        return initial(server, log);
+        return this.initial(server, log);
       case 'Discovery':
-        return discovery(server, log);
+        return this.discovery(server, log);
       case 'Reserved': {
         // Released by its claim (which cleared serverClaimRef and bootConfigurationRef).
-        await patchStatus(server, { state: 'Available' });
+        await this.patchStatus(server, { state: 'Available' });
         log.info('released by its claim: Available');
-        o.events.event(eventObject(server), 'Normal', EventReason.Released, 'no longer claimed; Available');
+        this.o.events.event(
+          eventObject(server),
+          'Normal',
+          EventReason.Released,
+          'no longer claimed; Available',
+        );
         return undefined;
       }
       case 'Available':
-        return available(server);
+        return this.available(server);
       default:
         return undefined; // Error: stays until the retry annotation
     }
   }
 
-  async function reserved(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
+  private async reserved(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
     if (state !== 'Reserved') {
-      await patchStatus(server, { state: 'Reserved' });
+      await this.patchStatus(server, { state: 'Reserved' });
       const ref = server.spec.serverClaimRef;
       log.info({ claim: `${ref?.namespace}/${ref?.name}` }, 'reserved');
-      o.events.event(
+      this.o.events.event(
         eventObject(server),
         'Normal',
         EventReason.Reserved,
@@ -168,32 +194,32 @@ export function newServerController(o: ServerControllerOptions): Controller {
       );
       return undefined;
     }
-    await removeDiscoveryConfiguration(server);
+    await this.removeDiscoveryConfiguration(server);
     return undefined;
   }
 
-  async function retry(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
+  private async retry(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
     if (state === 'Error' || state === 'Discovery') {
-      await removeDiscoveryConfiguration(server);
-      await patchStatus(server, { state: 'Initial', discovery: null });
+      await this.removeDiscoveryConfiguration(server);
+      await this.patchStatus(server, { state: 'Initial', discovery: null });
       log.info('retry requested: discovery starts again');
-      o.events.event(
+      this.o.events.event(
         eventObject(server),
         'Normal',
         EventReason.DiscoveryRetry,
         'operation annotation retry: discovery starts again',
       );
     }
-    await o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+    await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
       metadata: { annotations: { [OPERATION_ANNOTATION]: null } },
     });
     return undefined;
   }
 
-  async function initial(server: Server, log: pino.Logger): Promise<Result | undefined> {
+  private async initial(server: Server, log: pino.Logger): Promise<Result | undefined> {
     let facts: Record<string, unknown>;
     try {
-      const h = o.connections.forServer(server);
+      const h = this.o.connections.forServer(server);
       const sys = await h.bmc.getSystem(h.systemUri);
       facts = {
         ...(sys.manufacturer ? { manufacturer: sys.manufacturer } : {}),
@@ -204,144 +230,135 @@ export function newServerController(o: ServerControllerOptions): Controller {
     } catch (err) {
       const f = classifyBmcFailure(err);
       log.warn({ reason: f.reason, error: f.message }, 'cannot read the system');
-      await discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
+      await this.discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
       return { requeueAfterMs: f.retryAfterMs };
     }
-    await patchStatus(server, {
+    await this.patchStatus(server, {
       ...facts,
       state: 'Discovery',
       discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
     });
-    o.bootMetrics.attempts.inc({ flow: 'discovery' });
+    this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
     log.info({ attempt: 1 }, 'discovery started');
-    o.events.event(
+    this.o.events.event(
       eventObject(server),
       'Normal',
       EventReason.DiscoveryStarted,
-      `discovery attempt 1/${cfg.discoveryMaxAttempts}`,
+      `discovery attempt 1/${this.cfg.discoveryMaxAttempts}`,
     );
     return undefined;
   }
 
-  async function discovery(server: Server, log: pino.Logger): Promise<Result | undefined> {
-    const d: Discovery = server.status?.discovery ?? { attempt: 1 };
-    if (!server.status?.discovery) {
-      await patchStatus(server, { discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() } });
+  /** Discovery through the boot-attempt engine; the bookkeeping lives in `status.discovery`. */
+  private async discovery(server: Server, log: pino.Logger): Promise<Result | undefined> {
+    const d = server.status?.discovery;
+    if (!d) {
+      await this.patchStatus(server, {
+        discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
+      });
       return undefined;
     }
+    const sbc = await this.syncDiscoveryConfiguration(server, d);
+    const { step } = decide({
+      book: bookOf(d, this.cfg.discoveryTimeoutMs),
+      sbc,
+      readiness: bootConfigurationReadiness(sbc),
+      settings: discoverySettings(this.cfg),
+      wording: discoveryWording,
+      netbootSignals: NETBOOT_SIGNALS,
+      completionEvidence: !!server.status?.registration,
+      now: Date.now(),
+    });
+    if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
+    if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, log);
+    let current = server;
+    const carried = await carryOut({
+      step,
+      before: bookOf(d, this.cfg.discoveryTimeoutMs),
+      power: {
+        observe: () => this.o.power.observe(current),
+        boot: (observed) => this.o.power.boot(current, { netboot: true, observed }),
+        ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
+      },
+      pending: (detail) => ({
+        status: 'False',
+        reason: DiscoveredReason.Discovering,
+        message: `${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}: ${detail}`,
+      }),
+      write: async (book, outcome) => {
+        // The phase alone is no reason to write: it rides along with the next real change.
+        const next = discoveryOf(book);
+        const stored = current.status?.discovery;
+        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
+          current = await this.patchStatus(current, { discovery: next });
+        const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
+        const waiting =
+          step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
+        if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
+        if (outcome)
+          await this.discovered(
+            current,
+            outcome.status === 'True' ? 'True' : 'False',
+            discoveryReason(step, outcome),
+            outcome.message,
+          );
+      },
+    });
+    for (const e of carried.events) {
+      const reason = DISCOVERY_EVENT[e.reason];
+      if (reason) this.o.events.event(eventObject(current), e.type, reason, `discovery ${e.message}`);
+    }
+    if (step.counts?.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
+    if (step.counts?.timedOut) this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
+    if (carried.events.length) log.info({ attempt: step.book.attempt, phase: step.phase }, 'discovery step');
+    return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
+  }
+
+  /** The discovery SBC of the current attempt (`spec.bootAttempt` = the attempt), and the reference to it. */
+  private async syncDiscoveryConfiguration(server: Server, d: Discovery): Promise<ServerBootConfiguration> {
     const name = server.metadata.name ?? '';
     const sbcName = discoveryBootConfigurationName(name);
-    const sbc = await o.bootConfigs.sync({
+    const sbc = await this.o.bootConfigs.sync({
       name: sbcName,
-      namespace: cfg.managerNamespace,
+      namespace: this.cfg.managerNamespace,
       owner: { obj: server, rt: Resources.Server },
       serverName: name,
-      image: cfg.probeImage,
+      image: this.cfg.probeImage,
       bootPolicy: 'NetBootAlways',
       attemptKey: `d${d.attempt}`,
-      labels: cfg.scopeLabels,
+      bootAttempt: d.attempt,
+      labels: this.cfg.scopeLabels,
     });
     const ref = server.spec.bootConfigurationRef;
-    if (ref?.name !== sbcName || ref.namespace !== cfg.managerNamespace) {
-      await o.client.mergePatch(Resources.Server, name, undefined, {
-        spec: { bootConfigurationRef: { name: sbcName, namespace: cfg.managerNamespace } },
+    if (ref?.name !== sbcName || ref.namespace !== this.cfg.managerNamespace) {
+      await this.o.client.mergePatch(Resources.Server, name, undefined, {
+        spec: { bootConfigurationRef: { name: sbcName, namespace: this.cfg.managerNamespace } },
       });
     }
-    const attemptText = `attempt ${d.attempt}/${cfg.discoveryMaxAttempts}`;
-    const registered = attemptSignals(sbc, [BootSignal.RegistrationReceived]).missing.length === 0;
-    if (registered && server.status?.registration) return complete(server, sbc, d, log);
+    return sbc;
+  }
 
-    const deadline = d.deadline ? Date.parse(d.deadline) : undefined;
-    if (deadline === undefined) {
-      const readiness = bootConfigurationReadiness(sbc);
-      if (!readiness.ready) {
-        await discovered(
-          server,
-          'False',
-          DiscoveredReason.WaitingForBootConfiguration,
-          `${attemptText}: boot configuration ${readiness.reason}: ${readiness.message}`,
-        );
-        return undefined; // the SBC's next change brings us back
-      }
-      let observed: Awaited<ReturnType<PowerActions['observe']>>;
-      try {
-        observed = await o.power.observe(server);
-      } catch (err) {
-        const f = classifyBmcFailure(err);
-        await discovered(server, 'False', f.reason, `${attemptText}: reading the power state: ${f.message}`);
-        return { requeueAfterMs: f.retryAfterMs };
-      }
-      if (observed === 'PoweringOn' || observed === 'PoweringOff') return { requeueAfterMs: 2_000 };
-      // The deadline is written before the BMC is asked: a restart in between never powers on twice.
-      const at = new Date(Date.now() + cfg.discoveryTimeoutMs).toISOString();
-      const updated = await patchStatus(server, { discovery: { ...d, deadline: at } });
-      const res = await o.power.boot(updated, { netboot: true, observed });
-      if (!res.ok) {
-        if (!res.failure.maybeApplied) await patchStatus(updated, { discovery: d });
-        await discovered(
-          updated,
-          'False',
-          res.failure.reason,
-          `${attemptText}: starting the network boot: ${res.failure.message}`,
-        );
-        return { requeueAfterMs: res.failure.retryAfterMs };
-      }
-      log.info({ attempt: d.attempt, deadline: at, sent: res.sent }, 'discovery boot started');
-      await discovered(
-        updated,
-        'False',
-        DiscoveredReason.Discovering,
-        `${attemptText}: network boot started; waiting for registration until ${at}`,
-      );
-      return { requeueAfterMs: cfg.discoveryTimeoutMs };
-    }
-    const left = deadline - Date.now();
-    if (left > 0) return { requeueAfterMs: left + 50 };
-
-    o.bootMetrics.timeouts.inc({ flow: 'discovery' });
-    const signals = attemptSignals(sbc, [BootSignal.IPXEScriptFetched, BootSignal.RegistrationReceived]);
-    const what = `discovery ${attemptText} timed out after ${formatDuration(cfg.discoveryTimeoutMs)}: arrived [${signals.arrived.join(', ')}], missing [${signals.missing.join(', ')}]`;
-    if (d.attempt < cfg.discoveryMaxAttempts) {
-      await patchStatus(server, {
-        discovery: { attempt: d.attempt + 1, attemptStartedAt: new Date().toISOString() },
-      });
-      o.bootMetrics.attempts.inc({ flow: 'discovery' });
-      log.warn({ attempt: d.attempt, missing: signals.missing }, 'discovery attempt timed out; retrying');
-      o.events.event(
-        eventObject(server),
-        'Warning',
-        EventReason.DiscoveryTimedOut,
-        `${what}; starting attempt ${d.attempt + 1}`,
-      );
-      await discovered(
-        server,
-        'False',
-        DiscoveredReason.DiscoveryTimedOut,
-        `${what}; starting attempt ${d.attempt + 1}`,
-      );
-      return undefined;
-    }
-    const updated = await patchStatus(server, { state: 'Error', discovery: withoutDeadline(d) });
-    o.bootMetrics.exhausted.inc({ flow: 'discovery' });
-    log.warn({ attempts: d.attempt, missing: signals.missing }, 'discovery failed: attempts exhausted');
-    o.events.event(
+  /** The last attempt timed out: state Error, a reason, no boot configuration, powered off. */
+  private async exhaust(server: Server, step: Step, log: pino.Logger): Promise<Result | undefined> {
+    const { deadline: _, netbootDeadline: _n, ...rest } = discoveryOf(step.book);
+    const updated = await this.patchStatus(server, { state: 'Error', discovery: rest });
+    this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
+    this.o.bootMetrics.exhausted.inc({ flow: 'discovery' });
+    const what = step.outcome?.message ?? 'discovery attempts exhausted';
+    log.warn({ attempts: step.book.attempt }, 'discovery failed: attempts exhausted');
+    this.o.events.event(
       eventObject(server),
       'Warning',
       EventReason.DiscoveryAttemptsExhausted,
       `${what}; giving up (state Error)`,
     );
-    await discovered(
-      updated,
-      'False',
-      DiscoveredReason.DiscoveryAttemptsExhausted,
-      `${what}; giving up after ${d.attempt} attempt(s)`,
-    );
-    await removeDiscoveryConfiguration(updated);
-    const p = await o.power.ensure(updated, 'Off');
+    await this.discovered(updated, 'False', DiscoveredReason.DiscoveryAttemptsExhausted, what);
+    await this.removeDiscoveryConfiguration(updated);
+    const p = await this.o.power.ensure(updated, 'Off');
     return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
   }
 
-  async function complete(
+  private async complete(
     server: Server,
     sbc: ServerBootConfiguration,
     d: Discovery,
@@ -349,20 +366,24 @@ export function newServerController(o: ServerControllerOptions): Controller {
   ): Promise<Result | undefined> {
     const hw = hardwareFromRegistration(server.status?.registration?.data);
     // Condition first: whoever sees Available also sees why.
-    await discovered(
+    await this.discovered(
       server,
       'True',
       DiscoveredReason.Registered,
       `registration received in attempt ${d.attempt}`,
     );
-    const updated = await patchStatus(server, { ...hw, state: 'Available', discovery: withoutDeadline(d) });
+    const updated = await this.patchStatus(server, {
+      ...hw,
+      state: 'Available',
+      discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
+    });
     if (d.deadline) {
-      const poweredOn = Date.parse(d.deadline) - cfg.discoveryTimeoutMs;
-      o.bootMetrics.completionSeconds.observe(
+      const poweredOn = Date.parse(d.deadline) - this.cfg.discoveryTimeoutMs;
+      this.o.bootMetrics.completionSeconds.observe(
         { flow: 'discovery' },
         Math.max(0, Date.now() - poweredOn) / 1000,
       );
-      o.bootMetrics.observeSignals(
+      this.o.bootMetrics.observeSignals(
         'discovery',
         `${sbc.metadata.uid}/${sbc.spec.bootAttempt}`,
         [BootSignal.RegistrationReceived],
@@ -373,36 +394,40 @@ export function newServerController(o: ServerControllerOptions): Controller {
       { attempt: d.attempt, nics: hw.networkInterfaces?.length ?? 0, memory: hw.totalSystemMemory },
       'discovered: Available',
     );
-    o.events.event(
+    this.o.events.event(
       eventObject(server),
       'Normal',
       EventReason.Discovered,
       `registration received in attempt ${d.attempt}; Available`,
     );
-    await removeDiscoveryConfiguration(updated);
+    await this.removeDiscoveryConfiguration(updated);
     return undefined; // the status change brings the Available pass (power off)
   }
 
-  async function available(server: Server): Promise<Result | undefined> {
-    await removeDiscoveryConfiguration(server);
-    const p = await o.power.ensure(server, 'Off');
-    return { requeueAfterMs: p.reached ? cfg.serverResyncMs : (p.requeueAfterMs ?? 5_000) };
+  private async available(server: Server): Promise<Result | undefined> {
+    await this.removeDiscoveryConfiguration(server);
+    const p = await this.o.power.ensure(server, 'Off');
+    return { requeueAfterMs: p.reached ? this.cfg.serverResyncMs : (p.requeueAfterMs ?? 5_000) };
   }
 
   /** Deletes the discovery SBC and clears a reference to it (idempotent, cheap when already gone). */
-  async function removeDiscoveryConfiguration(server: Server): Promise<void> {
+  private async removeDiscoveryConfiguration(server: Server): Promise<void> {
     const name = discoveryBootConfigurationName(server.metadata.name ?? '');
     const ref = server.spec.bootConfigurationRef;
-    if (ref?.name === name && ref.namespace === cfg.managerNamespace) {
-      await o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+    if (ref?.name === name && ref.namespace === this.cfg.managerNamespace) {
+      await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
         spec: { bootConfigurationRef: null },
       });
     }
-    if (o.sbcs.get(name, cfg.managerNamespace)) await o.bootConfigs.delete(name, cfg.managerNamespace);
+    if (this.o.sbcs.get(name, this.cfg.managerNamespace))
+      await this.o.bootConfigs.delete(name, this.cfg.managerNamespace);
   }
+}
 
+export function newServerController(o: ServerControllerOptions): Controller {
+  const r = new ServerReconciler(o);
   const c = new Controller('server', {
-    reconcile,
+    reconcile: (req) => r.reconcile(req),
     workers: o.config.workers,
     log: o.log,
     metrics: o.metrics,
@@ -412,7 +437,61 @@ export function newServerController(o: ServerControllerOptions): Controller {
   return c;
 }
 
+/** Discovery's effective attempt settings. */
+function discoverySettings(cfg: ControllerConfig): AttemptSettings {
+  return {
+    completion: [BootSignal.RegistrationReceived],
+    timeoutMs: cfg.discoveryTimeoutMs,
+    netbootTimeoutMs: cfg.netbootTimeoutMs,
+    maxAttempts: cfg.discoveryMaxAttempts,
+  };
+}
+
+const discoveryWording: Wording = {
+  attempt: (b, max) => `attempt ${b.attempt}/${max}`,
+  timeoutPrefix: 'discovery ',
+  signalOrder: DISCOVERY_SIGNALS,
+};
+
+/** Engine outcome reasons → the `Discovered` condition's reasons. */
+function discoveryReason(step: Step, outcome: Outcome): string {
+  if (outcome.reason === BootedReason.TimedOut) return DiscoveredReason.DiscoveryTimedOut;
+  if (outcome.reason === BootedReason.NetbootNotObserved) return DiscoveredReason.NetbootNotObserved;
+  if (outcome.reason !== BootedReason.Booting) return outcome.reason;
+  return step.phase === AttemptPhase.WaitingForConfiguration
+    ? DiscoveredReason.WaitingForBootConfiguration
+    : DiscoveredReason.Discovering;
+}
+
+/** Engine Event reasons → discovery's Event reasons (others are not recorded for discovery). */
+const DISCOVERY_EVENT: Record<string, string> = {
+  [EventReason.BootTimedOut]: EventReason.DiscoveryTimedOut,
+  [EventReason.NetbootNotObserved]: EventReason.NetbootNotObserved,
+};
+
+/** `status.discovery` as engine bookkeeping (older objects have only a deadline: power-on = deadline - timeout). */
+function bookOf(d: Discovery, timeoutMs: number): AttemptBook {
+  const legacyOn =
+    d.deadline && !d.poweredOnAt ? new Date(Date.parse(d.deadline) - timeoutMs).toISOString() : undefined;
+  return { ...d, ...(legacyOn ? { poweredOnAt: legacyOn } : {}) };
+}
+
+/** Engine bookkeeping as `status.discovery` (no series, no history). */
+function discoveryOf(b: AttemptBook): Discovery {
+  const keys = [
+    'attempt',
+    'attemptStartedAt',
+    'poweredOnAt',
+    'netbootDeadline',
+    'deadline',
+    'phase',
+  ] as const;
+  const out: Record<string, unknown> = {};
+  for (const k of keys) if (b[k] !== undefined) out[k] = b[k];
+  return out as Discovery;
+}
+
 function withoutDeadline(d: Discovery): Discovery {
-  const { deadline: _, ...rest } = d;
+  const { deadline: _, netbootDeadline: _n, ...rest } = d;
   return rest;
 }

@@ -3,20 +3,26 @@
  * `status.state` (Pending → Ready | Error) and the `Ready` condition (reason = why not). The claim and
  * Server controllers power a server on only once this says Ready (boot-flow case C05).
  *
- * Checks: `spec.image` resolves through the image catalog; the ignition Secret, when referenced,
- * exists and has key `ignition`; a Butane ignition (`format: fcos`) needs the `butane` tool on PATH
- * (reason `ButaneUnavailable` otherwise), because the boot server converts it when serving.
- * Without `ignitionSecretRef` the SBC is Ready and its message says "no ignition configured" (the boot
- * server then serves the callback-only config, see `callbackOnlyIgnition`).
+ * Checks: `spec.image` resolves through the image catalog or, as an OCI reference, through its
+ * registry (once per attempt, recorded in `status.image` before the state says Ready; see
+ * boot-image-resolution.ts); the ignition Secret, when referenced,
+ * exists, and what the boot server would serve from it (Butane translated, the `/bootstate` hook
+ * merged in) passes the official Ignition validator (src/ignition/); otherwise `Error` with the
+ * translator's or validator's report (`InvalidButane`, `InvalidIgnition`, `IgnitionMissing`,
+ * `IgnitionToolsUnavailable`). Without `ignitionSecretRef` the SBC is Ready and its message says
+ * "no ignition configured" (the boot server then serves the callback-only config, see
+ * `callbackOnlyIgnition`).
  *
  * A hand-made SBC (no `callbackSecretRef`) first gets its callback Secret and token
  * (handmade-boot-configuration.ts); it is evaluated once that is referenced.
  */
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
 import type pino from 'pino';
-import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { SBCImageStatus, ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { BootConfigurationReason, EventReason } from '../api/vocabulary.js';
 import type { SecretObject } from '../bootsignals/boot-target.js';
+import { IgnitionTools } from '../ignition/ignition-tools.js';
+import { IgnitionError, IgnitionRenderer } from '../ignition/served-ignition.js';
+import type { BootImages } from '../oci/boot-images.js';
 import type { KubeClient } from '../runtime/client.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -24,12 +30,15 @@ import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 import { SBC_READY_CONDITION } from './boot-configuration.js';
+import { resolveSbcImage } from './boot-image-resolution.js';
 import { isHandMade, issueCallbackSecret } from './handmade-boot-configuration.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
 /** How often an SBC in Error because of a missing Secret is looked at again, ms (Secrets are not watched). */
 const SECRET_RECHECK_MS = 5_000;
+/** How often an SBC whose OCI image could not be resolved is looked at again, ms. */
+const REGISTRY_RECHECK_MS = 10_000;
 
 export interface ServerBootConfigurationControllerOptions {
   client: KubeClient;
@@ -38,8 +47,12 @@ export interface ServerBootConfigurationControllerOptions {
   events: EventRecorder;
   log: pino.Logger;
   metrics?: RuntimeMetrics;
-  /** Whether Butane ignitions can be converted; default: a `butane` executable on PATH. */
-  butaneAvailable?: () => boolean;
+  /** Butane translation and Ignition validation; default: the `ignition-tools` binary. */
+  ignition?: IgnitionRenderer;
+  /** Whether the boot server merges the `/bootstate` hook into served ignition (default true). */
+  injectBootstateUnit?: boolean;
+  /** OCI image resolution; without it only image catalog names resolve. */
+  images?: BootImages;
   /** Concurrent reconciles (each waits on an API read and a status write). Default 2. */
   workers?: number;
   /** Labels put on callback Secrets issued for hand-made SBCs (the operator's scope labels). */
@@ -51,57 +64,89 @@ interface Verdict {
   reason: string;
   message: string;
   recheck?: boolean;
+  recheckMs?: number;
+  /** The OCI image resolved for this attempt, to record in `status.image`. */
+  image?: SBCImageStatus;
+  /** True when `image` was resolved by this evaluation (not reused from the status). */
+  resolvedNow?: boolean;
 }
 
 export function newServerBootConfigurationController(
   o: ServerBootConfigurationControllerOptions,
 ): Controller {
-  const butane = o.butaneAvailable ?? butaneOnPath;
+  const ignition = o.ignition ?? new IgnitionRenderer(new IgnitionTools());
+  /** Images resolved by this process and perhaps not in the informer yet (uid → image), so a quick
+   *  second reconcile does not ask the registry again. */
+  const recent = new Map<string, SBCImageStatus>();
   const log = o.log.child({ controller: 'serverbootconfiguration' });
 
   async function evaluate(sbc: ServerBootConfiguration): Promise<Verdict> {
-    const image = o.catalog.current().resolve(sbc.spec.image);
-    if (!image.ok) return { state: 'Error', reason: image.reason, message: image.message };
+    const known = recent.get(sbc.metadata.uid ?? '');
+    const fresher =
+      known?.bootAttempt === (sbc.spec.bootAttempt ?? 1) && sbc.status?.image?.digest !== known?.digest;
+    const view = fresher ? { ...sbc, status: { ...sbc.status, image: known } } : sbc;
+    const image = await resolveSbcImage(view, o.catalog.current(), o.images);
+    if (!image.ok) {
+      // A registry answer can change without the SBC changing (a push, an outage ending): look again.
+      return {
+        state: 'Error',
+        reason: image.reason,
+        message: image.message,
+        recheck: image.askedRegistry,
+        recheckMs: REGISTRY_RECHECK_MS,
+      };
+    }
+    if (image.image && image.resolvedNow) {
+      if (recent.size >= 10_000) recent.delete(recent.keys().next().value!);
+      recent.set(sbc.metadata.uid ?? '', image.image);
+    }
+    const ign = await evaluateIgnition(sbc);
+    if (ign) return { ...ign, image: image.image, resolvedNow: image.resolvedNow };
     const ref = sbc.spec.ignitionSecretRef?.name;
-    if (!ref)
-      return {
-        state: 'Ready',
-        reason: 'Ready',
-        message: `image ${image.image.name} resolved; no ignition configured (no ignitionSecretRef): /ignition serves only the /bootstate callback unit`,
-      };
-    const secret = await o.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
-    if (!secret) {
-      return {
-        state: 'Error',
-        reason: 'IgnitionSecretNotFound',
-        message: `ignition Secret ${ref} does not exist`,
-        recheck: true,
-      };
-    }
-    if (!secret.data?.ignition) {
-      return {
-        state: 'Error',
-        reason: 'IgnitionMissing',
-        message: `ignition Secret ${ref} has no key ignition`,
-        recheck: true,
-      };
-    }
-    const format = secret.data.format
-      ? Buffer.from(secret.data.format, 'base64').toString('utf8').trim()
-      : 'ignition';
-    if ((format === 'fcos' || format === 'butane') && !butane()) {
-      return {
-        state: 'Error',
-        reason: 'ButaneUnavailable',
-        message: `ignition Secret ${ref} is Butane (format ${format}) but no butane executable is on PATH to convert it`,
-        recheck: true,
-      };
-    }
+    const digest = image.image ? ` (${image.image.digest})` : '';
     return {
       state: 'Ready',
       reason: 'Ready',
-      message: `image ${image.image.name} resolved; ignition ${ref} (${format})`,
+      message: `image ${image.name}${digest} resolved; ${ref ? `ignition ${ref} valid` : 'no ignition configured (no ignitionSecretRef): /ignition serves only the /bootstate callback unit'}`,
+      image: image.image,
+      resolvedNow: image.resolvedNow,
     };
+  }
+
+  /**
+   * Renders the ignition the boot server would serve (with a stand-in token: validity does not
+   * depend on its value) and validates it; an Error verdict, or undefined when it is valid.
+   */
+  async function evaluateIgnition(sbc: ServerBootConfiguration): Promise<Verdict | undefined> {
+    const ref = sbc.spec.ignitionSecretRef?.name;
+    let secret: SecretObject | undefined;
+    if (ref) {
+      secret = await o.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
+      if (!secret) {
+        return {
+          state: 'Error',
+          reason: BootConfigurationReason.IgnitionSecretNotFound,
+          message: `ignition Secret ${ref} does not exist`,
+          recheck: true,
+        };
+      }
+    }
+    const hook = {
+      registryUrl: 'http://registry.invalid',
+      uuid: '00000000-0000-0000-0000-000000000000',
+      token: 'x'.repeat(43),
+      attempt: sbc.spec.bootAttempt ?? 1,
+    };
+    try {
+      const key = `${sbc.metadata.namespace}/${ref}@${secret?.metadata.resourceVersion}`;
+      const stored = await ignition.stored(ref ? (secret?.data ?? {}) : undefined, key, ref);
+      await ignition.render(stored, (o.injectBootstateUnit ?? true) ? hook : undefined);
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof IgnitionError)) throw err;
+      // Secrets are not watched: look again, an edit may fix it.
+      return { state: 'Error', reason: err.reason, message: err.message, recheck: true };
+    }
   }
 
   async function reconcile(req: Request): Promise<Result | undefined> {
@@ -118,6 +163,7 @@ export function newServerBootConfigurationController(
       name: sbc.metadata.name,
       server: sbc.spec.serverRef?.name,
     });
+    if (v.image && v.resolvedNow) await recordImage(sbc, v.image, l);
     // Condition first: whoever sees the state also finds its reason.
     await applyOwnedCondition(o.client, Resources.ServerBootConfiguration, sbc, {
       type: SBC_READY_CONDITION,
@@ -141,7 +187,41 @@ export function newServerBootConfigurationController(
         v.message,
       );
     }
-    return v.recheck ? { requeueAfterMs: SECRET_RECHECK_MS } : undefined;
+    return v.recheck ? { requeueAfterMs: v.recheckMs ?? SECRET_RECHECK_MS } : undefined;
+  }
+
+  /** Writes `status.image` (before the Ready condition, so a Ready SBC names its digests). */
+  async function recordImage(
+    sbc: ServerBootConfiguration,
+    image: SBCImageStatus,
+    l: pino.Logger,
+  ): Promise<void> {
+    const cleared = {
+      manifest: null,
+      kernel: null,
+      initrd: null,
+      squashfs: null,
+      uki: null,
+      commandLine: null,
+      pullSecret: null,
+    };
+    await o.client.mergePatch(
+      Resources.ServerBootConfiguration,
+      sbc.metadata.name ?? '',
+      sbc.metadata.namespace,
+      { status: { image: { ...cleared, ...image } } },
+      { subresource: 'status' },
+    );
+    l.info(
+      { image: image.reference, digest: image.digest, attempt: image.bootAttempt },
+      'image resolved for the attempt',
+    );
+    o.events.event(
+      { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
+      'Normal',
+      EventReason.ImageResolved,
+      `attempt ${image.bootAttempt}: ${image.reference} resolved to ${image.digest}`,
+    );
   }
 
   const c = new Controller('serverbootconfiguration', {
@@ -156,18 +236,4 @@ export function newServerBootConfigurationController(
       c.enqueue({ name: s.metadata.name ?? '', namespace: s.metadata.namespace });
   });
   return c;
-}
-
-/** True when an executable `butane` is on PATH. */
-export function butaneOnPath(): boolean {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (!dir) continue;
-    try {
-      accessSync(join(dir, 'butane'), constants.X_OK);
-      return true;
-    } catch {
-      // not in this directory
-    }
-  }
-  return false;
 }

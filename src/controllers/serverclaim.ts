@@ -29,7 +29,6 @@
  * Deleting a claim powers the Server off, deletes the SBC and its Secret, and clears the Server's
  * references; the Server controller then makes it Available.
  */
-
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
 import { type BootMethod, httpBootFileUrl } from '../api/v1alpha1/boot-method.js';
@@ -44,8 +43,12 @@ import {
   ConditionType,
   EventReason,
   HTTP_BOOT_SIGNALS,
+  isCompletionSignal,
+  NETBOOT_SIGNALS,
   OS_BOOT_SIGNALS,
+  ReleaseReason,
 } from '../api/vocabulary.js';
+import type { PowerState } from '../bmc/bmc.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { type Condition, findCondition, setCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
@@ -53,13 +56,35 @@ import type { EventRecorder } from '../runtime/events.js';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../runtime/finalizers.js';
 import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
+import { isControlledBy } from '../runtime/ownerrefs.js';
 import { Resources } from '../runtime/resource.js';
-import { classifyBmcFailure } from './bmc-connections.js';
-import { attemptSignals, type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
+import {
+  AttemptPhase,
+  type AttemptSettings,
+  attemptsUsed,
+  type Carried,
+  carryOut,
+  decide,
+  needsPowerRead,
+  type Outcome,
+  type SeriesDecision,
+  type SeriesFacts,
+  type Step,
+  seriesDecision,
+  type Wording,
+} from './boot-attempt/index.js';
+import {
+  ATTEMPT_KEY_ANNOTATION,
+  attemptSignals,
+  type BootConfigurations,
+  bootConfigurationReadiness,
+  NOT_EVALUATED,
+  type Readiness,
+} from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import type { NetbootVia, PowerActions } from './power.js';
+import type { NetbootVia, PowerActions, PowerProgress } from './power.js';
 import { candidates, ineligibility, selectionRefusal } from './server-selection.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
@@ -74,10 +99,12 @@ export const serverByClaimIndexer = (s: Server): string[] => {
   return r ? [`${r.namespace}/${r.name}`] : [];
 };
 
-/** Every signal the boot server and registry set during an OS boot (for the per-signal metrics). */
-/** The signals an OS boot of `sbc` produces: its network boot step depends on the boot method. */
-const osSignals = (sbc: ServerBootConfiguration) =>
-  sbc.spec.bootMethod === 'HTTPBoot' ? HTTP_BOOT_SIGNALS : OS_BOOT_SIGNALS;
+/** Claim conditions this controller owns; each write re-stamps them with the claim's generation. */
+const OWN_CONDITIONS = new Set<string>([
+  ConditionType.Bound,
+  ConditionType.BootConfigurationReady,
+  ConditionType.Booted,
+]);
 /** How often an unbound claim looks again even without a Server event, ms. */
 const UNBOUND_RECHECK_MS = 30_000;
 
@@ -101,62 +128,121 @@ export interface ServerClaimControllerOptions {
 }
 
 /** The effective boot settings of a claim: its own, or the manager's defaults. */
-export interface ClaimBootSettings {
+export interface ClaimBootSettings extends AttemptSettings {
   policy: BootPolicy;
   method: BootMethod;
   completion: string[];
-  timeoutMs: number;
-  maxAttempts: number;
+}
+
+/** Per-attempt durations are kept within what the CRD allows (objects stored before its bounds). */
+const MIN_ATTEMPT_MS = 1_000;
+const MAX_ATTEMPT_MS = 24 * 3_600_000;
+
+function durationOr(text: string | undefined, fallback: number): number {
+  if (!text) return fallback;
+  try {
+    return Math.min(MAX_ATTEMPT_MS, Math.max(MIN_ATTEMPT_MS, parseDuration(text)));
+  } catch {
+    return fallback; // the CRD validates the pattern; an unparsable value falls back to the default
+  }
 }
 
 export function claimBootSettings(claim: ServerClaim, cfg: ControllerConfig): ClaimBootSettings {
   const bc = claim.spec.bootCompletion;
-  let timeoutMs = cfg.bootTimeoutMs;
-  if (bc?.timeout) {
-    try {
-      timeoutMs = parseDuration(bc.timeout);
-    } catch {
-      // The CRD validates the pattern; an unparsable value falls back to the default.
-    }
-  }
+  const own = bc?.conditions?.filter(isCompletionSignal) ?? [];
   return {
     policy: claim.spec.bootPolicy ?? cfg.defaultBootPolicy,
     method: claim.spec.bootMethod ?? cfg.defaultBootMethod,
-    completion: bc?.conditions?.length ? [...bc.conditions] : [...cfg.bootCompletionConditions],
-    timeoutMs,
+    completion: own.length ? own : [...cfg.bootCompletionConditions],
+    timeoutMs: durationOr(bc?.timeout, cfg.bootTimeoutMs),
+    netbootTimeoutMs: durationOr(bc?.netbootTimeout, cfg.netbootTimeoutMs),
     maxAttempts: bc?.maxAttempts ?? cfg.bootMaxAttempts,
   };
 }
 
-export function newServerClaimController(o: ServerClaimControllerOptions): Controller {
-  const cfg = o.config;
-  const baseLog = o.log.child({ controller: 'serverclaim' });
-  const eventObject = (c: ServerClaim) => ({
-    ...c,
-    apiVersion: 'metal.ironcore.dev/v1alpha1',
-    kind: 'ServerClaim',
-  });
+/** How claim messages name an attempt: `attempt 2/3`, or `attempt 5 (2/3 of series 2)` in later series. */
+export const claimWording: Wording = {
+  attempt: (b, max) =>
+    (b.firstAttempt ?? 1) === 1
+      ? `attempt ${b.attempt}/${max}`
+      : `attempt ${b.attempt} (${attemptsUsed(b)}/${max} of series ${b.series ?? 1})`,
+  timeoutPrefix: '',
+  signalOrder: OS_BOOT_SIGNALS,
+};
+
+/** The claim wording of an attempt of `sbc`: its signal order depends on the boot method. */
+function claimWordingOf(sbc: ServerBootConfiguration | undefined): Wording {
+  return sbc?.spec.bootMethod === 'HTTPBoot'
+    ? { ...claimWording, signalOrder: HTTP_BOOT_SIGNALS }
+    : claimWording;
+}
+
+const PENDING: Readiness = {
+  ready: false,
+  reason: BootConfigurationReason.Pending,
+  message: 'the boot configuration has not been created yet',
+};
+
+const eventObject = (c: ServerClaim) => ({
+  ...c,
+  apiVersion: 'metal.ironcore.dev/v1alpha1',
+  kind: 'ServerClaim',
+});
+
+interface AttemptContext {
+  claim: ServerClaim;
+  server: Server;
+  sbc: ServerBootConfiguration | undefined;
+  book: Boot;
+  s: ClaimBootSettings;
+  readiness: Readiness;
+  base: CondInput[];
+  observed?: PowerState;
+  log: pino.Logger;
+}
+
+/** The claim controller's reconciler: one method per concern, none of them long. */
+class ServerClaimReconciler {
+  private readonly cfg: ControllerConfig;
+  private readonly baseLog: pino.Logger;
+  /** How long a deleted claim waits for its Server to be observed Off before saying so loudly, ms. */
+  private readonly releaseTimeoutMs: number;
   /**
    * Claims bound in this process whose binding the Server cache may not show yet (claim key → Server
    * name). Without it, a reconcile running before the cache caught up could bind a second Server.
    */
-  const recentBinds = new Map<string, string>();
+  private readonly recentBinds = new Map<string, string>();
+
+  constructor(private readonly o: ServerClaimControllerOptions) {
+    this.cfg = o.config;
+    this.baseLog = o.log.child({ controller: 'serverclaim' });
+    this.releaseTimeoutMs = Math.max(o.config.powerActionResendMs * 2, 60_000);
+  }
 
   /**
    * Writes status changes (boot replaced as a whole, conditions set by type, phase) guarded by the
    * claim's resourceVersion; returns the stored claim, or `claim` itself when nothing changed.
    */
-  async function save(
+  private async save(
     claim: ServerClaim,
     changes: { boot?: Boot | null; phase?: string; conditions?: CondInput[] },
   ): Promise<ServerClaim> {
     const now = new Date();
+    const generation = claim.metadata.generation ?? 0;
     let conditions = claim.status?.conditions ?? [];
     let changed = false;
-    for (const c of changes.conditions ?? []) {
+    const given = new Set((changes.conditions ?? []).map((c) => c.type));
+    // Every condition this reconcile evaluated carries its generation (`kubectl wait` after an edit).
+    const restamp = conditions.filter(
+      (c) => OWN_CONDITIONS.has(c.type) && !given.has(c.type) && (c.observedGeneration ?? 0) < generation,
+    );
+    for (const c of [
+      ...(changes.conditions ?? []),
+      ...restamp.map((c) => ({ ...c, observedGeneration: generation })),
+    ]) {
       const r = setCondition(
         conditions,
-        { ...c, observedGeneration: c.observedGeneration ?? claim.metadata.generation ?? 0 },
+        { ...c, observedGeneration: c.observedGeneration ?? generation },
         now,
       );
       conditions = r.conditions;
@@ -169,7 +255,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       status.boot = changes.boot === null ? null : bootPatch(changes.boot);
     }
     if (Object.keys(status).length === 0) return claim;
-    return o.client.mergePatch<ServerClaim>(
+    return this.o.client.mergePatch<ServerClaim>(
       Resources.ServerClaim,
       claim.metadata.name ?? '',
       claim.metadata.namespace,
@@ -179,41 +265,51 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
   }
 
   /** The Server bound to `claim`: from the index, or — right after binding, before the cache caught up — read fresh. */
-  async function boundServer(claim: ServerClaim): Promise<Server | undefined> {
+  private async boundServer(claim: ServerClaim): Promise<Server | undefined> {
     const key = `${claim.metadata.namespace}/${claim.metadata.name}`;
-    const [indexed] = o.servers.byIndex(SERVER_BY_CLAIM_INDEX, key);
+    const [indexed] = this.o.servers.byIndex(SERVER_BY_CLAIM_INDEX, key);
     if (indexed) {
-      recentBinds.delete(key);
+      this.recentBinds.delete(key);
       return indexed;
     }
-    const ref = recentBinds.get(key) ?? claim.spec.serverRef?.name;
+    const ref = this.recentBinds.get(key) ?? claim.spec.serverRef?.name;
     if (!ref) return undefined;
-    const fresh = await o.client.get<Server>(Resources.Server, ref);
+    const fresh = await this.o.client.get<Server>(Resources.Server, ref);
     const r = fresh?.spec.serverClaimRef;
     if (r && `${r.namespace}/${r.name}` === key) return fresh;
-    recentBinds.delete(key);
+    this.recentBinds.delete(key);
     return undefined;
   }
 
-  async function bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
-    const refused = selectionRefusal(claim, cfg.requireServerSelection);
+  private async bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
+    const refused = selectionRefusal(claim, this.cfg.requireServerSelection);
     if (refused) {
-      await save(claim, {
+      await this.save(claim, {
         phase: 'Unbound',
         conditions: [{ type: BOUND_CONDITION, status: 'False', ...refused }],
       });
       return undefined;
     }
-    const list = candidates(claim, o.servers.list());
+    const list = candidates(claim, this.o.servers.list());
     for (const s of list) {
       try {
-        const bound = await o.client.mergePatch<Server>(Resources.Server, s.metadata.name ?? '', undefined, {
-          metadata: { resourceVersion: s.metadata.resourceVersion },
-          spec: { serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace } },
-        });
-        recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
+        const bound = await this.o.client.mergePatch<Server>(
+          Resources.Server,
+          s.metadata.name ?? '',
+          undefined,
+          {
+            metadata: { resourceVersion: s.metadata.resourceVersion },
+            spec: { serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace } },
+          },
+        );
+        this.recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
         log.info({ server: s.metadata.name, systemUUID: s.spec.systemUUID }, 'bound');
-        o.events.event(eventObject(claim), 'Normal', EventReason.Bound, `bound Server ${s.metadata.name}`);
+        this.o.events.event(
+          eventObject(claim),
+          'Normal',
+          EventReason.Bound,
+          `bound Server ${s.metadata.name}`,
+        );
         return bound;
       } catch (err) {
         // 409: someone else bound it first (or it changed); 422: the CRD refused a second claim reference.
@@ -225,7 +321,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     let reason: string = BoundReason.NoServerAvailable;
     let message = `no Available Server matches (${list.length} candidate(s) were taken meanwhile)`;
     if (want) {
-      const s = o.servers.get(want);
+      const s = this.o.servers.get(want);
       reason = s ? BoundReason.ServerNotAvailable : BoundReason.ServerNotFound;
       message = s
         ? `Server ${want} is ${ineligibility(claim, s) ?? 'taken'}`
@@ -233,54 +329,80 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     } else if (list.length === 0) {
       message = 'no Available Server matches the selector, is unclaimed and tolerated';
     }
-    await save(claim, {
+    await this.save(claim, {
       phase: 'Unbound',
       conditions: [{ type: BOUND_CONDITION, status: 'False', reason, message }],
     });
     return undefined;
   }
 
-  async function finalize(claim: ServerClaim, log: pino.Logger): Promise<Result | undefined> {
+  /**
+   * Deletion: the Server is released only once the BMC reports it Off, so the next tenant never gets
+   * a machine the previous OS still runs on. While it waits, the claim's `Released` condition says why.
+   */
+  private async finalize(claim: ServerClaim, log: pino.Logger): Promise<Result | undefined> {
     if (!hasFinalizer(claim, CLAIM_FINALIZER)) return undefined;
-    const server = await boundServer(claim);
+    const server = await this.boundServer(claim);
     if (server) {
-      const p = await o.power.ensure(server, 'Off');
-      if (p.state === undefined)
-        log.warn(
-          { pending: p.pending },
-          'could not power the server off; the Server controller keeps trying',
-        );
+      const p = await this.o.power.ensure(server, 'Off');
+      if (!p.reached) return this.waitForOff(claim, server, p, log);
       const ref = server.spec.bootConfigurationRef;
       const mine = ref?.name === claim.metadata.name && ref?.namespace === claim.metadata.namespace;
-      await o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+      await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
         spec: { serverClaimRef: null, power: null, ...(mine ? { bootConfigurationRef: null } : {}) },
       });
       log.info({ server: server.metadata.name }, 'released');
-      o.events.event(
+      this.o.events.event(
         eventObject(claim),
         'Normal',
         EventReason.Released,
         `Server ${server.metadata.name} released`,
       );
     }
-    await o.bootConfigs.delete(claim.metadata.name ?? '', claim.metadata.namespace ?? '');
-    await removeFinalizer(o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
+    await this.o.bootConfigs.delete(claim.metadata.name ?? '', claim.metadata.namespace ?? '');
+    await removeFinalizer(this.o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
     return undefined;
   }
 
-  async function reconcile(req: Request): Promise<Result | undefined> {
-    let claim = o.claims.get(req.name, req.namespace);
-    if (!claim) return undefined;
-    let log = baseLog.child({ namespace: req.namespace, name: req.name });
-    if (claim.metadata.deletionTimestamp) return finalize(claim, log);
-    claim = await addFinalizer(o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
+  private async waitForOff(
+    claim: ServerClaim,
+    server: Server,
+    p: PowerProgress,
+    log: pino.Logger,
+  ): Promise<Result> {
+    const waited = Date.now() - Date.parse(claim.metadata.deletionTimestamp ?? '');
+    const late = Number.isFinite(waited) && waited > this.releaseTimeoutMs;
+    const reason = late ? ReleaseReason.PowerOffTimedOut : ReleaseReason.WaitingForPowerOff;
+    const message = `Server ${server.metadata.name} is released once the BMC reports it Off (${p.pending ?? `PowerState ${p.state}`})${late ? `; still not Off after ${formatDuration(waited)}` : ''}`;
+    const prior = findCondition(claim.status?.conditions, ConditionType.Released);
+    await this.save(claim, {
+      conditions: [{ type: ConditionType.Released, status: 'False', reason, message }],
+    });
+    if (prior?.reason !== reason) {
+      log.warn({ pending: p.pending }, 'waiting for power off before releasing the server');
+      this.o.events.event(
+        eventObject(claim),
+        late ? 'Warning' : 'Normal',
+        EventReason.WaitingForPowerOff,
+        message,
+      );
+    }
+    return { requeueAfterMs: p.requeueAfterMs ?? 5_000 };
+  }
 
-    const server = (await boundServer(claim)) ?? (await bind(claim, log));
+  async reconcile(req: Request): Promise<Result | undefined> {
+    let claim = this.o.claims.get(req.name, req.namespace);
+    if (!claim) return undefined;
+    let log = this.baseLog.child({ namespace: req.namespace, name: req.name });
+    if (claim.metadata.deletionTimestamp) return this.finalize(claim, log);
+    claim = await addFinalizer(this.o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
+
+    const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
     const serverName = server.metadata.name ?? '';
     log = log.child({ server: serverName, systemUUID: server.spec.systemUUID });
     if (!claim.spec.serverRef?.name) {
-      claim = await o.client.mergePatch<ServerClaim>(Resources.ServerClaim, req.name, req.namespace, {
+      claim = await this.o.client.mergePatch<ServerClaim>(Resources.ServerClaim, req.name, req.namespace, {
         spec: { serverRef: { name: serverName } },
       });
     }
@@ -292,376 +414,316 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
     };
     if (server.status?.state !== 'Reserved') {
       // The Server controller marks it Reserved first; only then may this controller drive its power.
-      await save(claim, { phase: 'Bound', conditions: [bound] });
+      await this.save(claim, { phase: 'Bound', conditions: [bound] });
       return undefined;
     }
-    return provision(claim, server, bound, log);
+    return this.provision(claim, server, bound, log);
+  }
+
+  /** One PowerState read for the series decision; `undefined` when the BMC cannot be read now. */
+  private async readPower(server: Server): Promise<PowerState | undefined> {
+    try {
+      return await this.o.power.observe(server);
+    } catch {
+      return undefined; // the power action of the step reports BMC trouble
+    }
+  }
+
+  /** The stored facts of a claim the series decision reads (see boot-attempt/series.ts). */
+  private claimFacts(claim: ServerClaim, s: ClaimBootSettings): Omit<SeriesFacts, 'power' | 'now'> {
+    const name = claim.metadata.name ?? '';
+    const existing = this.o.sbcs.get(name, claim.metadata.namespace);
+    const bootedCond = findCondition(claim.status?.conditions, BOOTED_CONDITION);
+    const book = claim.status?.boot;
+    const own = existing && isControlledBy(existing, claim) ? existing : undefined;
+    return {
+      book,
+      wantOff: claim.spec.power === 'Off',
+      retryAsked: claim.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY,
+      exhausted:
+        book?.phase === AttemptPhase.Exhausted || bootedCond?.reason === BootedReason.AttemptsExhausted,
+      claimChanged: (claim.metadata.generation ?? 0) > (bootedCond?.observedGeneration ?? 0),
+      configChanged:
+        !!existing &&
+        (existing.spec.image !== claim.spec.image ||
+          (existing.spec.ignitionSecretRef?.name || undefined) !==
+            (claim.spec.ignitionSecretRef?.name || undefined) ||
+          existing.spec.bootPolicy !== s.policy),
+      policy: s.policy,
+      sbc: own
+        ? {
+            attempt: own.spec.bootAttempt ?? 1,
+            completed: attemptSignals(own, s.completion).missing.length === 0,
+          }
+        : undefined,
+      timeoutMs: s.timeoutMs,
+    };
   }
 
   /**
-   * Whether the BMC reports the system Off. A NetBootAlways claim that finds its booted server off
-   * (powered off and on again faster than a reconcile, or by hand) boots the image again.
+   * Provisioning of a Reserved Server: series decision, the SBC of the current attempt, then the
+   * engine's step, carried out with one status write (see boot-attempt/).
    */
-  async function foundOff(server: Server): Promise<boolean> {
-    try {
-      return (await o.power.observe(server)) === 'Off';
-    } catch {
-      return false; // unknown: the power-on path below reports BMC trouble
-    }
-  }
-
-  async function provision(
+  private async provision(
     claim: ServerClaim,
     server: Server,
     bound: CondInput,
     log: pino.Logger,
   ): Promise<Result | undefined> {
-    const s = claimBootSettings(claim, cfg);
-    const serverName = server.metadata.name ?? '';
-    const name = claim.metadata.name ?? '';
-    const namespace = claim.metadata.namespace ?? '';
-    const generation = claim.metadata.generation ?? 0;
-    const powerOff = claim.spec.power === 'Off';
-    let boot = claim.status?.boot;
-    const bootedCond = findCondition(claim.status?.conditions, BOOTED_CONDITION);
-    let booted = bootedCond?.status === 'True' && !!boot?.completedAt;
-    let exhausted = bootedCond?.reason === BootedReason.AttemptsExhausted;
-    const retryAsked = claim.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY;
-    const existing = o.sbcs.get(name, namespace);
-    const drift =
-      !!existing &&
-      (existing.spec.image !== claim.spec.image ||
-        (existing.spec.ignitionSecretRef?.name || undefined) !==
-          (claim.spec.ignitionSecretRef?.name || undefined) ||
-        existing.spec.bootPolicy !== s.policy);
+    if (claim.spec.power !== 'On' && claim.spec.power !== 'Off') {
+      const message = `spec.power must be On or Off, not ${JSON.stringify(claim.spec.power)}; nothing is powered`;
+      const invalid: CondInput = {
+        type: BOOTED_CONDITION,
+        status: 'False',
+        reason: BootedReason.InvalidPower,
+        message,
+      };
+      await this.save(claim, { phase: 'Bound', conditions: [bound, invalid] });
+      return undefined;
+    }
+    const s = claimBootSettings(claim, this.cfg);
+    const facts = this.claimFacts(claim, s);
+    const observed = needsPowerRead(facts) ? await this.readPower(server) : undefined;
+    const decision = seriesDecision({ ...facts, power: observed, now: Date.now() });
+    if (decision.kind !== 'continue')
+      return this.beginSeries({ claim, server, bound, decision, facts, s, log });
+    if (facts.retryAsked) claim = await this.consumeRetry(claim);
+    let book: Boot = facts.book ?? { attempt: 0, phase: AttemptPhase.PoweredOff }; // Off before any boot
+    const sbc = await this.syncConfiguration(claim, server, book, s);
+    if (sbc && book.attempt > 0 && book.attempt !== (sbc.spec.bootAttempt ?? 1))
+      book = { ...book, attempt: sbc.spec.bootAttempt ?? 1 }; // one numbering: the SBC's
+    const readiness = sbc ? bootConfigurationReadiness(sbc) : PENDING;
+    const configReady: CondInput = {
+      type: BOOT_CONFIGURATION_READY_CONDITION,
+      status: readiness.ready ? 'True' : 'False',
+      reason: readiness.reason,
+      message: readiness.message,
+    };
+    const base = [bound, configReady];
+    return this.runAttempt({ claim, server, sbc, book, s, readiness, base, observed, log });
+  }
 
-    // 1. Does a fresh series of attempts begin?
-    let seriesNote = '';
-    if (!powerOff) {
-      const why = !boot
-        ? 'first boot'
-        : boot.attempt === 0
-          ? 'power on'
-          : retryAsked
-            ? 'retry requested'
-            : exhausted && generation > (bootedCond?.observedGeneration ?? 0)
-              ? 'claim changed'
-              : drift
-                ? 'boot configuration changed'
-                : booted && s.policy === 'NetBootAlways' && (!boot.poweredOnAt || (await foundOff(server)))
-                  ? 'power on (NetBootAlways)'
-                  : undefined;
-      if (why) {
-        const series = (boot?.series ?? 0) + 1;
-        boot = { series, attempt: 1, attemptStartedAt: new Date().toISOString() };
-        seriesNote = why;
-        booted = false;
-        exhausted = false;
-        claim = await save(claim, {
-          boot,
-          conditions: [
-            {
+  /**
+   * Commit point "series": a new series (or an adoption) is stored before anything acts on it, guarded
+   * by the claim's resourceVersion, so a reconcile on a stale cache can never start it twice; the
+   * write brings the next reconcile, which syncs the SBC for the new attempt.
+   */
+  private async beginSeries(x: {
+    claim: ServerClaim;
+    server: Server;
+    bound: CondInput;
+    decision: Exclude<SeriesDecision, { kind: 'continue' }>;
+    facts: Omit<SeriesFacts, 'power' | 'now'>;
+    s: ClaimBootSettings;
+    log: pino.Logger;
+  }): Promise<Result | undefined> {
+    const { decision, s, log } = x;
+    let claim = x.claim;
+    const book = decision.book;
+    const text = claimWording.attempt(book, s.maxAttempts);
+    const booted: CondInput =
+      decision.kind === 'adopt'
+        ? decision.booted
+          ? {
+              type: BOOTED_CONDITION,
+              status: 'True',
+              reason: BootedReason.Adopted,
+              message: `found the server On with attempt ${book.attempt} completed; adopted without a new boot`,
+            }
+          : {
               type: BOOTED_CONDITION,
               status: 'False',
               reason: BootedReason.Booting,
-              message: `attempt 1/${s.maxAttempts} (${why}): preparing`,
-            },
-          ],
-        });
-        o.bootMetrics.attempts.inc({ flow: 'claim' });
-        log.info({ series, reason: why }, 'boot series started');
-        o.events.event(
-          eventObject(claim),
-          'Normal',
-          EventReason.BootSeriesStarted,
-          `series ${series} (${why}): attempt 1/${s.maxAttempts}`,
-        );
-      }
+              message: `${text}: found running (server On) without bookkeeping; adopted, waiting for ${s.completion.join(', ')} until ${book.deadline}`,
+            }
+        : {
+            type: BOOTED_CONDITION,
+            status: 'False',
+            reason: BootedReason.Booting,
+            // The words the next reconcile uses while the new attempt's SBC is evaluated: no second write.
+            message: `${text}: waiting for the boot configuration (${NOT_EVALUATED.reason}: ${NOT_EVALUATED.message})`,
+          };
+    const configReady: CondInput = {
+      type: BOOT_CONFIGURATION_READY_CONDITION,
+      status: 'False',
+      reason: NOT_EVALUATED.reason,
+      message: NOT_EVALUATED.message,
+    };
+    const conditions = decision.kind === 'start' ? [x.bound, configReady, booted] : [x.bound, booted];
+    claim = await this.save(claim, { boot: book, phase: 'Bound', conditions });
+    if (x.facts.retryAsked) claim = await this.consumeRetry(claim);
+    if (decision.kind === 'adopt') {
+      this.announceAdoption(claim, book, decision.booted, log);
+      return undefined;
     }
-    if (retryAsked) {
-      claim = await o.client.mergePatch<ServerClaim>(Resources.ServerClaim, name, namespace, {
-        metadata: { annotations: { [OPERATION_ANNOTATION]: null } },
-      });
-      if (powerOff && boot && !booted) boot = { series: boot.series, attempt: 0 };
-    }
+    this.announceSeries(claim, book, decision.why, s, log);
+    // The stored series is the guard: its first attempt begins on the SBC now.
+    const sbc = await this.syncConfiguration(claim, x.server, book, s);
+    if (s.policy === 'NetBootOnce' && sbc)
+      await this.o.bootConfigs.setBootCompleted(sbc, false, `series ${book.series} provisioning`);
+    return undefined;
+  }
 
-    // 2. The boot configuration of the current attempt, and the Server pointing at it.
-    const attemptKey = `s${boot?.series ?? 0}a${boot?.attempt ?? 0}`;
-    const sbc = await o.bootConfigs.sync({
+  /** Removes the retry operation annotation (it was acted on). */
+  private consumeRetry(claim: ServerClaim): Promise<ServerClaim> {
+    return this.o.client.mergePatch<ServerClaim>(
+      Resources.ServerClaim,
+      claim.metadata.name ?? '',
+      claim.metadata.namespace,
+      {
+        metadata: { annotations: { [OPERATION_ANNOTATION]: null } },
+      },
+    );
+  }
+
+  /** The SBC of the book's attempt, and the Server pointing at it; none while Off before any boot. */
+  private async syncConfiguration(
+    claim: ServerClaim,
+    server: Server,
+    book: Boot,
+    s: ClaimBootSettings,
+  ): Promise<ServerBootConfiguration> {
+    const name = claim.metadata.name ?? '';
+    const namespace = claim.metadata.namespace ?? '';
+    const ref = server.spec.bootConfigurationRef;
+    if (ref?.name !== name || ref.namespace !== namespace || server.spec.power !== claim.spec.power) {
+      await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+        spec: { bootConfigurationRef: { name, namespace }, power: claim.spec.power },
+      });
+    }
+    const existing = this.o.sbcs.get(name, namespace);
+    // The SBC's own key while it already is this attempt: adopting never starts an attempt.
+    const sameAttempt = existing && (existing.spec.bootAttempt ?? 1) === book.attempt;
+    return this.o.bootConfigs.sync({
       name,
       namespace,
       owner: { obj: claim, rt: Resources.ServerClaim },
-      serverName,
+      serverName: server.metadata.name ?? '',
       image: claim.spec.image,
       ignitionSecretName: claim.spec.ignitionSecretRef?.name,
       bootPolicy: s.policy,
       bootMethod: s.method,
-      attemptKey,
-      labels: cfg.scopeLabels,
+      attemptKey:
+        (sameAttempt && existing.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION]) || `a${book.attempt}`,
+      bootAttempt: book.attempt,
+      labels: this.cfg.scopeLabels,
     });
-    if (seriesNote && s.policy === 'NetBootOnce')
-      await o.bootConfigs.setBootCompleted(sbc, false, `series ${boot?.series} provisioning`);
-    const ref = server.spec.bootConfigurationRef;
-    if (ref?.name !== name || ref.namespace !== namespace || server.spec.power !== claim.spec.power) {
-      await o.client.mergePatch(Resources.Server, serverName, undefined, {
-        spec: { bootConfigurationRef: { name, namespace }, power: claim.spec.power },
-      });
-    }
-    const readiness = bootConfigurationReadiness(sbc);
-    const configReady: CondInput = readiness.ready
-      ? {
-          type: BOOT_CONFIGURATION_READY_CONDITION,
-          status: 'True',
-          reason: BootConfigurationReason.Ready,
-          message: readiness.message,
-        }
-      : {
-          type: BOOT_CONFIGURATION_READY_CONDITION,
-          status: 'False',
-          reason: readiness.reason,
-          message: readiness.message,
-        };
-    const base = [bound, configReady];
-    const phase = 'Bound';
-    const attemptText = `attempt ${boot?.attempt ?? 0}/${s.maxAttempts}`;
-    const bootingReason =
-      bootedCond?.reason === BootedReason.TimedOut && !seriesNote
-        ? BootedReason.TimedOut
-        : BootedReason.Booting;
-    /** Booted=False for the attempt in progress; a TimedOut reason stays until the next outcome (C07). */
-    const booting = (message: string): CondInput => ({
-      type: BOOTED_CONDITION,
-      status: 'False',
-      reason: bootingReason,
-      message:
-        bootingReason === BootedReason.TimedOut
-          ? `${timedOutPrefix(bootedCond?.message)}${message}`
-          : message,
-    });
-
-    // 3. Power off.
-    if (powerOff) {
-      const p = await o.power.ensure(server, 'Off');
-      const next: Boot | undefined = !boot
-        ? undefined
-        : booted
-          ? withoutKeys(boot, ['poweredOnAt', 'deadline'])
-          : { series: boot.series, attempt: 0 };
-      const conds = booted
-        ? base
-        : [
-            ...base,
-            {
-              type: BOOTED_CONDITION,
-              status: 'False' as const,
-              reason: BootedReason.Booting,
-              message: 'power is Off; a new series of attempts begins at power On',
-            },
-          ];
-      await save(claim, { boot: next ?? null, phase, conditions: conds });
-      return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
-    }
-    if (!boot) return undefined; // unreachable: a series began above
-
-    // 4. Booted: keep it on; NetBootOnce boots from disk (no override).
-    if (booted) {
-      if (s.policy === 'NetBootOnce')
-        await o.bootConfigs.setBootCompleted(sbc, true, `claim booted in attempt ${boot.attempt}`);
-      const p = await o.power.ensure(server, 'On');
-      const next = p.reached && !boot.poweredOnAt ? { ...boot, poweredOnAt: new Date().toISOString() } : boot;
-      await save(claim, { boot: next, phase, conditions: base });
-      return p.reached ? { requeueAfterMs: cfg.serverResyncMs } : { requeueAfterMs: p.requeueAfterMs };
-    }
-
-    // 5. Exhausted: no power actions until the claim changes or a retry is asked for.
-    if (exhausted) {
-      await save(claim, { phase, conditions: base });
-      return undefined;
-    }
-
-    // 6. Not Ready: never power on (C05).
-    if (!readiness.ready) {
-      await save(claim, {
-        phase,
-        conditions: [
-          ...base,
-          booting(
-            `${attemptText}: waiting for the boot configuration (${readiness.reason}: ${readiness.message})`,
-          ),
-        ],
-      });
-      return undefined; // the SBC's next change brings us back
-    }
-
-    // 7. Power on for the attempt: intent first, then override + On / power cycle.
-    if (!boot.poweredOnAt) {
-      let observed: Awaited<ReturnType<PowerActions['observe']>>;
-      try {
-        observed = await o.power.observe(server);
-      } catch (err) {
-        const f = classifyBmcFailure(err);
-        await save(claim, {
-          phase,
-          conditions: [...base, booting(`${attemptText}: power-on pending: ${f.reason}: ${f.message}`)],
-        });
-        return { requeueAfterMs: f.retryAfterMs };
-      }
-      if (observed === 'PoweringOn' || observed === 'PoweringOff') {
-        await save(claim, {
-          phase,
-          conditions: [...base, booting(`${attemptText}: power-on pending: BMC reports ${observed}`)],
-        });
-        return { requeueAfterMs: 2_000 };
-      }
-      const now = Date.now();
-      const deadline = new Date(now + s.timeoutMs).toISOString();
-      const intent: Boot = { ...boot, poweredOnAt: new Date(now).toISOString(), deadline };
-      claim = await save(claim, {
-        boot: intent,
-        phase,
-        conditions: [
-          ...base,
-          booting(
-            `${attemptText}: network boot started; waiting for ${s.completion.join(', ')} until ${deadline}`,
-          ),
-        ],
-      });
-      const res = await o.power.boot(server, { netboot: true, observed, via: netbootVia(server, sbc, cfg) });
-      if (!res.ok) {
-        const f = res.failure;
-        const pending = `${attemptText}: power-on pending: ${f.reason}: ${f.message}`;
-        await save(claim, {
-          boot: f.maybeApplied ? intent : withoutKeys(intent, ['poweredOnAt', 'deadline']),
-          conditions: [booting(pending)],
-        });
-        return { requeueAfterMs: f.retryAfterMs };
-      }
-      log.info(
-        {
-          series: boot.series,
-          attempt: boot.attempt,
-          sbcAttempt: sbc.spec.bootAttempt,
-          deadline,
-          sent: res.sent,
-        },
-        'boot attempt started',
-      );
-      o.events.event(
-        eventObject(claim),
-        'Normal',
-        EventReason.BootAttemptStarted,
-        `${attemptText}: ${res.sent ?? 'no'} power action with network boot override; deadline ${deadline}`,
-      );
-      return { requeueAfterMs: s.timeoutMs + 50 };
-    }
-
-    // 8. Completion, or the deadline.
-    const poweredOnAt = Date.parse(boot.poweredOnAt);
-    o.bootMetrics.observeSignals(
-      'claim',
-      `${sbc.metadata.uid}/${sbc.spec.bootAttempt}`,
-      attemptSignals(sbc, osSignals(sbc)).arrived,
-      poweredOnAt,
-    );
-    const sig = attemptSignals(sbc, s.completion);
-    if (sig.missing.length === 0) {
-      await save(claim, {
-        boot: { ...boot, completedAt: new Date().toISOString() },
-        phase,
-        conditions: [
-          ...base,
-          {
-            type: BOOTED_CONDITION,
-            status: 'True',
-            reason: BootedReason.BootCompleted,
-            message: `${attemptText} completed: ${sig.arrived.join(', ')}`,
-          },
-        ],
-      });
-      if (s.policy === 'NetBootOnce')
-        await o.bootConfigs.setBootCompleted(sbc, true, `claim booted in attempt ${boot.attempt}`);
-      o.bootMetrics.completionSeconds.observe(
-        { flow: 'claim' },
-        Math.max(0, Date.now() - poweredOnAt) / 1000,
-      );
-      log.info({ series: boot.series, attempt: boot.attempt, signals: sig.arrived }, 'booted');
-      o.events.event(
-        eventObject(claim),
-        'Normal',
-        EventReason.BootCompleted,
-        `${attemptText} completed (${sig.arrived.join(', ')})`,
-      );
-      return { requeueAfterMs: cfg.serverResyncMs };
-    }
-    const all = attemptSignals(sbc, [...new Set([...osSignals(sbc), ...s.completion])]);
-    const left = Date.parse(boot.deadline ?? '') - Date.now();
-    if (Number.isFinite(left) && left > 0) {
-      await save(claim, {
-        phase,
-        conditions: [
-          ...base,
-          booting(
-            `${attemptText}: arrived [${all.arrived.join(', ')}]; waiting for ${sig.missing.join(', ')} until ${boot.deadline}`,
-          ),
-        ],
-      });
-      return { requeueAfterMs: left + 50 };
-    }
-    const what = `attempt ${boot.attempt}/${s.maxAttempts} timed out after ${formatDuration(s.timeoutMs)}: arrived [${all.arrived.join(', ')}], missing [${sig.missing.join(', ')}]`;
-    o.bootMetrics.timeouts.inc({ flow: 'claim' });
-    if (boot.attempt < s.maxAttempts) {
-      const next = boot.attempt + 1;
-      await save(claim, {
-        boot: { series: boot.series, attempt: next, attemptStartedAt: new Date().toISOString() },
-        phase,
-        conditions: [
-          ...base,
-          {
-            type: BOOTED_CONDITION,
-            status: 'False',
-            reason: BootedReason.TimedOut,
-            message: `${what}; starting attempt ${next}/${s.maxAttempts}`,
-          },
-        ],
-      });
-      o.bootMetrics.attempts.inc({ flow: 'claim' });
-      log.warn(
-        { attempt: boot.attempt, arrived: all.arrived, missing: sig.missing },
-        'boot attempt timed out; retrying',
-      );
-      o.events.event(
-        eventObject(claim),
-        'Warning',
-        EventReason.BootTimedOut,
-        `${what}; starting attempt ${next}/${s.maxAttempts}`,
-      );
-      return undefined;
-    }
-    await save(claim, {
-      phase,
-      conditions: [
-        ...base,
-        {
-          type: BOOTED_CONDITION,
-          status: 'False',
-          reason: BootedReason.AttemptsExhausted,
-          message: `${what}; all ${s.maxAttempts} attempt(s) used, no further power actions`,
-        },
-      ],
-    });
-    o.bootMetrics.exhausted.inc({ flow: 'claim' });
-    log.warn({ attempts: boot.attempt, missing: sig.missing }, 'boot attempts exhausted');
-    o.events.event(
-      eventObject(claim),
-      'Warning',
-      EventReason.AttemptsExhausted,
-      `${what}; no attempts left, no further power actions until the claim changes or is annotated ${OPERATION_ANNOTATION}=${OPERATION_RETRY}`,
-    );
-    return undefined;
   }
 
+  private announceSeries(
+    claim: ServerClaim,
+    book: Boot,
+    why: string,
+    s: ClaimBootSettings,
+    log: pino.Logger,
+  ): void {
+    this.o.bootMetrics.attempts.inc({ flow: 'claim' });
+    log.info({ series: book.series, attempt: book.attempt, reason: why }, 'boot series started');
+    this.o.events.event(
+      eventObject(claim),
+      'Normal',
+      EventReason.BootSeriesStarted,
+      `series ${book.series} (${why}): ${claimWording.attempt(book, s.maxAttempts)}`,
+    );
+  }
+
+  private announceAdoption(claim: ServerClaim, book: Boot, booted: boolean, log: pino.Logger): void {
+    const what = booted
+      ? `attempt ${book.attempt} had completed and the server is On: adopted as Booted, no new boot`
+      : `attempt ${book.attempt} is running (server On): adopted, deadline ${book.deadline}, no power action`;
+    log.warn({ attempt: book.attempt, booted }, 'claim without boot bookkeeping adopted');
+    this.o.events.event(eventObject(claim), 'Normal', EventReason.Adopted, what);
+  }
+
+  /** The engine's step for the claim, carried out with the claim's status as its bookkeeping. */
+  private async runAttempt(x: AttemptContext): Promise<Result | undefined> {
+    const bootedCond = findCondition(x.claim.status?.conditions, BOOTED_CONDITION);
+    const { step, seen } = decide({
+      book: x.book,
+      sbc: x.sbc,
+      readiness: x.readiness,
+      settings: x.s,
+      wording: claimWordingOf(x.sbc),
+      netbootSignals: NETBOOT_SIGNALS,
+      wantOff: x.claim.spec.power === 'Off',
+      previous: bootedCond,
+      now: Date.now(),
+    });
+    let claim = x.claim;
+    const outcomeOf = (out: Outcome | undefined): CondInput[] =>
+      out ? [{ type: BOOTED_CONDITION, ...out }] : [];
+    const carried = await carryOut({
+      step,
+      before: x.book,
+      observed: x.observed,
+      power: {
+        observe: () => this.o.power.observe(x.server),
+        boot: (observed) =>
+          this.o.power.boot(x.server, {
+            netboot: true,
+            observed,
+            via: netbootVia(x.server, x.sbc, this.cfg),
+          }),
+        ensure: (goal, observed) => this.o.power.ensure(x.server, goal, observed),
+      },
+      pending: (detail) => ({
+        status: 'False',
+        reason: BootedReason.Booting,
+        message: `${claimWording.attempt(x.book, x.s.maxAttempts)}: ${detail}`,
+      }),
+      write: async (book, outcome) => {
+        claim = await this.save(claim, {
+          boot: book,
+          phase: 'Bound',
+          conditions: [...x.base, ...outcomeOf(outcome)],
+        });
+      },
+    });
+    if (x.sbc && x.book.poweredOnAt)
+      this.o.bootMetrics.observeSignals(
+        'claim',
+        `${x.sbc.metadata.uid}/${x.sbc.spec.bootAttempt}`,
+        seen,
+        Date.parse(x.book.poweredOnAt),
+      );
+    await this.afterStep(claim, x, step, carried);
+    if (step.phase === AttemptPhase.Completed)
+      return { requeueAfterMs: carried.requeueAfterMs ?? this.cfg.serverResyncMs };
+    return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
+  }
+
+  /** Events, metrics, logs and the NetBootOnce marker of a carried-out step. */
+  private async afterStep(
+    claim: ServerClaim,
+    x: AttemptContext,
+    step: Step,
+    carried: Carried,
+  ): Promise<void> {
+    for (const e of carried.events) this.o.events.event(eventObject(claim), e.type, e.reason, e.message);
+    const booted = step.phase === AttemptPhase.Completed && x.sbc && x.s.policy === 'NetBootOnce';
+    if (booted && x.sbc)
+      await this.o.bootConfigs.setBootCompleted(x.sbc, true, `claim booted in attempt ${step.book.attempt}`);
+    const c = step.counts ?? {};
+    if (c.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: 'claim' });
+    if (c.timedOut) this.o.bootMetrics.timeouts.inc({ flow: 'claim' });
+    if (c.exhausted) this.o.bootMetrics.exhausted.inc({ flow: 'claim' });
+    if (c.completed && x.book.poweredOnAt)
+      this.o.bootMetrics.completionSeconds.observe(
+        { flow: 'claim' },
+        Math.max(0, Date.now() - Date.parse(x.book.poweredOnAt)) / 1000,
+      );
+    if (carried.events.length)
+      x.log.info(
+        { attempt: step.book.attempt, phase: step.phase, events: carried.events.map((e) => e.reason) },
+        'boot attempt step',
+      );
+  }
+}
+
+export function newServerClaimController(o: ServerClaimControllerOptions): Controller {
+  const r = new ServerClaimReconciler(o);
   const c = new Controller('serverclaim', {
-    reconcile,
+    reconcile: (req) => r.reconcile(req),
     workers: o.config.workers,
     log: o.log,
     metrics: o.metrics,
@@ -683,28 +745,32 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
 
 /** A whole `status.boot` for a merge patch: fields it does not have are deleted (null). */
 function bootPatch(b: Boot): Record<string, unknown> {
-  const keys = ['attempt', 'attemptStartedAt', 'poweredOnAt', 'deadline', 'completedAt', 'series'] as const;
+  const keys = [
+    'attempt',
+    'phase',
+    'series',
+    'firstAttempt',
+    'attemptStartedAt',
+    'poweredOnAt',
+    'netbootDeadline',
+    'deadline',
+    'completedAt',
+    'adoptedAt',
+    'history',
+  ] as const;
   return Object.fromEntries(keys.map((k) => [k, b[k] ?? null]));
-}
-
-function withoutKeys(b: Boot, keys: (keyof Boot)[]): Boot {
-  const out = { ...b };
-  for (const k of keys) delete out[k];
-  return out;
-}
-
-/** The "attempt n/N timed out …" part of a TimedOut message, kept while the next attempt runs. */
-function timedOutPrefix(message: string | undefined): string {
-  const m = message ? /^(attempt \d+\/\d+ timed out[^;]*);/.exec(message) : null;
-  return m ? `${m[1]}; ` : '';
 }
 
 /**
  * The BMC override of a network boot of `sbc`: `Pxe`, or for `HTTPBoot` `UefiHttp` with
  * `Boot.HttpBootUri` at the attempt's boot file on the boot server.
  */
-function netbootVia(server: Server, sbc: ServerBootConfiguration, cfg: ControllerConfig): NetbootVia {
-  if (sbc.spec.bootMethod !== 'HTTPBoot') return { target: 'Pxe' };
+function netbootVia(
+  server: Server,
+  sbc: ServerBootConfiguration | undefined,
+  cfg: ControllerConfig,
+): NetbootVia {
+  if (sbc?.spec.bootMethod !== 'HTTPBoot') return { target: 'Pxe' };
   const attempt = sbc.spec.bootAttempt ?? 1;
   return {
     target: 'UefiHttp',

@@ -11,6 +11,8 @@ import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfigur
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
 import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
+import type { IgnitionRenderer } from '../ignition/served-ignition.js';
+import type { BootImages } from '../oci/boot-images.js';
 import type { Informer } from '../runtime/informer.js';
 import type { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
@@ -41,8 +43,10 @@ export interface SetupOptions {
   catalog: ImageCatalogSource;
   /** Replaces the Redfish client factory (tests). */
   bmcFactory?: BmcFactory;
-  /** Replaces the `butane` PATH lookup (tests). */
-  butaneAvailable?: () => boolean;
+  /** Butane translation and Ignition validation (default: the `ignition-tools` binary). */
+  ignition?: IgnitionRenderer;
+  /** OCI image resolution (none: image catalog names only). */
+  images?: BootImages;
 }
 
 /** Registers informers and controllers on `mgr` (before or after `mgr.start()`). */
@@ -132,7 +136,8 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
       ...common,
       sbcs,
       catalog: opts.catalog,
-      butaneAvailable: opts.butaneAvailable,
+      ignition: opts.ignition,
+      images: opts.images,
       workers: cfg.workers,
       labels: cfg.scopeLabels,
     }),

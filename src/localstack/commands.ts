@@ -18,14 +18,15 @@ import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
-import { BOOT_SIGNALS, BootedReason, ConditionType } from '../api/vocabulary.js';
+import { BootedReason, ConditionType } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
+import type { VendorProfileName } from '../virtualbmc/profile.js';
 import type { Firmware } from '../virtualbmc/qemu.js';
 import { REPO_ROOT } from './control-plane.js';
-import { claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
+import { attemptLine, claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
 import {
   alive,
@@ -68,6 +69,7 @@ export async function localServe(
     servers: number;
     backend: Backend;
     accel?: AccelChoice;
+    bmcProfile?: VendorProfileName;
   } & MachineShape,
 ): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
@@ -93,6 +95,7 @@ export async function localServe(
       firmware: o.firmware ?? 'uefi',
       bootMethod: o.bootMethod ?? 'auto',
       network: o.network ?? 'auto',
+      ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
     });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
@@ -113,6 +116,7 @@ export async function localServe(
       metricsUrl: stack.metricsUrl,
       managerLog: stack.managerLog,
       startedAt,
+      osImage: stack.images.osImage,
     });
     say('READY');
   } catch (err) {
@@ -138,6 +142,7 @@ export async function localUp(
     servers: number;
     backend: Backend;
     accel?: AccelChoice;
+    bmcProfile?: VendorProfileName;
     timeout: number;
     claim: boolean;
   } & MachineShape,
@@ -182,6 +187,7 @@ export async function localUp(
         ...(o.firmware ? ['--firmware', o.firmware] : []),
         ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
         ...(o.network ? ['--network', o.network] : []),
+        ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
     );
@@ -225,9 +231,10 @@ export async function localUp(
   try {
     console.log(`${stamp(t0)} servers discovered:\n${serversTable(await snapshot(client))}`);
     if (!o.claim) return 0;
-    await applyExampleClaim(client);
+    const image = state.osImage ?? OS_IMAGE;
+    await applyExampleClaim(client, image);
     console.log(
-      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${OS_IMAGE}, NetBootOnce); following it:`,
+      `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${image}, NetBootOnce); following it:`,
     );
     const tty = process.stdout.isTTY;
     let lastView = '';
@@ -269,7 +276,8 @@ export async function localUp(
   }
 }
 
-async function applyExampleClaim(client: KubeClient): Promise<void> {
+/** Applies the example claim booting `image` (the local registry's OCI image; a catalog name also works). */
+async function applyExampleClaim(client: KubeClient, image: string): Promise<void> {
   const existing = await client.get<ServerClaim>(Resources.ServerClaim, EXAMPLE_CLAIM, EXAMPLE_NS);
   if (existing) return;
   const servers = (await client.list<Server>(Resources.Server)).items
@@ -291,7 +299,7 @@ async function applyExampleClaim(client: KubeClient): Promise<void> {
     metadata: { name: EXAMPLE_CLAIM, namespace: EXAMPLE_NS },
     spec: {
       power: 'On',
-      image: OS_IMAGE,
+      image,
       serverRef: { name: servers[0].metadata.name },
       ignitionSecretRef: { name: `${EXAMPLE_CLAIM}-ignition` },
       bootPolicy: 'NetBootOnce',
@@ -387,21 +395,11 @@ export async function getCommand(what: string, o: { kubeconfig?: string; dir: st
   }
 }
 
-/** Condition types in the order a boot produces them; timestamps have one-second resolution. */
-const BOOT_ORDER: string[] = [
-  ConditionType.Bound,
-  ConditionType.BootConfigurationReady,
-  ConditionType.Ready,
-  ...BOOT_SIGNALS,
-  ConditionType.Booted,
-  ConditionType.BootCompleted,
-];
-const order = (time: string, type: string) =>
-  `${time}/${String(BOOT_ORDER.indexOf(type) + 1).padStart(2, '0')}`;
-
 /**
- * `boots <claim>`: prints every boot signal and claim condition as it changes, with the attempt it
- * belongs to, e.g. `12:00:03  attempt 1  IPXEScriptFetched=True  script for attempt 1 served to …`.
+ * `boots <claim>`: the claim's boot attempts, one line per attempt from `status.boot.history` with
+ * the durations power-on → script → ignition → booted (see {@link attemptLine}), then the current
+ * phase. The attempt number is the SBC's `spec.bootAttempt` (one numbering everywhere). With
+ * `--watch` it follows until the claim is Booted (exit 0) or AttemptsExhausted (exit 2).
  */
 export async function bootsCommand(
   name: string,
@@ -414,6 +412,9 @@ export async function bootsCommand(
     return 1;
   }
 }
+
+/** Exit status of `boots` when the claim's attempts are exhausted. */
+export const BOOTS_EXHAUSTED_EXIT = 2;
 
 async function followBoots(
   name: string,
@@ -428,43 +429,22 @@ async function followBoots(
         console.error(`ServerClaim ${o.namespace}/${name} not found`);
         return 1;
       }
-      const server = claim.spec.serverRef?.name
-        ? await client.get<Server>(Resources.Server, claim.spec.serverRef.name)
-        : undefined;
-      const ref = server?.spec.bootConfigurationRef;
-      const sbc = ref
-        ? await client.get<ServerBootConfiguration>(
-            Resources.ServerBootConfiguration,
-            ref.name,
-            ref.namespace,
-          )
-        : undefined;
-      const lines: [string, string, string][] = [];
-      for (const c of sbc?.status?.conditions ?? []) {
-        const key = `sbc/${c.type}/${c.status}/${c.observedGeneration}/${c.lastTransitionTime}/${c.reason}`;
-        lines.push([
-          key,
-          order(c.lastTransitionTime, c.type),
-          `${c.lastTransitionTime}  sbc    gen ${c.observedGeneration ?? '-'}  ${c.type}=${c.status} (${c.reason}) ${c.message}`,
-        ]);
-      }
-      for (const c of claim.status?.conditions ?? []) {
-        const key = `claim/${c.type}/${c.status}/${c.reason}/${c.lastTransitionTime}`;
-        lines.push([
-          key,
-          order(c.lastTransitionTime, c.type),
-          `${c.lastTransitionTime}  claim  attempt ${claim.status?.boot?.attempt ?? '-'}  ${c.type}=${c.status} (${c.reason}) ${c.message}`,
-        ]);
-      }
-      for (const [key, , line] of lines.sort((a, b) => a[1].localeCompare(b[1]))) {
-        if (!seen.has(key)) {
-          seen.add(key);
-          console.log(line);
-        }
+      const boot = claim.status?.boot;
+      for (const r of boot?.history ?? []) {
+        const line = attemptLine(r);
+        if (seen.has(line)) continue;
+        // A running attempt's line grows: print it again only once it changed.
+        seen.add(line);
+        console.log(line);
       }
       const booted = claim.status?.conditions?.find((c) => c.type === ConditionType.Booted);
-      if (!o.watch || booted?.status === 'True' || booted?.reason === BootedReason.AttemptsExhausted)
-        return 0;
+      const state = `${o.namespace}/${name}: attempt ${boot?.attempt ?? '-'} phase ${boot?.phase ?? '-'}  Booted=${booted?.status ?? '-'} (${booted?.reason ?? '-'}) ${booted?.message ?? ''}`;
+      if (!seen.has(state)) {
+        seen.add(state);
+        console.log(state);
+      }
+      if (booted?.reason === BootedReason.AttemptsExhausted) return BOOTS_EXHAUSTED_EXIT;
+      if (!o.watch || booted?.status === 'True') return 0;
       await sleep(500);
     }
   } finally {

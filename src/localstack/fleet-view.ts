@@ -109,12 +109,54 @@ export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
         c.status?.phase ?? '-',
         booted ? `${booted.status}/${booted.reason}` : '-',
         String(c.status?.boot?.attempt ?? '-'),
+        c.status?.boot?.phase ?? '-',
         currentSignals(server ? sbcFor(s, server) : undefined),
         since(c.status?.boot?.poweredOnAt, now),
       ];
     });
   return renderTable(
-    ['NAMESPACE', 'NAME', 'SERVER', 'PHASE', 'BOOTED', 'ATTEMPT', 'SIGNALS', 'SINCE-POWER-ON'],
+    ['NAMESPACE', 'NAME', 'SERVER', 'PHASE', 'BOOTED', 'ATTEMPT', 'BOOT-PHASE', 'SIGNALS', 'SINCE-POWER-ON'],
     rows,
   );
+}
+
+type AttemptRecord = NonNullable<NonNullable<NonNullable<ServerClaim['status']>['boot']>['history']>[number];
+
+/** `3.2s`, `1m04s`: a duration between two RFC 3339 times (`?` when one is missing). */
+function span(from: string | undefined, to: string | undefined): string {
+  if (!from || !to) return '?';
+  const ms = Math.max(0, Date.parse(to) - Date.parse(from));
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  return `${Math.floor(ms / 60_000)}m${String(Math.round((ms % 60_000) / 1000)).padStart(2, '0')}s`;
+}
+
+/** The OS boot's steps as `metalctl boots` names them: power-on → script → ignition → booted. */
+const BOOT_STEPS: readonly [string, string][] = [
+  [BootSignal.IPXEScriptFetched, 'script'],
+  [BootSignal.IgnitionDataFetched, 'ignition'],
+  [BootSignal.RegistrationReceived, 'registered'],
+  [BootSignal.BootStateReceived, 'booted'],
+];
+
+/**
+ * One line per attempt of `status.boot.history`: its number, when it began, and the durations
+ * power-on → script → ignition → booted (each from the previous step), then how it ended, e.g.
+ * `attempt 2  started 12:00:04  power-on +0.4s → script 3.1s → ignition 0.6s → booted 5.0s  = 9.1s  BootCompleted`.
+ */
+export function attemptLine(r: AttemptRecord): string {
+  const parts = [`attempt ${r.attempt}`, `started ${r.startedAt?.slice(11, 19) ?? '?'}`];
+  if (r.poweredOnAt) {
+    const steps = [`power-on +${span(r.startedAt ?? r.poweredOnAt, r.poweredOnAt)}`];
+    let prev = r.poweredOnAt;
+    for (const [type, word] of BOOT_STEPS) {
+      const at = r.signals?.[type];
+      if (!at) continue;
+      steps.push(`${word} ${span(prev, at)}`);
+      prev = at;
+    }
+    parts.push(steps.join(' → '));
+  } else parts.push('not powered on');
+  if (r.endedAt) parts.push(`= ${span(r.poweredOnAt ?? r.startedAt, r.endedAt)}`, r.result ?? '');
+  else parts.push('(running)');
+  return parts.join('  ').trimEnd();
 }

@@ -15,10 +15,12 @@ import { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import { type AccelChoice, type AccelVerdict, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
+import { resolveProfile, type VendorProfileName } from '../virtualbmc/profile.js';
 import { type Firmware, QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
+import { type LocalImages, startLocalImages } from './local-images.js';
 import { bridgeNetworkProblem, TestNetwork } from './test-network.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
 
@@ -35,6 +37,8 @@ export interface LocalStackOptions {
   progress?: (line: string) => void;
   /** Log of the virtual BMC (silent when unset). */
   log?: pino.Logger;
+  /** Vendor profile of the virtual BMC (`dell`, `hpe`, `supermicro`, `dmtf`; see virtualbmc/profile.ts). */
+  bmcProfile?: VendorProfileName;
   /** Sim back end only: simulated firmware and kernel times in ms. */
   simTiming?: { firmwareMs?: number; kernelMs?: number };
   /** QEMU back end only: accelerator (default `$METAL_QEMU_ACCEL`, else `auto`: KVM only after a probe boot proved it). */
@@ -91,6 +95,8 @@ export class LocalStack {
     readonly registryUrl: string,
     readonly bootServerUrl: string,
     readonly metricsUrl: string,
+    /** The local OCI registry and the images pushed to it (local-images.ts). */
+    readonly images: LocalImages,
     /** The bridged test network, when the VMs are on it. */
     readonly network?: TestNetwork,
   ) {}
@@ -119,6 +125,9 @@ export class LocalStack {
     const cp = await ControlPlane.start();
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
+      say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
+      const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
+      cleanup.unshift(() => images.registry.stop());
       const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
       await client.create(Resources.Namespace, {
         apiVersion: 'v1',
@@ -196,7 +205,14 @@ export class LocalStack {
         closeFleet = () => fleet.close();
       }
       const password = Math.random().toString(36).slice(2);
-      const vbmc = await startVirtualBmc({ hosts, username: BMC_USER, password, port: 0, logger: opts.log });
+      const vbmc = await startVirtualBmc({
+        hosts,
+        username: BMC_USER,
+        password,
+        port: 0,
+        ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
+        logger: opts.log,
+      });
       cleanup.unshift(async () => {
         await vbmc.close();
         await closeFleet();
@@ -225,6 +241,7 @@ export class LocalStack {
           `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
           // On QEMU user networking every VM reaches the host as 127.0.0.1, not as the address it registered.
           `--script-client-identity=${network ? 'known-address' : 'first-address'}`,
+          ...images.managerArgs,
           ...(opts.managerArgs ?? []),
         ],
         { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
@@ -275,6 +292,7 @@ export class LocalStack {
         registryUrl,
         bootServerUrl,
         metricsUrl,
+        images,
         network,
       );
     } catch (err) {
@@ -342,6 +360,7 @@ export class LocalStack {
     await Promise.all(this.hosts.map((h) => h.close().catch(() => undefined)));
     await this.network?.close();
     await this.client.close();
+    await this.images.registry.stop();
     await this.cp.stop();
   }
 }

@@ -17,6 +17,8 @@ export interface LocalState {
   metricsUrl: string;
   managerLog: string;
   startedAt: string;
+  /** OCI reference of the example claim's image in the local registry (local-images.ts). */
+  osImage?: string;
 }
 
 /** Default folder of the local stack (`$METAL_CACHE/local`). */

@@ -11,12 +11,14 @@
  * credentials that could not be loaded); callers that face clients of their own map 0 to 503 +
  * Retry-After. Bad arguments (an object without `metadata.name`) throw a plain Error.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Dispatcher, Pool, ProxyAgent } from 'undici';
 import { sleep } from './backoff.js';
 import type { RuntimeMetrics } from './metrics.js';
+import { TokenBucketRateLimiter } from './rate-limiter.js';
 import { apiVersionOf, type KObject, type ResourceType, resourcePath } from './resource.js';
 
 /** A failed API request. `status` 0: not reached (see {@link ApiError.unreachable}). */
@@ -73,7 +75,23 @@ export interface KubeClientOptions {
   /** Keep-alive connections to the API server for non-watch requests. Default 128. */
   maxConnections?: number;
   metrics?: RuntimeMetrics;
+  /**
+   * Client-side rate limit in requests/s for everything but watches, as client-go's `rest.Config.QPS`
+   * (token bucket). 0 or unset: unlimited (429 backpressure still applies).
+   */
+  qps?: number;
+  /** Bucket size of the rate limit (`rest.Config.Burst`). Default max(1, ceil(qps)). */
+  burst?: number;
 }
+
+/**
+ * Who sent the requests made inside `fn` (its async continuations included), for the
+ * `metal_api_requests_total{origin}` breakdown: controllers wrap each reconcile with their name.
+ */
+export function withRequestOrigin<T>(origin: string, fn: () => T): T {
+  return originStore.run(origin, fn);
+}
+const originStore = new AsyncLocalStorage<string>();
 
 export interface ListOptions {
   namespace?: string;
@@ -106,6 +124,8 @@ type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'delete' | 'watch';
 interface RequestSpec {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   verb: Verb;
+  /** For metrics: the resource plural, with `/status` for the subresource. */
+  resource: string;
   path: string;
   query?: string;
   body?: string;
@@ -131,7 +151,9 @@ const UNREACHABLE_CODES: Record<string, string> = {
 };
 
 /** client-go retries 429 (request not processed: API Priority and Fairness) honouring Retry-After. */
-const MAX_429_RETRIES = 3;
+const MAX_429_RETRIES = 5;
+/** Objects whose last resourceVersion is remembered for the no-op write count (bounded, oldest out). */
+const MAX_TRACKED_VERSIONS = 200_000;
 /** Dynamic credentials (exec plugins, token files) are re-read at most this often, or after a 401. */
 const AUTH_REFRESH_MS = 30_000;
 
@@ -149,6 +171,14 @@ export class KubeClient {
   private authLoadedAt = 0;
   private readonly dynamicAuth: boolean;
   private authRefresh?: Promise<void>;
+  /** The request rate limit and 429 backpressure (see {@link TokenBucketRateLimiter}). */
+  readonly limiter: TokenBucketRateLimiter;
+  /**
+   * object path → last resourceVersion this client saw (responses and watch events), only with
+   * metrics: a write answered with the version it had before changed nothing (the API server does not
+   * bump the version of a no-op update or patch).
+   */
+  private readonly versions = new Map<string, string>();
 
   /**
    * Reads the current context of `kc`. Credentials and TLS material are loaded once (lazily, on the
@@ -169,6 +199,7 @@ export class KubeClient {
     const user = kc.getCurrentUser();
     this.dynamicAuth = !!(user?.authProvider || user?.exec);
     this.maxConnections = opts.maxConnections ?? 128;
+    this.limiter = new TokenBucketRateLimiter({ qps: opts.qps ?? 0, burst: opts.burst });
   }
 
   /** The object, or undefined on 404. */
@@ -177,6 +208,7 @@ export class KubeClient {
       return (await this.request({
         method: 'GET',
         verb: 'get',
+        resource: rt.plural,
         path: resourcePath(rt, namespace, name),
       })) as T;
     } catch (err) {
@@ -203,6 +235,7 @@ export class KubeClient {
     const res = (await this.request({
       method: 'GET',
       verb: 'list',
+      resource: rt.plural,
       path: resourcePath(rt, opts.namespace),
       query: q,
     })) as {
@@ -228,6 +261,7 @@ export class KubeClient {
     return (await this.request({
       method: 'POST',
       verb: 'create',
+      resource: rt.plural,
       path: resourcePath(rt, obj.metadata.namespace),
       query: this.managerQuery(),
       body: JSON.stringify(withTypeMeta(rt, obj)),
@@ -302,6 +336,7 @@ export class KubeClient {
     return (await this.request({
       method: 'PATCH',
       verb: 'patch',
+      resource: resourceLabel(rt, opts.subresource),
       path: resourcePath(rt, obj.metadata.namespace, name, opts.subresource),
       query: query({
         fieldManager: opts.fieldManager ?? this.fieldManager,
@@ -330,6 +365,7 @@ export class KubeClient {
       await this.request({
         method: 'DELETE',
         verb: 'delete',
+        resource: rt.plural,
         path: resourcePath(rt, namespace, name),
         body: JSON.stringify(body),
         contentType: 'application/json',
@@ -401,6 +437,7 @@ export class KubeClient {
           buf = buf.slice(nl + 1);
           if (line.trim()) {
             const ev = JSON.parse(line) as { type: WatchEventType; object: unknown };
+            if (this.metrics) this.noteVersion(rt, ev.type, ev.object);
             onEvent(ev.type, ev.object);
           }
           nl = buf.indexOf('\n');
@@ -431,6 +468,7 @@ export class KubeClient {
     return (await this.request({
       method: 'PUT',
       verb: 'update',
+      resource: resourceLabel(rt, subresource),
       path: resourcePath(rt, obj.metadata.namespace, name, subresource),
       query: this.managerQuery(),
       body: JSON.stringify(withTypeMeta(rt, obj)),
@@ -449,6 +487,7 @@ export class KubeClient {
     return (await this.request({
       method: 'PATCH',
       verb: 'patch',
+      resource: resourceLabel(rt, subresource),
       path: resourcePath(rt, namespace, name, subresource),
       query: this.managerQuery(),
       body,
@@ -517,12 +556,19 @@ export class KubeClient {
     await this.authRefresh;
   }
 
-  /** One request with JSON response; retries 429 and (once, dynamic credentials only) 401. */
+  /**
+   * One request with JSON response, after a slot of the rate limit; retries 429 (at most
+   * {@link MAX_429_RETRIES} times, honouring Retry-After up to 10 s, pausing the whole client) and
+   * (once, dynamic credentials only) 401.
+   */
   private async request(spec: RequestSpec): Promise<unknown> {
     if (!this.dispatcher) await this.ready();
     if (this.dynamicAuth) await this.refreshAuth(false);
     const path = this.basePath + spec.path + (spec.query ?? '');
+    const origin = originStore.getStore() ?? 'other';
     for (let attempt = 0; ; attempt++) {
+      const waited = await this.limiter.acquire();
+      this.metrics?.rateLimiterLatency.observe({ verb: spec.verb }, waited / 1000);
       const headers: Record<string, string> = { ...this.authHeaders, accept: 'application/json' };
       if (spec.contentType) headers['content-type'] = spec.contentType;
       const t0 = performance.now();
@@ -540,16 +586,19 @@ export class KubeClient {
         });
         text = await res.body.text();
       } catch (err) {
-        this.observe(spec, 0, t0);
+        this.observe(spec, 0, t0, origin);
         throw transportError(spec.method, path, err);
       }
-      this.observe(spec, res.statusCode, t0);
-      if (res.statusCode >= 200 && res.statusCode < 300) return text ? JSON.parse(text) : undefined;
-      const err = httpError(spec.method, path, res.statusCode, text, res.headers);
-      if (res.statusCode === 429 && attempt < MAX_429_RETRIES) {
-        await sleep(Math.min(err.retryAfterSeconds ?? 1, 10) * 1000);
-        continue;
+      this.observe(spec, res.statusCode, t0, origin);
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        this.limiter.succeeded();
+        const out = text ? JSON.parse(text) : undefined;
+        if (this.metrics) this.noteWrite(spec, out, origin);
+        return out;
       }
+      const err = httpError(spec.method, path, res.statusCode, text, res.headers);
+      if (res.statusCode === 429) this.limiter.throttled(err.retryAfterSeconds);
+      if (res.statusCode === 429 && attempt < MAX_429_RETRIES) continue; // the limiter waits out Retry-After
       if (res.statusCode === 401 && this.dynamicAuth && attempt === 0) {
         await this.refreshAuth(true);
         continue;
@@ -558,14 +607,45 @@ export class KubeClient {
     }
   }
 
-  private observe(spec: RequestSpec, status: number, t0: number): void {
+  private observe(spec: RequestSpec, status: number, t0: number, origin: string): void {
     if (!this.metrics) return;
     this.count(spec.method, status);
     this.metrics.restLatency.observe({ verb: spec.verb }, (performance.now() - t0) / 1000);
+    this.metrics.apiRequests.inc({ origin, resource: spec.resource, verb: spec.verb, code: String(status) });
   }
 
   private count(method: string, status: number): void {
     this.metrics?.restRequests.inc({ method, code: String(status) });
+  }
+
+  /** Remembers the version a response carried; counts updates and patches that changed nothing. */
+  private noteWrite(spec: RequestSpec, out: unknown, origin: string): void {
+    const meta = (out as KObject | undefined)?.metadata;
+    const rv = meta?.resourceVersion;
+    if (!rv || spec.verb === 'list' || spec.resource === 'events') return;
+    const key = objectPathOf(spec.path);
+    if (spec.verb === 'delete') {
+      this.versions.delete(key);
+      return;
+    }
+    if ((spec.verb === 'update' || spec.verb === 'patch') && this.versions.get(key) === rv) {
+      this.metrics!.apiNoopWrites.inc({ origin, resource: spec.resource, verb: spec.verb });
+    }
+    this.remember(key, rv);
+  }
+
+  private noteVersion(rt: ResourceType, type: WatchEventType, obj: unknown): void {
+    const m = (obj as KObject | undefined)?.metadata;
+    if (!m?.name || !m.resourceVersion || type === 'BOOKMARK' || type === 'ERROR') return;
+    const key = resourcePath(rt, m.namespace, m.name);
+    if (type === 'DELETED') this.versions.delete(key);
+    else this.remember(key, m.resourceVersion);
+  }
+
+  private remember(key: string, rv: string): void {
+    this.versions.delete(key);
+    this.versions.set(key, rv);
+    if (this.versions.size > MAX_TRACKED_VERSIONS) this.versions.delete(this.versions.keys().next().value!);
   }
 
   /** Closes idle and watch connections. Pending requests fail with status 0. */
@@ -598,6 +678,17 @@ export async function retryOnConflict<T>(fn: () => Promise<T>, opts: { attempts?
 /** Delay before retry `n` (1-based) in ms: 10·2^(n-1), ±50% jitter so contending writers spread out. */
 export function conflictBackoffMs(n: number): number {
   return 10 * 2 ** (n - 1) * (0.5 + Math.random());
+}
+
+/** `servers`, or `servers/status` for a subresource: the `resource` label of the request metrics. */
+function resourceLabel(rt: ResourceType, subresource?: string): string {
+  return subresource ? `${rt.plural}/${subresource}` : rt.plural;
+}
+
+/** The object's path without query and subresource (one key for an object and its status). */
+function objectPathOf(path: string): string {
+  const p = stripQuery(path);
+  return p.endsWith('/status') ? p.slice(0, -'/status'.length) : p;
 }
 
 function withTypeMeta<T extends KObject>(rt: ResourceType, obj: T): T {

@@ -6,7 +6,7 @@
  * without blocking a worker).
  */
 import type pino from 'pino';
-import { ApiError } from './client.js';
+import { ApiError, withRequestOrigin } from './client.js';
 import type { Informer } from './informer.js';
 import { newLogger } from './logger.js';
 import type { RuntimeMetrics } from './metrics.js';
@@ -162,7 +162,7 @@ export class Controller {
     const t0 = performance.now();
     let result: 'success' | 'error' | 'requeue' | 'requeue_after' = 'success';
     try {
-      const res = await this.opts.reconcile(parseObjectKey(key));
+      const res = await withRequestOrigin(this.name, () => this.opts.reconcile(parseObjectKey(key)));
       if (res?.requeueAfterMs && res.requeueAfterMs > 0) {
         q.forget(key);
         q.addAfter(key, res.requeueAfterMs);

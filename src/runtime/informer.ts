@@ -16,7 +16,10 @@
  * - a throwing (or rejecting) handler is logged and skipped; the watch goes on.
  *
  * Cached objects are shared with every handler and reader: treat them as read-only (clone with
- * `structuredClone` before modifying).
+ * `structuredClone` before modifying). They pass a transform before they are cached (default
+ * {@link stripManagedFields}, as controller-runtime's `cache.TransformStripManagedFields`): the cache
+ * holds what readers use, not the server's bookkeeping. A PUT of a cached object leaves
+ * `managedFields` as they are (an absent field is not a reset; only `[]` resets them).
  */
 import type pino from 'pino';
 import { Backoff, sleep } from './backoff.js';
@@ -49,6 +52,21 @@ export interface InformerOptions<T extends KObject> {
   backoff?: { initialMs: number; maxMs: number };
   log?: pino.Logger;
   metrics?: RuntimeMetrics;
+  /**
+   * Applied to every listed or watched object before it is cached and handed to handlers; may modify
+   * and return its argument. Default {@link stripManagedFields}; `null` caches objects as received.
+   */
+  transform?: ((obj: T) => T) | null;
+}
+
+/**
+ * Drops `metadata.managedFields` (server-side apply ownership, typically 30–60 % of a small object's
+ * JSON): no reader of the cache uses it. Returns its argument.
+ */
+export function stripManagedFields<T extends KObject>(obj: T): T {
+  const m = obj.metadata as { managedFields?: unknown } | undefined;
+  if (m && 'managedFields' in m) delete m.managedFields;
+  return obj;
 }
 
 /** Counters for tests and diagnostics. */
@@ -350,10 +368,12 @@ export class Informer<T extends KObject> {
   }
 
   /** Stores `obj`, emits add/update (nothing when the resourceVersion is unchanged). Returns the key. */
-  private upsert(obj: T): string {
-    const key = objectKey(obj);
+  private upsert(received: T): string {
+    const key = objectKey(received);
     const old = this.store.get(key);
-    if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return key;
+    if (old && old.metadata.resourceVersion === received.metadata.resourceVersion) return key;
+    const transform = this.opts.transform === undefined ? stripManagedFields : this.opts.transform;
+    const obj = transform ? transform(received) : received;
     this.store.set(key, obj);
     if (!old && this.rt.namespaced) {
       const ns = obj.metadata.namespace ?? '';

@@ -38,6 +38,16 @@ export class RuntimeMetrics {
   readonly restRequests: prom.Counter<'method' | 'code'>;
   /** `rest_client_request_duration_seconds{verb}` (watches excluded: they are long by design). */
   readonly restLatency: prom.Histogram<'verb'>;
+  /**
+   * `metal_api_requests_total{origin,resource,verb,code}`: where the requests go. origin: the
+   * controller whose reconcile sent it (`other`: informers, registry, boot server, leader election);
+   * resource: plural, `/status` for the subresource; code "0" when unreachable, 409 = conflict.
+   */
+  readonly apiRequests: prom.Counter<'origin' | 'resource' | 'verb' | 'code'>;
+  /** `metal_api_noop_writes_total{origin,resource,verb}`: updates/patches answered with an unchanged resourceVersion. */
+  readonly apiNoopWrites: prom.Counter<'origin' | 'resource' | 'verb'>;
+  /** `rest_client_rate_limiter_duration_seconds{verb}` (client-go's name): wait for the client-side rate limit. */
+  readonly rateLimiterLatency: prom.Histogram<'verb'>;
 
   /** Registers the runtime's metrics on `registry` (a fresh one by default), reusing any already there. */
   constructor(registry: prom.Registry = new prom.Registry()) {
@@ -186,6 +196,40 @@ export class RuntimeMetrics {
           help: 'API server request latency in seconds',
           labelNames: ['verb'],
           buckets: REQUEST_BUCKETS,
+          registers: [r],
+        }),
+    );
+    this.apiRequests = once(
+      r,
+      'metal_api_requests_total',
+      (n) =>
+        new prom.Counter({
+          name: n,
+          help: 'API server requests by origin (controller), resource, verb and HTTP status (0: unreachable)',
+          labelNames: ['origin', 'resource', 'verb', 'code'],
+          registers: [r],
+        }),
+    );
+    this.apiNoopWrites = once(
+      r,
+      'metal_api_noop_writes_total',
+      (n) =>
+        new prom.Counter({
+          name: n,
+          help: 'Updates and patches the API server answered with the resourceVersion the object already had',
+          labelNames: ['origin', 'resource', 'verb'],
+          registers: [r],
+        }),
+    );
+    this.rateLimiterLatency = once(
+      r,
+      'rest_client_rate_limiter_duration_seconds',
+      (n) =>
+        new prom.Histogram({
+          name: n,
+          help: 'Seconds a request waited for the client-side rate limit',
+          labelNames: ['verb'],
+          buckets: [0, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
           registers: [r],
         }),
     );

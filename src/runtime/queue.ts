@@ -5,13 +5,16 @@
  * - dedupe: a key added several times before a worker takes it is handed out once;
  * - no concurrent processing of one key: a key added while a worker holds it (between `get()` and
  *   `done()`) is handed out again only after `done()`;
- * - `addAfter` keeps the earliest pending time per key;
+ * - `addAfter` keeps the earliest pending time per key; delays are clamped to {@link MAX_TIMER_MS};
  * - `addRateLimited` waits the larger of a per-key exponential backoff (`baseDelayMs·2^failures`,
  *   capped at `maxDelayMs`; reset by `forget`) and an overall token bucket (`ratePerSecond`, `burst`),
  *   like client-go's `DefaultControllerRateLimiter` (5 ms … 1000 s, 10 qps, burst 100).
  */
 import type { Counter, Gauge, Histogram } from 'prom-client';
 import type { RuntimeMetrics } from './metrics.js';
+
+/** The longest delay `setTimeout` honours (2^31-1 ms, about 24.8 days); longer delays are clamped to it. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface WorkQueueOptions {
   /** First per-key retry delay in ms. Default 5. */
@@ -84,6 +87,8 @@ export class WorkQueue {
   /** Adds `key` after `ms` milliseconds (at once when `ms` ≤ 0). An earlier pending time wins. */
   addAfter(key: string, ms: number): void {
     if (this.shuttingDown) return;
+    // setTimeout fires after 1 ms for delays above 2^31-1 ms (or NaN): a far-away requeue would spin.
+    if (!(ms <= MAX_TIMER_MS)) ms = MAX_TIMER_MS;
     if (ms <= 0) {
       this.add(key);
       return;

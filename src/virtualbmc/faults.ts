@@ -1,7 +1,7 @@
 /**
  * Fault knobs of the virtual BMC: the ways real BMCs misbehave that the operator must survive
  * (boot-flow case C09). Counters ("the next N requests") count HTTP requests in arrival order,
- * including the service root and session logins, restricted to `onlyMethods` when that is set.
+ * including the service root and session logins, restricted to `onlyMethods` and `onlyPaths` when set.
  */
 
 export interface FaultKnobs {
@@ -28,6 +28,18 @@ export interface FaultKnobs {
   concurrentWrites: number;
   /** HTTP methods the counted faults (drop, unavailable, slow) apply to; empty: all methods. */
   onlyMethods: string[];
+  /** Path suffixes (e.g. `/Actions/ComputerSystem.Reset`) the counted faults apply to; empty: all paths. */
+  onlyPaths: string[];
+  /**
+   * Setting it puts every host into POST for this many ms from now, as a reset would on HPE iLO: Boot
+   * PATCHes meanwhile get 400 `iLO.2.26.UnableToModifyDuringSystemPOST`. Not a counter.
+   */
+  hostsInPostMs: number;
+  /**
+   * Setting it makes each host's next Boot PATCH find it just reset: in POST for this many ms from that
+   * PATCH on (so the refusal meets whatever call comes first, however late). Not a counter.
+   */
+  postAtNextPatchMs: number;
 }
 
 export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
@@ -41,6 +53,9 @@ export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
   reportTransitionalState: false,
   concurrentWrites: 0,
   onlyMethods: [],
+  onlyPaths: [],
+  hostsInPostMs: 0,
+  postAtNextPatchMs: 0,
 };
 
 /** What happens to one incoming request before it is processed. */
@@ -70,6 +85,12 @@ export class FaultState {
         }
         this.knobs.onlyMethods = v.map((m: string) => m.toUpperCase());
         continue;
+      } else if (k === 'onlyPaths') {
+        if (!Array.isArray(v) || !v.every((p) => typeof p === 'string')) {
+          throw new TypeError(`fault knob ${k} must be a list of path suffixes`);
+        }
+        this.knobs.onlyPaths = [...v];
+        continue;
       } else if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
         throw new TypeError(`fault knob ${k} must be a number >= 0`);
       }
@@ -82,8 +103,8 @@ export class FaultState {
   }
 
   /** Decides, and consumes counters for, a request that just arrived. */
-  admit(method: string): RequestFate {
-    if (!this.applies(method)) return { kind: 'serve' };
+  admit(method: string, path = ''): RequestFate {
+    if (!this.applies(method, path)) return { kind: 'serve' };
     if (this.knobs.dropConnections > 0) {
       this.knobs.dropConnections--;
       return { kind: 'drop' };
@@ -96,17 +117,21 @@ export class FaultState {
   }
 
   /** Delay (ms) before sending the response of a processed request; consumes one slow request. */
-  responseDelay(method: string): number {
+  responseDelay(method: string, path = ''): number {
     let delay = this.knobs.responseDelayMs;
-    if (this.knobs.slowRequests > 0 && this.applies(method)) {
+    if (this.knobs.slowRequests > 0 && this.applies(method, path)) {
       this.knobs.slowRequests--;
       delay += this.knobs.slowResponseMs;
     }
     return delay;
   }
 
-  private applies(method: string): boolean {
-    return this.knobs.onlyMethods.length === 0 || this.knobs.onlyMethods.includes(method.toUpperCase());
+  private applies(method: string, path: string): boolean {
+    const { onlyMethods, onlyPaths } = this.knobs;
+    return (
+      (onlyMethods.length === 0 || onlyMethods.includes(method.toUpperCase())) &&
+      (onlyPaths.length === 0 || onlyPaths.some((suffix) => path.endsWith(suffix)))
+    );
   }
 
   /** Whether this PATCH meets a concurrent writer; consumes one. */

@@ -1,9 +1,26 @@
 /**
- * How the virtual BMC's Redfish service presents itself: the legitimate variations between real
- * implementations (not faults), so the client's handling of each can be exercised.
+ * How the virtual BMC's Redfish service presents itself and behaves on writes: the legitimate
+ * variations between real implementations (not faults), so the client's handling of each can be
+ * exercised. A profile is either the built-in model ({@link DEFAULT_PROFILE}) or a captured vendor tree
+ * (`profile-tree.ts`) plus that vendor's write behaviour ({@link VENDOR_PROFILES}).
+ *
+ * Vendor behaviours and their sources:
+ * - HPE iLO 5 answers a Boot PATCH while the host is in POST with 400 and MessageId
+ *   `iLO.2.x.UnableToModifyDuringSystemPOST` ("After the computer system is either fully booted or
+ *   powered off, retry the operation", HPE iLO message registry), for tens of seconds after a reset.
+ * - Dell iDRAC queues a BIOS configuration job for every PATCH carrying `BootSourceOverrideMode`, even
+ *   an unchanged one (issue 16); Ironic avoids re-sending unchanged boot properties (story 2007355).
+ * - Supermicro (and AMI MegaRAC) firmware wants `BootSourceOverrideTarget` and
+ *   `BootSourceOverrideEnabled` together (Ironic `_set_boot_device`, story 2008547); X10-class boards
+ *   (ComputerSystem v1_3_0) do not report `BootSourceOverrideMode` and reject PATCHes carrying it.
  */
 
-import type { ResetType } from '../bmc/bmc.js';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RESET_TYPES, type ResetType } from '../bmc/bmc.js';
+import { loadProfileTree, type ProfileTree } from './profile-tree.js';
+import { type BootOverrideState, type EtagFormat, SUPPORTED_BOOT_TARGETS } from './system.js';
 
 export interface ServiceProfile {
   /** `ResetType@Redfish.AllowableValues` of every system. */
@@ -17,19 +34,43 @@ export interface ServiceProfile {
   sessions: boolean;
   /**
    * Systems advertise `@Redfish.Settings` with a SettingsObject; Boot changes are accepted only there
-   * (applied immediately), a PATCH of the system itself gets 405.
+   * (when they take effect: {@link ServiceProfile.settingsApplyTime}), a PATCH of the system itself gets 405.
    */
   settingsObject: boolean;
+  /** `Immediate`: a SettingsObject PATCH applies at once; `OnReset`: when the next reset takes effect. */
+  settingsApplyTime: 'Immediate' | 'OnReset';
   /** Answer `428 Precondition Required` to a PATCH without `If-Match`. */
   requireIfMatch: boolean;
-  /** Expose ETags (`ETag` header, `@odata.etag`). If-Match is evaluated either way; `*` always matches. */
+  /** Expose ETags (`ETag` header). If-Match is evaluated either way; `*` always matches. */
   etags: boolean;
+  /** Also put `@odata.etag` into the system body (Dell's captured system has the header only). */
+  etagInBody: boolean;
+  etagFormat: EtagFormat;
   /** Systems report no `UUID` (a real failure mode, boot-flow case C01). */
   omitSystemUUID: boolean;
+  /** Case of the reported system UUID (HPE and Supermicro report upper case, Dell lower case). */
+  uuidCase: 'lower' | 'upper';
   /** Report `Boot.BootSourceOverrideMode`; older firmware does not, and rejects PATCHes that set it. */
   reportBootMode: boolean;
+  /** `BootSourceOverrideTarget@Redfish.AllowableValues`, also what a PATCH may set. */
+  bootTargets: string[];
+  /** Boot override of every system at start; may hold a vendor value (e.g. target `UsbKey`). */
+  initialBoot: BootOverrideState;
+  /** Refuse (400 `PropertyMissing`) a Boot PATCH carrying only one of Target and Enabled. */
+  bootTargetWithEnabled: boolean;
+  /** Ms a started host stays in POST, refusing Boot PATCHes with the HPE MessageId. 0: never. */
+  postWindowMs: number;
+  /** Queue a BIOS job (counted) for every PATCH carrying `BootSourceOverrideMode`. */
+  biosJobOnModePatch: boolean;
+  /**
+   * Ms between an accepted `ComputerSystem.Reset` (204) and its effect on `PowerState`: real BMCs answer
+   * first and switch the host a moment later. The fault knob `powerTransitionMs` can make it longer.
+   */
+  resetDelayMs: number;
   /** Idle session lifetime in seconds (`SessionService.SessionTimeout`). */
   sessionTimeoutSeconds: number;
+  /** Captured tree served as the resource model; `undefined`: the built-in documents (`resources.ts`). */
+  tree: ProfileTree | undefined;
 }
 
 export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
@@ -46,9 +87,121 @@ export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
   resetTypesAdvertised: 'inline',
   sessions: true,
   settingsObject: false,
+  settingsApplyTime: 'Immediate',
   requireIfMatch: false,
   etags: true,
+  etagInBody: true,
+  etagFormat: 'counter',
   omitSystemUUID: false,
+  uuidCase: 'upper',
   reportBootMode: true,
+  bootTargets: [...SUPPORTED_BOOT_TARGETS],
+  initialBoot: { target: 'None', enabled: 'Disabled', mode: 'UEFI' },
+  bootTargetWithEnabled: false,
+  postWindowMs: 0,
+  biosJobOnModePatch: false,
+  resetDelayMs: 0,
   sessionTimeoutSeconds: 1800,
+  tree: undefined,
 };
+
+export type VendorProfileName = 'dmtf' | 'dell' | 'hpe' | 'supermicro' | 'supermicro-x10';
+
+/** Named profiles: a captured tree (folder under the mockups directory) and the vendor's write behaviour. */
+export const VENDOR_PROFILES: Readonly<
+  Record<VendorProfileName, { tree: string; behaviour: Partial<ServiceProfile> }>
+> = {
+  dmtf: { tree: 'dmtf-public-rackmount1', behaviour: { uuidCase: 'lower', resetDelayMs: 300 } },
+  dell: {
+    tree: 'libredfish-dell',
+    behaviour: {
+      uuidCase: 'lower',
+      etagFormat: 'numeric',
+      etagInBody: false,
+      biosJobOnModePatch: true,
+      resetDelayMs: 300,
+    },
+  },
+  hpe: {
+    tree: 'libredfish-hpe',
+    behaviour: { uuidCase: 'upper', etagFormat: 'weak-hex', postWindowMs: 4_000, resetDelayMs: 300 },
+  },
+  supermicro: {
+    tree: 'libredfish-supermicro',
+    behaviour: { uuidCase: 'upper', etagFormat: 'md5', bootTargetWithEnabled: true, resetDelayMs: 300 },
+  },
+  'supermicro-x10': {
+    tree: 'libredfish-supermicro',
+    behaviour: {
+      uuidCase: 'upper',
+      etagFormat: 'md5',
+      bootTargetWithEnabled: true,
+      reportBootMode: false,
+      resetDelayMs: 300,
+    },
+  },
+};
+
+/**
+ * Where the captured trees live: `$METAL_REDFISH_MOCKUPS`, else `../shared/redfish-mockups` next to
+ * the repository (they are reference data and are not copied into the project).
+ */
+export function mockupsDir(): string {
+  const env = process.env['METAL_REDFISH_MOCKUPS'];
+  if (env) return env;
+  // dist/src/virtualbmc/profile.js (or src/virtualbmc/profile.ts) → repository root.
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 4 && !existsSync(join(dir, 'package.json')); i++) dir = dirname(dir);
+  return resolve(dir, '..', 'shared', 'redfish-mockups');
+}
+
+/**
+ * The profile of a vendor name (`dell`, `hpe`, `supermicro`, `supermicro-x10`, `dmtf`) or of a captured
+ * tree folder (generic write behaviour). Throws an `Error` for an unknown name or an unreadable folder.
+ */
+export function resolveProfile(nameOrDir: string): Partial<ServiceProfile> {
+  const named = VENDOR_PROFILES[nameOrDir as VendorProfileName];
+  const dir = named ? join(mockupsDir(), named.tree) : nameOrDir;
+  if (!named && !existsSync(dir)) {
+    throw new Error(
+      `unknown BMC profile ${nameOrDir}: not one of ${Object.keys(VENDOR_PROFILES).join(', ')} nor a folder`,
+    );
+  }
+  const tree = loadProfileTree(dir);
+  return { ...profileFromTree(tree), ...named?.behaviour, tree };
+}
+
+/** What a captured tree says about the service: reset types and how advertised, boot targets, initial Boot. */
+export function profileFromTree(tree: ProfileTree): Partial<ServiceProfile> {
+  const sys = tree.get(tree.systemUri) ?? {};
+  const actions = (sys['Actions'] as Record<string, unknown> | undefined) ?? {};
+  const reset = (actions['#ComputerSystem.Reset'] as Record<string, unknown> | undefined) ?? {};
+  const knownResets = (v: unknown): ResetType[] =>
+    Array.isArray(v) ? v.filter((x): x is ResetType => (RESET_TYPES as readonly unknown[]).includes(x)) : [];
+  let resetTypes = knownResets(reset['ResetType@Redfish.AllowableValues']);
+  let advertised: ServiceProfile['resetTypesAdvertised'] = resetTypes.length > 0 ? 'inline' : 'none';
+  const infoUri = reset['@Redfish.ActionInfo'];
+  if (typeof infoUri === 'string') {
+    const params = tree.get(infoUri)?.['Parameters'];
+    const p = Array.isArray(params)
+      ? (params.find((x) => (x as Record<string, unknown>)?.['Name'] === 'ResetType') as
+          | Record<string, unknown>
+          | undefined)
+      : undefined;
+    resetTypes = knownResets(p?.['AllowableValues']);
+    advertised = 'action-info';
+  }
+  const boot = (sys['Boot'] as Record<string, unknown> | undefined) ?? {};
+  const targets = boot['BootSourceOverrideTarget@Redfish.AllowableValues'];
+  const str = (v: unknown, d: string) => (typeof v === 'string' ? v : d);
+  return {
+    ...(resetTypes.length > 0 ? { resetTypes, resetTypesAdvertised: advertised } : {}),
+    ...(Array.isArray(targets) ? { bootTargets: targets.filter((t) => typeof t === 'string') } : {}),
+    reportBootMode: typeof boot['BootSourceOverrideMode'] === 'string',
+    initialBoot: {
+      target: str(boot['BootSourceOverrideTarget'], 'None'),
+      enabled: str(boot['BootSourceOverrideEnabled'], 'Disabled'),
+      mode: str(boot['BootSourceOverrideMode'], 'UEFI'),
+    },
+  };
+}

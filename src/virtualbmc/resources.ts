@@ -6,7 +6,8 @@
  */
 
 import type { ServiceProfile } from './profile.js';
-import { SUPPORTED_BOOT_TARGETS, type VirtualSystem } from './system.js';
+import type { ProfileTree } from './profile-tree.js';
+import type { VirtualSystem } from './system.js';
 
 type Json = Record<string, unknown>;
 
@@ -49,12 +50,13 @@ export function collection(type: string, name: string, uri: string, members: str
 }
 
 export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powerState: string): Json {
+  if (profile.tree !== undefined) return treeComputerSystem(profile.tree, sys, profile, powerState);
   const id = sys.host.identity;
   const boot: Json = {
     BootSourceOverrideEnabled: sys.boot.enabled,
     BootSourceOverrideTarget: sys.boot.target,
-    'BootSourceOverrideTarget@Redfish.AllowableValues': SUPPORTED_BOOT_TARGETS,
-    HttpBootUri: sys.boot.httpBootUri,
+    'BootSourceOverrideTarget@Redfish.AllowableValues': profile.bootTargets,
+    ...(profile.bootTargets.includes('UefiHttp') ? { HttpBootUri: sys.boot.httpBootUri ?? null } : {}),
   };
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
   const reset: Json = { target: `${sys.uri}/Actions/ComputerSystem.Reset` };
@@ -65,7 +67,7 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
   return {
     '@odata.type': '#ComputerSystem.v1_22_0.ComputerSystem',
     '@odata.id': sys.uri,
-    ...(profile.etags ? { '@odata.etag': sys.etag } : {}),
+    ...(profile.etags && profile.etagInBody ? { '@odata.etag': sys.etag } : {}),
     Id: sys.id,
     Name: `Virtual system ${id.serialNumber}`,
     SystemType: 'Physical',
@@ -73,7 +75,7 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     Model: id.model,
     SerialNumber: id.serialNumber,
     // BMCs commonly report the SMBIOS UUID in upper case (boot-flow case C01).
-    ...(profile.omitSystemUUID ? {} : { UUID: id.uuid.toUpperCase() }),
+    ...(profile.omitSystemUUID ? {} : { UUID: reportedUuid(sys, profile) }),
     PowerState: powerState,
     Status: { State: 'Enabled', Health: 'OK' },
     Boot: boot,
@@ -88,17 +90,72 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
   };
 }
 
-/** The pending-settings resource of a system (only Boot is settable). */
-export function systemSettings(sys: VirtualSystem, profile: ServiceProfile): Json {
-  const boot: Json = {
-    BootSourceOverrideEnabled: sys.boot.enabled,
-    BootSourceOverrideTarget: sys.boot.target,
-  };
+function reportedUuid(sys: VirtualSystem, profile: ServiceProfile): string {
+  const uuid = sys.host.identity.uuid;
+  return profile.uuidCase === 'upper' ? uuid.toUpperCase() : uuid.toLowerCase();
+}
+
+/**
+ * A live system in the shape of the captured tree's ComputerSystem: the captured body with its links
+ * moved to this system's URI, and identity, power and boot state taken from the live system.
+ */
+export function treeComputerSystem(
+  tree: ProfileTree,
+  sys: VirtualSystem,
+  profile: ServiceProfile,
+  powerState: string,
+): Json {
+  const body = treeResource(tree, tree.systemUri, sys.uri) ?? {};
+  const boot = { ...((body['Boot'] as Json | undefined) ?? {}) };
+  boot['BootSourceOverrideTarget'] = sys.boot.target;
+  boot['BootSourceOverrideEnabled'] = sys.boot.enabled;
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
+  else delete boot['BootSourceOverrideMode'];
+  boot['BootSourceOverrideTarget@Redfish.AllowableValues'] = profile.bootTargets;
+  if (profile.bootTargets.includes('UefiHttp')) boot['HttpBootUri'] = sys.boot.httpBootUri ?? null;
+  const out: Json = {
+    ...body,
+    '@odata.id': sys.uri,
+    Id: sys.id,
+    SerialNumber: sys.host.identity.serialNumber,
+    PowerState: powerState,
+    Boot: boot,
+    EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`),
+  };
+  if (profile.omitSystemUUID) delete out['UUID'];
+  else out['UUID'] = reportedUuid(sys, profile);
+  if (profile.etags && profile.etagInBody) out['@odata.etag'] = sys.etag;
+  else delete out['@odata.etag'];
+  if (profile.settingsObject) out['@Redfish.Settings'] = { SettingsObject: link(`${sys.uri}/Settings`) };
+  return out;
+}
+
+/**
+ * A captured resource with every link below `fromUri` (the captured system) moved below `toUri`, or
+ * `undefined` when the tree has no resource at `path`.
+ */
+export function treeResource(tree: ProfileTree, path: string, toUri: string): Json | undefined {
+  const body = tree.get(path);
+  if (body === undefined) return undefined;
+  if (toUri === tree.systemUri) return structuredClone(body);
+  const from = tree.systemUri.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const text = JSON.stringify(body).replace(new RegExp(`"${from}(?=["/#])`, 'g'), `"${toUri}`);
+  return JSON.parse(text) as Json;
+}
+
+/** The pending-settings resource of a system (only Boot is settable): pending values over current ones. */
+export function systemSettings(sys: VirtualSystem, profile: ServiceProfile): Json {
+  const effective = sys.effectiveBoot();
+  const boot: Json = {
+    BootSourceOverrideEnabled: effective.enabled,
+    BootSourceOverrideTarget: effective.target,
+  };
+  if (profile.reportBootMode) boot['BootSourceOverrideMode'] = effective.mode;
+  if (profile.bootTargets.includes('UefiHttp')) boot['HttpBootUri'] = effective.httpBootUri ?? null;
   return {
     '@odata.type': '#ComputerSystem.v1_22_0.ComputerSystem',
     '@odata.id': `${sys.uri}/Settings`,
-    ...(profile.etags ? { '@odata.etag': sys.etag } : {}),
+    ...(profile.etags && profile.etagInBody ? { '@odata.etag': sys.etag } : {}),
     Id: 'Settings',
     Name: 'Pending settings',
     Boot: boot,
@@ -178,9 +235,12 @@ export function session(id: string, userName: string): Json {
   };
 }
 
-/** Redfish error body (Redfish spec "Error responses") with one Base registry message. */
+/**
+ * Redfish error body (Redfish spec "Error responses") with one message: a Base registry key, or a full
+ * MessageId of another registry (e.g. `iLO.2.26.UnableToModifyDuringSystemPOST`).
+ */
 export function redfishError(messageId: string, message: string): Json {
-  const id = `Base.1.18.${messageId}`;
+  const id = messageId.includes('.') ? messageId : `Base.1.18.${messageId}`;
   return {
     error: {
       code: id,

@@ -29,9 +29,6 @@ import { type Logger, pino } from 'pino';
 import {
   BOOT_SOURCE_OVERRIDE_ENABLED,
   BOOT_SOURCE_OVERRIDE_MODES,
-  type BootSourceOverrideEnabled,
-  type BootSourceOverrideMode,
-  type BootSourceOverrideTarget,
   RESET_TYPES,
   type ResetType,
 } from '../bmc/bmc.js';
@@ -54,8 +51,9 @@ import {
   session,
   sessionService,
   systemSettings,
+  treeResource,
 } from './resources.js';
-import { type BootOverrideState, SUPPORTED_BOOT_TARGETS, VirtualSystem } from './system.js';
+import { type BootOverrideState, VirtualSystem } from './system.js';
 
 export type { FaultKnobs } from './faults.js';
 export type { ServiceProfile } from './profile.js';
@@ -76,6 +74,8 @@ export interface VirtualBmcOptions {
 
 /** One request as the service saw it, for tests. Passwords in bodies are replaced by `***`. */
 export interface RequestRecord {
+  /** When the request arrived, ms since the epoch. */
+  at: number;
   method: string;
   path: string;
   /** HTTP status sent; 0 when the connection was dropped by the `dropConnections` fault. */
@@ -83,6 +83,11 @@ export interface RequestRecord {
   auth: 'none' | 'basic' | 'session';
   ifMatch: string | undefined;
   body: unknown;
+  /**
+   * Boot properties of an accepted PATCH whose value equalled the one already in effect (current or
+   * pending): a re-sent unchanged field. Absent on other requests.
+   */
+  unchangedFields?: string[];
 }
 
 export interface VirtualBmc {
@@ -91,11 +96,16 @@ export interface VirtualBmc {
   setFaults(f: Partial<FaultKnobs>): void;
   /** Stops serving, cancels pending transitions, and closes every host. */
   close(): Promise<void>;
-  /** The systems served, in the order of `hosts`. */
-  readonly systems: ReadonlyArray<{ id: string; uri: string; host: Host }>;
+  /**
+   * The systems served, in the order of `hosts`. `id` is the Redfish `Id` (the lower-case UUID with the
+   * built-in documents; the captured tree's style, e.g. `System.Embedded.1`, with a profile tree).
+   */
+  readonly systems: ReadonlyArray<{ id: string; uri: string; host: Host; uuid: string }>;
   /** The most recent requests (at most 10,000), oldest first. */
   requests(): RequestRecord[];
   clearRequests(): void;
+  /** BIOS configuration jobs queued so far (profiles with `biosJobOnModePatch`, i.e. Dell). */
+  biosJobs(): number;
 }
 
 interface Reply {
@@ -141,11 +151,19 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   const profile: ServiceProfile = { ...DEFAULT_PROFILE, ...opts.profile };
   const faults = new FaultState(opts.faults);
   const serviceUuid = randomUUID();
-  const systems = opts.hosts.map((h) => new VirtualSystem(h, log));
+  const systems = opts.hosts.map(
+    (h, i) =>
+      new VirtualSystem(h, log, {
+        ...(profile.tree ? { id: treeSystemId(profile.tree.get(profile.tree.systemUri)?.['Id'], i) } : {}),
+        initialBoot: profile.initialBoot,
+        etagFormat: profile.etagFormat,
+        postWindowMs: profile.postWindowMs,
+      }),
+  );
   const byId = new Map<string, VirtualSystem>();
   for (const s of systems) {
-    if (byId.has(s.id)) throw new Error(`two hosts share the UUID ${s.id}`);
-    byId.set(s.id, s);
+    if (byId.has(s.id.toLowerCase())) throw new Error(`two hosts share the UUID ${s.id}`);
+    byId.set(s.id.toLowerCase(), s);
   }
   const sessions = new Map<string, SessionEntry>(); // token → session
   const records: RequestRecord[] = [];
@@ -215,7 +233,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       });
     if (seg.length === 0) {
       methods(method, ['GET']);
-      return { status: 200, body: serviceRoot(serviceUuid, profile) };
+      return { status: 200, body: profile.tree?.get('/redfish/v1/') ?? serviceRoot(serviceUuid, profile) };
     }
     const isLogin =
       seg.length === 2 && seg[0] === 'SessionService' && seg[1] === 'Sessions' && method === 'POST';
@@ -248,13 +266,13 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
         if (method === 'GET') return systemReply(sys);
         if (profile.settingsObject)
           fail(405, 'OperationNotAllowed', `PATCH the settings object ${sys.uri}/Settings`);
-        return patchBoot(sys, body, rec.ifMatch);
+        return patchBoot(sys, body, rec.ifMatch, rec, false);
       }
       if (sub === 'Settings' && profile.settingsObject && leaf === undefined) {
         methods(method, ['GET', 'PATCH']);
         if (method === 'GET')
           return { status: 200, body: systemSettings(sys, profile), headers: etagHeader(sys) };
-        return patchBoot(sys, body, rec.ifMatch);
+        return patchBoot(sys, body, rec.ifMatch, rec, true);
       }
       if (sub === 'ResetActionInfo' && profile.resetTypesAdvertised === 'action-info' && leaf === undefined) {
         methods(method, ['GET']);
@@ -263,6 +281,13 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       if (sub === 'Actions' && leaf === 'ComputerSystem.Reset' && extra === undefined) {
         methods(method, ['POST']);
         return resetAction(sys, body);
+      }
+      if (sub === 'ResetActionInfo' && profile.tree !== undefined && leaf === undefined) {
+        methods(method, ['GET']);
+        return ok(
+          treeResource(profile.tree, `${profile.tree.systemUri}/ResetActionInfo`, sys.uri) ??
+            resetActionInfo(sys, profile),
+        );
       }
       if (sub === 'EthernetInterfaces' && extra === undefined) {
         methods(method, ['GET']);
@@ -278,6 +303,17 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
         }
         if (leaf.toUpperCase() === nicId(sys)) return ok(ethernetInterface(sys));
       }
+      if (profile.tree !== undefined) {
+        // Other parts of the system (Bios, BootOptions, Processors, ...) as captured.
+        methods(method, ['GET']);
+        const rest = seg.slice(2).join('/');
+        const captured = treeResource(profile.tree, `${profile.tree.systemUri}/${rest}`, sys.uri);
+        if (captured !== undefined) return ok(captured);
+      }
+    } else if (top === 'Managers' && profile.tree !== undefined) {
+      methods(method, ['GET']);
+      const captured = profile.tree.get(path);
+      if (captured !== undefined) return ok(captured);
     } else if (top === 'Managers') {
       if (id === undefined) {
         methods(method, ['GET']);
@@ -319,6 +355,14 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
         return ok(session(s.id, s.user));
       }
     }
+    if (profile.tree !== undefined && top !== 'Systems' && top !== 'SessionService') {
+      // Everything else the vendor serves (Chassis, AccountService, ...) as captured, read-only.
+      const captured = profile.tree.get(path);
+      if (captured !== undefined) {
+        methods(method, ['GET']);
+        return ok(captured);
+      }
+    }
     return fail(404, 'ResourceMissingAtURI', `${path} does not exist`);
   };
 
@@ -353,7 +397,13 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   const etagHeader = (sys: VirtualSystem): Record<string, string> =>
     profile.etags ? { etag: sys.etag } : {};
 
-  const patchBoot = (sys: VirtualSystem, body: unknown, ifMatch: string | undefined): Reply => {
+  const patchBoot = (
+    sys: VirtualSystem,
+    body: unknown,
+    ifMatch: string | undefined,
+    rec: RequestRecord,
+    viaSettings: boolean,
+  ): Reply => {
     if (faults.takeConcurrentWrite()) sys.touch();
     if (ifMatch === undefined && profile.requireIfMatch)
       fail(428, 'PreconditionRequired', 'If-Match is required');
@@ -361,7 +411,32 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       fail(412, 'PreconditionFailed', 'the resource has changed since the ETag was read');
     }
     const changes = parseBootPatch(asObject(body), profile);
-    sys.setBoot(changes);
+    sys.startArmedPost();
+    if (sys.inPost()) {
+      // HPE iLO: Boot cannot change while the BIOS is in POST (HPE iLO message registry).
+      throw new HttpFailure({ status: 400, body: hpePostError(Object.keys(changes)) });
+    }
+    if (profile.bootTargetWithEnabled && (changes.target === undefined) !== (changes.enabled === undefined)) {
+      fail(
+        400,
+        'PropertyMissing',
+        'BootSourceOverrideTarget and BootSourceOverrideEnabled must be set together',
+      );
+    }
+    const before = sys.effectiveBoot();
+    const same = (k: keyof BootOverrideState) => changes[k] !== undefined && changes[k] === before[k];
+    rec.unchangedFields = (Object.keys(changes) as Array<keyof BootOverrideState>)
+      .filter((k) => same(k))
+      // Where the firmware needs Target and Enabled together, the unchanged partner is required.
+      .filter((k) => !profile.bootTargetWithEnabled || k === 'mode' || (same('target') && same('enabled')))
+      .map((k) => BOOT_PROPERTY_OF[k]);
+    if (profile.biosJobOnModePatch && changes.mode !== undefined) {
+      // Dell iDRAC: a BootSourceOverrideMode PATCH, changed or not, queues a BIOS configuration job.
+      sys.biosJobs++;
+      log.info({ system: sys.id, mode: changes.mode }, 'BIOS configuration job queued');
+    }
+    if (viaSettings && profile.settingsApplyTime === 'OnReset') sys.setPendingBoot(changes);
+    else sys.setBoot(changes);
     return { status: 204, headers: etagHeader(sys) };
   };
 
@@ -380,7 +455,8 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       );
     }
     try {
-      await sys.reset(type as ResetType, faults.current.powerTransitionMs);
+      // A Reset is accepted at once and takes effect later: the profile's delay, or a longer fault one.
+      await sys.reset(type as ResetType, Math.max(faults.current.powerTransitionMs, profile.resetDelayMs));
     } catch (err) {
       log.error({ err, system: sys.id, type }, 'host failed to execute reset');
       fail(500, 'InternalError', 'the host failed to execute the reset');
@@ -393,6 +469,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
     const ifMatch = req.headers['if-match'];
     const rec: RequestRecord = {
+      at: Date.now(),
       method: req.method ?? 'GET',
       path,
       status: 0,
@@ -401,7 +478,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       body: undefined,
     };
     record(rec);
-    const fate = faults.admit(rec.method);
+    const fate = faults.admit(rec.method, path);
     if (fate.kind === 'drop') {
       log.debug({ method: rec.method, path }, 'fault: dropping connection');
       req.socket.destroy();
@@ -428,7 +505,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
     }
     rec.status = reply.status;
-    const delay = faults.responseDelay(rec.method);
+    const delay = faults.responseDelay(rec.method, path);
     if (delay > 0) await pause(delay);
     if (res.destroyed || res.writableEnded) return;
     const payload = reply.body === undefined ? undefined : JSON.stringify(reply.body);
@@ -475,8 +552,18 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   let closing: Promise<void> | undefined;
   return {
     url,
-    systems: systems.map((s) => ({ id: s.id, uri: s.uri, host: s.host })),
-    setFaults: (f) => faults.set(f),
+    systems: systems.map((s) => ({
+      id: s.id,
+      uri: s.uri,
+      host: s.host,
+      uuid: s.host.identity.uuid.toLowerCase(),
+    })),
+    setFaults: (f) => {
+      faults.set(f);
+      if (f.hostsInPostMs) for (const s of systems) s.enterPost(f.hostsInPostMs);
+      if (f.postAtNextPatchMs) for (const s of systems) s.armPostAtNextPatch(f.postAtNextPatchMs);
+    },
+    biosJobs: () => systems.reduce((n, s) => n + s.biosJobs, 0),
     requests: () => records.slice(),
     clearRequests: () => {
       records.length = 0;
@@ -522,24 +609,60 @@ function parseBootPatch(body: Record<string, unknown>, profile: ServiceProfile):
       fail(400, 'PropertyUnknown', `property Boot/${key} is not supported`);
     }
     if (key === 'BootSourceOverrideTarget') {
-      if (!(SUPPORTED_BOOT_TARGETS as readonly unknown[]).includes(value))
+      if (typeof value !== 'string' || !profile.bootTargets.includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
-      changes.target = value as BootSourceOverrideTarget;
+      changes.target = value as string;
     } else if (key === 'HttpBootUri') {
+      if (!profile.bootTargets.includes('UefiHttp'))
+        fail(400, 'PropertyUnknown', `property Boot/${key} is not supported`);
       if (value !== null && (typeof value !== 'string' || !/^https?:\/\/\S+$/.test(value)))
         fail(400, 'PropertyValueFormatError', `Boot/${key} must be an http(s) URI or null`);
       changes.httpBootUri = value as string | null;
     } else if (key === 'BootSourceOverrideEnabled') {
       if (!(BOOT_SOURCE_OVERRIDE_ENABLED as readonly unknown[]).includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
-      changes.enabled = value as BootSourceOverrideEnabled;
+      changes.enabled = value as string;
     } else {
       if (!(BOOT_SOURCE_OVERRIDE_MODES as readonly unknown[]).includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
-      changes.mode = value as BootSourceOverrideMode;
+      changes.mode = value as string;
     }
   }
   return changes;
+}
+
+const BOOT_PROPERTY_OF: Record<keyof BootOverrideState, (typeof BOOT_PROPERTIES)[number]> = {
+  target: 'BootSourceOverrideTarget',
+  enabled: 'BootSourceOverrideEnabled',
+  mode: 'BootSourceOverrideMode',
+  httpBootUri: 'HttpBootUri',
+};
+
+/** The error body HPE iLO 5 sends for a Boot change during POST (captured shape: `error.@Message.ExtendedInfo`). */
+function hpePostError(keys: string[]): Record<string, unknown> {
+  return {
+    error: {
+      code: 'iLO.0.10.ExtendedInfo',
+      message: 'See @Message.ExtendedInfo for more information.',
+      '@Message.ExtendedInfo': [
+        {
+          MessageArgs: keys.map((k) => BOOT_PROPERTY_OF[k as keyof BootOverrideState] ?? k),
+          MessageId: 'iLO.2.26.UnableToModifyDuringSystemPOST',
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * Redfish `Id` of system `index` in a captured tree: the captured Id for the first, then the same Id
+ * with its trailing number counted up (`System.Embedded.1`, `System.Embedded.2`, ...; `1`, `2`, ...).
+ */
+function treeSystemId(capturedId: unknown, index: number): string {
+  const id = typeof capturedId === 'string' && capturedId !== '' ? capturedId : 'System';
+  if (index === 0) return id;
+  const m = /^(.*?)(\d+)$/.exec(id);
+  return m ? `${m[1]}${Number(m[2]) + index}` : `${id}-${index + 1}`;
 }
 
 /** `If-Match` evaluation (RFC 9110 §13.1.1): `*` or a list of entity tags, strong comparison. */

@@ -39,6 +39,11 @@ export interface SimHostFaults {
   bootFromDisk: boolean;
   /** The OS ignores the ACPI power button: graceful shutdown does nothing. */
   ignoreGracefulShutdown: boolean;
+  /**
+   * The next N boots handed `Pxe` boot from disk instead (consumed one per boot): firmware that
+   * ignores the one-time network boot override, as Dell and others sometimes do.
+   */
+  ignoreOverrideBoots: number;
 }
 
 export const DEFAULT_SIM_FAULTS: Readonly<SimHostFaults> = {
@@ -47,6 +52,7 @@ export const DEFAULT_SIM_FAULTS: Readonly<SimHostFaults> = {
   failIgnitionFetch: false,
   bootFromDisk: false,
   ignoreGracefulShutdown: false,
+  ignoreOverrideBoots: 0,
 };
 
 /** Durations of the simulated boot, ms. */
@@ -237,7 +243,9 @@ export class SimHost implements Host {
   }
 
   private async runBoot(boot: BootRecord, signal: AbortSignal): Promise<void> {
-    if (boot.device !== 'Pxe' || this.faults.bootFromDisk) {
+    const ignored = boot.device === 'Pxe' && this.faults.ignoreOverrideBoots > 0;
+    if (ignored) this.faults.ignoreOverrideBoots--;
+    if (boot.device !== 'Pxe' || this.faults.bootFromDisk || ignored) {
       boot.source = 'disk';
       boot.phase = 'up';
       return;

@@ -5,13 +5,9 @@
  * schema `BootSourceOverrideEnabled`), and a reset may take effect well after the action was accepted.
  */
 
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type {
-  BootSourceOverrideEnabled,
-  BootSourceOverrideMode,
-  BootSourceOverrideTarget,
-  ResetType,
-} from '../bmc/bmc.js';
+import type { BootSourceOverrideTarget, ResetType } from '../bmc/bmc.js';
 import type { BootDevice, Host, HostPowerState } from './host.js';
 
 /** Boot targets the virtual systems accept. */
@@ -25,12 +21,28 @@ export const SUPPORTED_BOOT_TARGETS: readonly BootSourceOverrideTarget[] = [
   'UefiHttp',
 ];
 
+/**
+ * The Boot override as the service holds it. Values are strings: a captured tree or profile may start a
+ * system on a vendor value outside the DMTF enum (e.g. `UsbKey`); PATCHes are validated by the server.
+ */
 export interface BootOverrideState {
-  target: BootSourceOverrideTarget;
-  enabled: BootSourceOverrideEnabled;
-  mode: BootSourceOverrideMode;
-  /** `Boot.HttpBootUri`: what a `UefiHttp` boot fetches; null when unset. */
-  httpBootUri: string | null;
+  target: string;
+  enabled: string;
+  mode: string;
+  /** `Boot.HttpBootUri`: what a `UefiHttp` boot fetches; null or absent when unset. */
+  httpBootUri?: string | null;
+}
+
+/** How ETags look (the formats of the captured trees). */
+export type EtagFormat = 'counter' | 'numeric' | 'weak-hex' | 'md5';
+
+export interface VirtualSystemOptions {
+  /** Redfish `Id`; default: the host's UUID in lower case. */
+  id?: string;
+  initialBoot?: BootOverrideState;
+  etagFormat?: EtagFormat;
+  /** Ms a started host stays in POST (HPE iLO refuses Boot changes meanwhile). 0: no POST window. */
+  postWindowMs?: number;
 }
 
 interface PendingTransition {
@@ -43,28 +55,71 @@ interface PendingTransition {
 export class VirtualSystem {
   readonly id: string;
   readonly uri: string;
-  readonly boot: BootOverrideState = {
-    target: 'None',
-    enabled: 'Disabled',
-    mode: 'UEFI',
-    httpBootUri: null,
-  };
+  readonly boot: BootOverrideState;
+  /** Boot properties PATCHed to the SettingsObject, applied when the next reset takes effect. */
+  pendingBoot: Partial<BootOverrideState> | undefined;
+  /** BIOS configuration jobs queued (Dell: every PATCH carrying `BootSourceOverrideMode`). */
+  biosJobs = 0;
   /** Bumped on every change of the resource's writable state; the ETag is derived from it. */
   private version = 1;
   private pending: PendingTransition | undefined;
   private closed = false;
+  private postUntil = 0;
+  private armedPostMs = 0;
+  private readonly etagFormat: EtagFormat;
+  private readonly postWindowMs: number;
 
   constructor(
     readonly host: Host,
     private readonly log: Logger,
+    opts: VirtualSystemOptions = {},
   ) {
-    this.id = host.identity.uuid.toLowerCase();
+    this.id = opts.id ?? host.identity.uuid.toLowerCase();
     this.uri = `/redfish/v1/Systems/${this.id}`;
+    this.boot = { ...(opts.initialBoot ?? { target: 'None', enabled: 'Disabled', mode: 'UEFI' }) };
+    this.etagFormat = opts.etagFormat ?? 'counter';
+    this.postWindowMs = opts.postWindowMs ?? 0;
   }
 
-  /** Strong ETag of the system (and its settings object). */
+  /** ETag of the system (and its settings object), in the profile's format. */
   get etag(): string {
-    return `"${this.version}"`;
+    if (this.etagFormat === 'counter') return `"${this.version}"`;
+    const h = createHash('md5').update(`${this.id}/${this.version}`).digest('hex');
+    if (this.etagFormat === 'md5') return `"${h}"`;
+    if (this.etagFormat === 'weak-hex') return `W/"${h.slice(0, 8).toUpperCase()}"`;
+    return `"${118005423340 + this.version}"`;
+  }
+
+  /** Whether the host is in POST now (started less than the POST window ago, or told so). */
+  inPost(now = Date.now()): boolean {
+    return now < this.postUntil;
+  }
+
+  /** Puts the host into POST for `ms` from now (a fault knob; a start does it by itself). */
+  enterPost(ms: number): void {
+    this.postUntil = Math.max(this.postUntil, Date.now() + ms);
+  }
+
+  /** The next Boot PATCH finds the host just reset: it enters POST for `ms` at that moment (a fault knob). */
+  armPostAtNextPatch(ms: number): void {
+    this.armedPostMs = ms;
+  }
+
+  /** Called on a Boot PATCH: starts an armed POST window. */
+  startArmedPost(): void {
+    if (this.armedPostMs > 0) this.enterPost(this.armedPostMs);
+    this.armedPostMs = 0;
+  }
+
+  /** Boot values as a client would next see them take effect: pending settings over current ones. */
+  effectiveBoot(): BootOverrideState {
+    return { ...this.boot, ...this.pendingBoot };
+  }
+
+  /** Queues Boot properties in the SettingsObject until the next reset. */
+  setPendingBoot(changes: Partial<BootOverrideState>): void {
+    this.pendingBoot = { ...this.pendingBoot, ...changes };
+    this.version++;
   }
 
   /** Simulates another client changing the resource. */
@@ -124,6 +179,12 @@ export class VirtualSystem {
   /** The reset's effect, decided by the host's state at the moment it takes effect. */
   private async apply(type: ResetType): Promise<void> {
     if (this.closed) return;
+    if (this.pendingBoot !== undefined) {
+      // Settings objects take effect at the next reset (Settings `@Redfish.SettingsApplyTime` OnReset).
+      const pending = this.pendingBoot;
+      this.pendingBoot = undefined;
+      this.setBoot(pending);
+    }
     const off = this.host.powerState() === 'Off';
     switch (type) {
       case 'On':
@@ -158,6 +219,7 @@ export class VirtualSystem {
 
   /** Resolves the override for the boot that is starting now; a `Once` override is used up by it. */
   private consumeBootDevice(): BootDevice {
+    if (this.postWindowMs > 0) this.enterPost(this.postWindowMs);
     if (this.boot.enabled === 'Disabled') return 'None';
     const t = this.boot.target;
     const device: BootDevice = t === 'Pxe' || t === 'Hdd' || t === 'UefiHttp' ? t : 'None';

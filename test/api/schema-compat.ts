@@ -43,6 +43,16 @@ const SAME = [
 
 const sameValue = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
+/**
+ * Enums we add where upstream has a free string, each deliberate: the values are exactly upstream's
+ * Go constants, so every manifest that upstream's controllers act on still applies.
+ * - ServerClaim `spec.power`: upstream's `Power` type has only `On` and `Off`; a free string let
+ *   `"on"` through, which nothing acts on (the attempt-engine issue asks to refuse it).
+ */
+const DELIBERATE_ENUMS: Record<string, readonly string[]> = {
+  'v1alpha1.spec.power': ['Off', 'On'],
+};
+
 function compareNode(path: string, up: Schema, ours: Schema | undefined, out: string[]): void {
   if (!ours) {
     out.push(`${path}: missing`);
@@ -54,7 +64,9 @@ function compareNode(path: string, up: Schema, ours: Schema | undefined, out: st
   }
   const upEnum = up.enum as unknown[] | undefined;
   const ourEnum = ours.enum as unknown[] | undefined;
-  if (upEnum || ourEnum) {
+  const deliberate = DELIBERATE_ENUMS[path];
+  const allowed = !upEnum && deliberate !== undefined && sameValue([...(ourEnum ?? [])].sort(), deliberate);
+  if ((upEnum || ourEnum) && !allowed) {
     const a = JSON.stringify([...(upEnum ?? [])].sort());
     const b = JSON.stringify([...(ourEnum ?? [])].sort());
     if (a !== b) out.push(`${path}: enum upstream=${a} ours=${b}`);

@@ -127,13 +127,20 @@ describe('Redfish parsing of the DMTF public-rackmount1 mockup', () => {
     );
   });
 
-  it('names the nested field of an invalid boot target', () => {
+  it('reads a boot target and power state outside the DMTF enums as reported (issue 16, tolerant reading)', () => {
     const body = mockup('Systems/437XR1138R2');
-    (body['Boot'] as Record<string, unknown>)['BootSourceOverrideTarget'] = 'Floppy Drive A';
-    assert.throws(
-      () => parseComputerSystem(body, SYSTEM_URI),
-      (err: unknown) => err instanceof RedfishParseError && err.field === 'Boot.BootSourceOverrideTarget',
-    );
+    (body['Boot'] as Record<string, unknown>)['BootSourceOverrideTarget'] = 'UsbKey';
+    (body['Boot'] as Record<string, unknown>)['BootSourceOverrideEnabled'] = 'OnceThenOff';
+    body['PowerState'] = 'Sleeping';
+    const sys = parseComputerSystem(body, SYSTEM_URI);
+    assert.equal(sys.info.boot.target, 'UsbKey');
+    assert.equal(sys.info.boot.enabled, 'OnceThenOff');
+    assert.equal(sys.info.powerState, 'Sleeping');
+    (body['Boot'] as Record<string, unknown>)['BootSourceOverrideTarget'] = 42;
+    delete body['PowerState'];
+    const odd = parseComputerSystem(body, SYSTEM_URI);
+    assert.equal(odd.info.boot.target, undefined, 'a non-string value counts as not reported');
+    assert.equal(odd.info.powerState, undefined);
   });
 
   it('reads PowerState without needing a UUID, and rejects unknown power states', () => {

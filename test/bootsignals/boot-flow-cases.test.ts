@@ -3,19 +3,23 @@
  * API server, with the registry and the boot server running in-process.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   API,
   bearer,
+  deleteSeededServers,
   newTestClient,
   nextAttempt,
   postJson,
+  SEEDED_BY_LABEL,
   type Seeded,
   sbcCondition,
   seedBootTarget,
@@ -23,9 +27,30 @@ import {
   waitCached,
 } from './fixture.js';
 
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
+
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
 let ns: { name: string; cleanup(): Promise<void> };
+
+/** One request with `path` sent byte for byte (node:http does not resolve `..` segments). */
+function rawRequest(base: string, method: string, path: string): Promise<{ status: number; text: string }> {
+  const u = new URL(base);
+  return new Promise((ok, fail) => {
+    const req = httpRequest({ host: u.hostname, port: u.port, method, path }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+      });
+      res.on('end', () => ok({ status: res.statusCode ?? 0, text }));
+      res.on('error', fail);
+    });
+    req.on('error', fail);
+    req.end();
+  });
+}
 
 async function getText(url: string) {
   const res = await fetch(url);
@@ -52,45 +77,63 @@ describe('boot-flow cases (registry + boot server)', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });
 
   it('C01: every endpoint finds the server whatever the UUID case; a non-UUID gets 400', async () => {
-    const upper = '0A1B2C3D-4E5F-6A7B-8C9D-0E1F2A3B4C5D';
-    const lower = upper.toLowerCase();
-    // The Server as a BMC (or an upstream manifest) wrote it: upper case.
-    const s = await seedBootTarget(client, ns.name, { uuid: upper, withIgnition: true });
-    await waitCached(stack, s);
-    const script = await getText(`${stack.bootUrl}/ipxe/${lower}`);
-    assert.equal(script.status, 200, script.text);
-    assert.match(script.text, new RegExp(`metal.uuid=${lower}`));
-    const again = await getText(`${stack.bootUrl}/ipxe/${upper}`);
-    assert.equal(again.status, 200, again.text);
-    const ign = await getText(`${stack.bootUrl}/ignition/${upper}?token=${s.token}`);
-    assert.equal(ign.status, 200, ign.text);
-    const reg = await postJson(
-      `${stack.registryUrl}/register`,
-      { systemUUID: lower, data: { memory: { totalBytes: 1 } } },
-      bearer(s.token),
-    );
-    assert.equal(reg.status, 201, reg.text);
-    await waitFor(
-      'registration in cache',
-      5_000,
-      () => !!stack.sources.servers.get(s.server.metadata.name!)?.status?.registration,
-    );
-    const sys = await getText(`${stack.registryUrl}/systems/${upper}`);
-    assert.equal(sys.status, 200, sys.text);
-    assert.deepEqual(JSON.parse(sys.text), { memory: { totalBytes: 1 } });
-    const boot = await postJson(
-      `${stack.registryUrl}/bootstate`,
-      { systemUUID: upper, booted: true },
-      bearer(s.token),
-    );
-    assert.equal(boot.status, 200, boot.text);
-    const { cond } = await sbcCondition(client, s, 'BootStateReceived');
-    assert.equal(cond?.status, 'True');
+    // One Server written upper case (as a BMC or an upstream manifest writes it), one lower case (as
+    // Linux reports it); each is asked for in both cases on every endpoint.
+    const upperSeed = '0A1B2C3D-4E5F-6A7B-8C9D-0E1F2A3B4C5D';
+    const lowerSeed = `1b2c3d4e-5f6a-4b7c-8d9e-${randomBytes(6).toString('hex')}`;
+    let s!: Seeded;
+    for (const seeded of [upperSeed, lowerSeed]) {
+      s = await seedBootTarget(client, ns.name, { uuid: seeded, withIgnition: true });
+      await waitCached(stack, s);
+      const lower = seeded.toLowerCase();
+      for (const [i, asked] of [seeded.toLowerCase(), seeded.toUpperCase()].entries()) {
+        const what = `Server ${seeded}, asked as ${asked}`;
+        const script = await getText(`${stack.bootUrl}/ipxe/${asked}`);
+        assert.equal(script.status, 200, `${what}: ${script.text}`);
+        assert.match(script.text, new RegExp(`metal.uuid=${lower}`), what);
+        assert.match(script.text, new RegExp(`metal.token=${s.token}`), what);
+        const ign = await getText(`${stack.bootUrl}/ignition/${asked}?token=${encodeURIComponent(s.token)}`);
+        assert.equal(ign.status, 200, `${what}: ${ign.text}`);
+        // A payload per request case, so each is a change (201) stored on the same Server.
+        const data = { memory: { totalBytes: i + 1 } };
+        const reg = await postJson(
+          `${stack.registryUrl}/register`,
+          { systemUUID: asked, data },
+          bearer(s.token),
+        );
+        assert.equal(reg.status, 201, `${what}: ${reg.text}`);
+        await waitFor(
+          'registration in cache',
+          5_000,
+          () =>
+            JSON.stringify(stack.sources.servers.get(s.server.metadata.name!)?.status?.registration?.data) ===
+            JSON.stringify(data),
+        );
+        for (const read of [seeded.toLowerCase(), seeded.toUpperCase()]) {
+          const sys = await getText(`${stack.registryUrl}/systems/${read}`);
+          assert.equal(sys.status, 200, `${what}, read as ${read}: ${sys.text}`);
+          assert.deepEqual(JSON.parse(sys.text), data);
+        }
+        const boot = await postJson(
+          `${stack.registryUrl}/bootstate`,
+          { systemUUID: asked, booted: i === 0 },
+          bearer(s.token),
+        );
+        assert.equal(boot.status, 200, `${what}: ${boot.text}`);
+        const { cond } = await sbcCondition(client, s, 'BootStateReceived');
+        assert.equal(
+          cond?.status,
+          i === 0 ? 'True' : 'False',
+          `${what}: the callback landed on this Server's SBC`,
+        );
+      }
+    }
 
     for (const bad of ['not-a-uuid', '0A1B2C3D4E5F6A7B8C9D0E1F2A3B4C5D00', 'x'.repeat(10_000)]) {
       assert.equal((await getText(`${stack.bootUrl}/ipxe/${bad}`)).status, 400, bad.slice(0, 20));
@@ -224,7 +267,7 @@ describe('boot-flow cases (registry + boot server)', () => {
     await client.create<Server>(Resources.Server, {
       apiVersion: API,
       kind: 'Server',
-      metadata: { name: `${s.server.metadata.name}-dup` },
+      metadata: { name: `${s.server.metadata.name}-dup`, labels: { [SEEDED_BY_LABEL]: ns.name } },
       spec: { systemUUID: s.uuid.toUpperCase() },
     });
     await waitFor(
@@ -248,36 +291,147 @@ describe('boot-flow cases (registry + boot server)', () => {
     assert.deepEqual(statuses, [409, 409, 409, 409, 409]);
   });
 
-  it('C11: hostile and malformed bodies get the right 4xx, write nothing, echo no secret', async () => {
-    const s = await seedBootTarget(client, ns.name);
+  it('C11: hostile and malformed bodies get the right 4xx on /bootstate and /register, write nothing, echo no secret', async () => {
+    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
     await waitCached(stack, s);
     const before = await versions(s);
-    const url = `${stack.registryUrl}/bootstate`;
-    const send = async (
-      body: string | Buffer,
-      headers: Record<string, string> = { 'content-type': 'application/json' },
-    ) => {
-      const res = await fetch(url, { method: 'POST', headers: { ...bearer(s.token), ...headers }, body });
-      const text = await res.text();
-      assert.ok(!text.includes(s.token), 'response echoes the token');
-      return res.status;
+    const noSecret = (what: string, text: string) => {
+      assert.ok(!text.includes(s.token), `${what}: the answer echoes the token`);
     };
-    assert.equal(await send(''), 400, 'empty body');
-    assert.equal(await send('{"systemUUID":'), 400, 'invalid JSON');
-    assert.equal(await send(JSON.stringify({ systemUUID: s.uuid, booted: 'yes' })), 400, 'wrong shape');
-    assert.equal(await send(JSON.stringify({ systemUUID: s.uuid })), 400, 'missing field');
-    assert.equal(await send('[]'), 400, 'array');
-    assert.equal(await send(Buffer.alloc(20 * 1024 * 1024, 0x20)), 413, '20 MiB body');
-    assert.equal(
-      await send(JSON.stringify({ systemUUID: s.uuid, booted: true }), { 'content-type': 'text/plain' }),
-      415,
-    );
-    assert.equal(await send('systemUUID=x', { 'content-type': 'application/x-www-form-urlencoded' }), 415);
-    assert.equal((await getText(`${stack.bootUrl}/ipxe/../../etc/passwd`)).status >= 400, true);
-    assert.equal((await getText(`${stack.bootUrl}/ipxe/..%2F..%2Fetc%2Fpasswd`)).status, 400);
-    assert.equal((await getText(`${stack.registryUrl}/systems/${'a'.repeat(10_000)}`)).status, 400);
+    for (const route of ['/bootstate', '/register']) {
+      const url = `${stack.registryUrl}${route}`;
+      const send = async (
+        body: string | Buffer,
+        headers: Record<string, string> = { 'content-type': 'application/json' },
+      ) => {
+        const res = await fetch(url, { method: 'POST', headers: { ...bearer(s.token), ...headers }, body });
+        noSecret(route, await res.text());
+        return res.status;
+      };
+      const full =
+        route === '/bootstate' ? { systemUUID: s.uuid, booted: true } : { systemUUID: s.uuid, data: {} };
+      assert.equal(await send(''), 400, `${route}: empty body`);
+      assert.equal(await send('{"systemUUID":'), 400, `${route}: invalid JSON`);
+      assert.equal(
+        await send(JSON.stringify({ systemUUID: s.uuid, booted: 'yes', data: 'yes' })),
+        400,
+        `${route}: wrong shape`,
+      );
+      assert.equal(await send(JSON.stringify({ systemUUID: s.uuid })), 400, `${route}: missing field`);
+      assert.equal(await send('[]'), 400, `${route}: array`);
+      assert.equal(
+        await send(JSON.stringify({ ...full, systemUUID: 'a'.repeat(10_000) })),
+        400,
+        `${route}: a 10,000-character UUID`,
+      );
+      assert.equal(await send(Buffer.alloc(20 * 1024 * 1024, 0x20)), 413, `${route}: 20 MiB body`);
+      assert.equal(
+        await send(JSON.stringify(full), { 'content-type': 'text/plain' }),
+        415,
+        `${route}: text/plain`,
+      );
+      assert.equal(
+        await send('systemUUID=x', { 'content-type': 'application/x-www-form-urlencoded' }),
+        415,
+        `${route}: form`,
+      );
+    }
+    // Paths with `../`, sent as written (fetch and URL would resolve the dots before sending).
+    const traversal = [
+      [stack.bootUrl, '/ipxe/../../etc/passwd'],
+      [stack.bootUrl, `/ipxe/${s.uuid}/../../../etc/passwd`],
+      [stack.bootUrl, '/ipxe/..%2F..%2Fetc%2Fpasswd'],
+      [stack.bootUrl, `/ignition/../../etc/passwd?token=${s.token}`],
+      [stack.bootUrl, '/images/../../../../../../etc/passwd'],
+      [stack.bootUrl, `/images/${encodeURIComponent('test/os:1.0')}/../../../../../etc/passwd`],
+      [stack.bootUrl, '/images/..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd/kernel'],
+      [stack.registryUrl, '/systems/../../etc/passwd'],
+      [stack.registryUrl, `/systems/${s.uuid}/../../../etc/passwd`],
+    ] as const;
+    for (const [base, path] of traversal) {
+      const r = await rawRequest(base, 'GET', path);
+      assert.ok([400, 404].includes(r.status), `${path}: ${r.status} ${r.text.slice(0, 200)}`);
+      assert.doesNotMatch(r.text, /root:/, `${path} served a file`);
+      noSecret(path, r.text);
+    }
+    for (const [base, path] of [
+      [stack.bootUrl, `/ipxe/${'a'.repeat(10_000)}`],
+      [stack.bootUrl, `/ignition/${'a'.repeat(10_000)}?token=${s.token}`],
+      [stack.registryUrl, `/systems/${'a'.repeat(10_000)}`],
+      [stack.registryUrl, `/delete/${'a'.repeat(10_000)}`],
+    ] as const) {
+      const r = await rawRequest(base, path.startsWith('/delete') ? 'DELETE' : 'GET', path);
+      assert.equal(r.status, 400, `${path.slice(0, 30)}…: ${r.text.slice(0, 200)}`);
+      noSecret(path.slice(0, 30), r.text);
+    }
+    // Refused callbacks on every route name no secret either.
+    for (const [url, init] of [
+      [`${stack.registryUrl}/bootstate`, { body: { systemUUID: s.uuid, booted: true }, token: 'made-up' }],
+      [`${stack.registryUrl}/register`, { body: { systemUUID: s.uuid, data: {} }, token: 'made-up' }],
+    ] as const) {
+      const r = await postJson(url, init.body, bearer(init.token));
+      assert.equal(r.status, 401, r.text);
+      noSecret(url, r.text);
+    }
+    const refused = await getText(`${stack.bootUrl}/ignition/${s.uuid}?token=made-up`);
+    assert.equal(refused.status, 401);
+    noSecret('/ignition with a made-up token', refused.text);
     assert.equal(await versions(s), before, 'nothing written');
     // Still serving.
-    assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer(s.token))).status, 200);
+    const ok = await postJson(
+      `${stack.registryUrl}/bootstate`,
+      { systemUUID: s.uuid, booted: true },
+      bearer(s.token),
+    );
+    assert.equal(ok.status, 200, ok.text);
+  });
+});
+
+describe('--callback-auth=optional (upstream agents without a token)', () => {
+  let optional: Awaited<ReturnType<typeof startTestStack>>;
+  let optNs: { name: string; cleanup(): Promise<void> };
+  let optClient: KubeClient;
+  before(async () => {
+    const kc = (await sharedCluster()).kubeConfig();
+    optClient = newTestClient(kc);
+    optNs = await testNamespace(kc, 'cases-optional');
+    optional = await startTestStack(kc, { callbackAuth: 'optional' });
+  });
+  after(async () => {
+    await optional?.close();
+    if (optNs && optClient) await deleteSeededServers(optClient, optNs.name);
+    await optNs?.cleanup();
+    await optClient?.close();
+  });
+
+  it('accepts a callback without token as Unauthenticated; a wrong token is still 401, an old one 409', async () => {
+    const s = await seedBootTarget(optClient, optNs.name);
+    await waitCached(optional, s);
+    const url = `${optional.registryUrl}/bootstate`;
+    const body = { systemUUID: s.uuid, booted: true };
+    assert.equal(
+      (await postJson(url, body, bearer('made-up'))).status,
+      401,
+      'a token, if sent, must be right',
+    );
+    const anon = await postJson(url, body);
+    assert.equal(anon.status, 200, anon.text);
+    const first = await sbcCondition(optClient, s, 'BootStateReceived');
+    assert.equal(first.cond?.status, 'True');
+    assert.equal(first.cond?.reason, 'Unauthenticated');
+    const reg = await postJson(`${optional.registryUrl}/register`, { systemUUID: s.uuid, data: { a: 1 } });
+    assert.equal(reg.status, 201, reg.text);
+    assert.equal((await sbcCondition(optClient, s, 'RegistrationReceived')).cond?.reason, 'Unauthenticated');
+    const { token: tokenB } = await nextAttempt(optClient, s);
+    await waitFor(
+      'rotation cached',
+      10_000,
+      () => optional.sources.sbcs.get(s.sbc.metadata.name!, optNs.name)?.spec.bootAttempt === 2,
+    );
+    assert.equal((await postJson(url, body, bearer(s.token))).status, 409, 'token of attempt 1');
+    const own = await postJson(url, body, bearer(tokenB));
+    assert.equal(own.status, 200, own.text);
+    const last = await sbcCondition(optClient, s, 'BootStateReceived');
+    assert.equal(last.cond?.reason, 'Booted', 'an authenticated callback says so');
   });
 });

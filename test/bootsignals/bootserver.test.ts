@@ -1,6 +1,7 @@
 /**
  * Boot server behaviour beyond the boot-flow cases: NetBootOnce local boot after completion, script
- * pinning to the first client address, `booted: false` recorded, ignition hook and Butane handling.
+ * pinning to the first client address, `booted: false` recorded, ignition hook, Butane translation and
+ * Ignition validation (the official tools, hack/ignition-tools).
  */
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
@@ -10,9 +11,10 @@ import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import {
   bearer,
+  deleteSeededServers,
   newTestClient,
   postJson,
   sbcCondition,
@@ -20,6 +22,9 @@ import {
   startTestStack,
   waitCached,
 } from './fixture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 let client: KubeClient;
 let stack: Awaited<ReturnType<typeof startTestStack>>;
@@ -49,6 +54,7 @@ describe('boot server', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });
@@ -176,28 +182,46 @@ describe('boot server', () => {
     assert.equal(cond?.status, 'True');
   });
 
-  it('Butane (format fcos) without the butane tool: 503 ButaneUnavailable, no condition', async () => {
+  it('Butane (format fcos 1.5) is translated by the official translator and served with the hook', async () => {
     const s = await seedBootTarget(client, ns.name, { withIgnition: true });
     await client.mergePatch<SecretObject>(Resources.Secret, `${s.sbc.metadata.name}-ignition`, ns.name, {
       data: {
         format: Buffer.from('fcos').toString('base64'),
-        ignition: Buffer.from('variant: fcos\nversion: 1.3.0\n').toString('base64'),
+        ignition: Buffer.from(
+          'variant: fcos\nversion: 1.5.0\npasswd:\n  users:\n    - name: core\nstorage:\n  files:\n    - path: /etc/hostname\n      contents:\n        inline: metal\n',
+        ).toString('base64'),
       },
     });
     await waitCached(stack, s);
-    // The boot server runs in this process and looks butane up on PATH: hide it, whatever the machine has.
-    const path = process.env.PATH;
-    process.env.PATH = '/nonexistent';
-    let res: Response;
-    try {
-      res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
-    } finally {
-      process.env.PATH = path;
-    }
-    const body = (await res.json()) as { reason: string };
-    assert.equal(res.status, 503);
-    assert.equal(body.reason, 'ButaneUnavailable');
-    assert.ok(res.headers.get('retry-after'));
+    const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    assert.equal(res.status, 200);
+    const cfg = (await res.json()) as {
+      ignition: { version: string };
+      passwd: { users: { name: string }[] };
+      storage: { files: { path: string; contents: { source: string } }[] };
+      systemd: { units: { name: string }[] };
+    };
+    assert.equal(cfg.ignition.version, '3.4.0', 'fcos 1.5.0 translates to Ignition 3.4.0');
+    assert.equal(cfg.passwd.users[0]?.name, 'core');
+    assert.equal(cfg.storage.files.find((f) => f.path === '/etc/hostname')?.contents.source, 'data:,metal');
+    assert.ok(cfg.systemd.units.some((u) => u.name === 'metal-bootstate.service'));
+  });
+
+  it('an invalid Ignition config: 409 InvalidIgnition with the validator report, no condition', async () => {
+    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
+    await client.mergePatch<SecretObject>(Resources.Secret, `${s.sbc.metadata.name}-ignition`, ns.name, {
+      data: {
+        ignition: Buffer.from(
+          JSON.stringify({ ignition: { version: '3.4.0' }, storage: { files: [{ path: 'relative' }] } }),
+        ).toString('base64'),
+      },
+    });
+    await waitCached(stack, s);
+    const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    const body = (await res.json()) as { reason: string; message: string };
+    assert.equal(res.status, 409);
+    assert.equal(body.reason, 'InvalidIgnition');
+    assert.match(body.message, /\$\.storage\.files\.0\.path.*path not absolute/);
     assert.equal((await sbcCondition(client, s, 'IgnitionDataFetched')).cond, undefined);
   });
 });

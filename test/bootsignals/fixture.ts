@@ -29,10 +29,13 @@ import {
 import { KubeClient } from '../../src/runtime/client.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
-import { freePorts, waitFor } from '../harness/control-plane.js';
+import { waitFor } from '../harness/control-plane.js';
+import { stablePorts } from '../harness/ports.js';
 
 export const API = 'metal.ironcore.dev/v1alpha1';
 export const TEST_IMAGE = 'test/os:1.0';
+/** Label on every cluster-scoped Server a test seeds: the namespace of the test that owns it. */
+export const SEEDED_BY_LABEL = 'metal-test.ironcore.dev/seeded-by';
 
 export interface Seeded {
   uuid: string;
@@ -110,10 +113,28 @@ export async function seedBootTarget(
   const server = await client.create<Server>(Resources.Server, {
     apiVersion: API,
     kind: 'Server',
-    metadata: { name },
+    metadata: { name, labels: { [SEEDED_BY_LABEL]: namespace } },
     spec: { systemUUID: uuid, bootConfigurationRef: { name: sbcName, namespace } },
   });
   return { uuid, server, sbc, secretName, token: data.token };
+}
+
+/**
+ * Deletes the cluster-scoped Servers seeded for `namespace` (label {@link SEEDED_BY_LABEL}): the
+ * namespace's deletion does not take them along, and a later run against the same cluster would
+ * find a second Server with a fixed UUID (409). Call from `after`.
+ */
+export async function deleteSeededServers(client: KubeClient, namespace: string): Promise<void> {
+  const { items } = await client.list<Server>(Resources.Server, {
+    labelSelector: `${SEEDED_BY_LABEL}=${namespace}`,
+  });
+  for (let i = 0; i < items.length; i += 50) {
+    await Promise.all(
+      items
+        .slice(i, i + 50)
+        .map((x) => client.delete(Resources.Server, x.metadata.name!).catch(() => undefined)),
+    );
+  }
 }
 
 /** Starts the next attempt as the claim controller does: rotate the token, bump bootAttempt, record attemptGeneration. */
@@ -170,7 +191,7 @@ export async function startTestStack(
   kc: KubeConfig,
   opts: { callbackAuth?: 'required' | 'optional'; pin?: boolean } = {},
 ): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
-  const [rp, bp] = await freePorts(2);
+  const [rp, bp] = await stablePorts(2);
   const registryUrl = `http://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
     kubeConfig: kc,

@@ -1,6 +1,9 @@
 /**
- * Generated malformed requests (at least 10,000, seeded PRNG) against the registry and the boot
- * server: no 5xx other than 503, the process keeps serving, and nothing is written.
+ * Generated malformed requests (10,000, seeded PRNG) against the registry and the boot server: no
+ * 5xx other than 503, the processes keep serving, and nothing is written. A share of the requests
+ * carries the seeded Server's UUID (lower and upper case) with the current attempt token and a
+ * malformed body, or a well-formed body with the token of an earlier attempt or a made-up one, so
+ * they get past routing and validation up to authentication: 401 and 409 must both occur.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -8,11 +11,24 @@ import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
-import { newTestClient, type Seeded, seedBootTarget, startTestStack } from './fixture.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+import {
+  bearer,
+  deleteSeededServers,
+  newTestClient,
+  nextAttempt,
+  postJson,
+  type Seeded,
+  seedBootTarget,
+  startTestStack,
+} from './fixture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 /** Mulberry32: small, seeded, reproducible. */
 function prng(seed: number) {
@@ -33,7 +49,13 @@ interface FuzzRequest {
   body?: Buffer;
 }
 
-function generator(seed: number, known: Seeded) {
+/** The seeded target as the fuzzer knows it: attempt 2 is current, attempt 1's token is stale. */
+interface Known extends Seeded {
+  currentToken: string;
+  staleToken: string;
+}
+
+function generator(seed: number, known: Known) {
   const rnd = prng(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   const junk = (n: number) => Buffer.from(Array.from({ length: n }, () => Math.floor(rnd() * 256)));
@@ -79,7 +101,52 @@ function generator(seed: number, known: Seeded) {
       `/images/${uuidish()}/kernel`,
       `/ipxe/${uuidish()}/x`,
     ]);
+  const realUuid = () => pick([known.uuid.toLowerCase(), known.uuid.toUpperCase()]);
+  const madeUp = () => pick(['x', junk(16).toString('base64url'), known.currentToken.slice(0, -1)]);
+  /**
+   * Requests that pass routing and content negotiation for the seeded Server: with the current
+   * token only malformed bodies (a well-formed one would be a legitimate write); with a stale,
+   * made-up or missing token also well-formed bodies, which authentication must refuse (409 / 401).
+   */
+  const authentic = (target: 'registry' | 'boot'): FuzzRequest => {
+    const uuid = realUuid();
+    if (target === 'boot') {
+      // The current token would fetch the ignition (and record IgnitionDataFetched): not here.
+      const token = pick([known.staleToken, madeUp(), '']);
+      return { method: 'GET', path: `/ignition/${uuid}?token=${encodeURIComponent(token)}`, headers: {} };
+    }
+    const path = pick(['/register', '/bootstate']);
+    const wellFormed =
+      path === '/register'
+        ? { systemUUID: uuid, data: { cpu: [{ id: 0 }], fuzz: Math.floor(rnd() * 1e6) } }
+        : { systemUUID: uuid, booted: pick([true, false]) };
+    // Each of these is invalid for both endpoints (400 before authentication).
+    const malformed = pick<unknown>([
+      { systemUUID: uuid, booted: pick(['yes', 1, null, {}, []]) },
+      { systemUUID: uuid, data: pick([null, 'x', 1, []]) },
+      { systemUUID: uuid },
+      { systemUUID: [uuid], booted: true, data: {} },
+      { systemUUID: `${uuid}0`, booted: true, data: {} },
+      { systemUUID: uuid.slice(1), booted: true, data: {} },
+      '{"systemUUID":',
+      '',
+      'null',
+    ]);
+    const token = pick(['current', 'stale', 'made-up', 'none'] as const);
+    const body = token === 'current' ? malformed : rnd() < 0.8 ? wellFormed : malformed;
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (token === 'current') headers.authorization = `Bearer ${known.currentToken}`;
+    if (token === 'stale') headers.authorization = `Bearer ${known.staleToken}`;
+    if (token === 'made-up') headers.authorization = `Bearer ${madeUp()}`;
+    return {
+      method: 'POST',
+      path,
+      headers,
+      body: Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)),
+    };
+  };
   return (target: 'registry' | 'boot'): FuzzRequest => {
+    if (rnd() < 0.25) return authentic(target);
     const method = pick(['GET', 'POST', 'POST', 'POST', 'DELETE', 'PUT', 'PATCH', 'HEAD', 'OPTIONS']);
     const headers: Record<string, string> = {};
     const ct = pick([
@@ -157,13 +224,25 @@ describe('fuzzing the registry and the boot server', () => {
   });
   after(async () => {
     await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
     await ns?.cleanup();
     await client?.close();
   });
 
   it('10,000+ malformed requests: no 5xx but 503, still serving, nothing written', async () => {
     const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await waitFor('cached', 10_000, () => !!stack.sources.secrets.get(s.secretName, ns.name));
+    // Attempt 2 is current, so attempt 1's token is a stale one (409) the fuzzer can send.
+    const { token: currentToken } = await nextAttempt(client, s);
+    await waitFor('cached', 10_000, () => {
+      const secret = stack.sources.secrets.get(s.secretName, ns.name);
+      const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name);
+      return (
+        decodeCallbackSecret(secret?.data)?.token === currentToken &&
+        sbc?.spec.bootAttempt === 2 &&
+        sbc.status?.attemptGeneration === sbc.metadata.generation &&
+        !!stack.sources.servers.get(s.server.metadata.name!)
+      );
+    });
     const snapshot = async () => {
       const sbc = await client.get<ServerBootConfiguration>(
         Resources.ServerBootConfiguration,
@@ -175,29 +254,48 @@ describe('fuzzing the registry and the boot server', () => {
       return `${sbc?.metadata.resourceVersion} ${server?.metadata.resourceVersion}`;
     };
     const before = await snapshot();
-    const next = generator(20261130, s);
+    const next = generator(20261130, { ...s, currentToken, staleToken: s.token });
     const N = 10_000;
     const statuses = new Map<number, number>();
     let sent = 0;
+    const accepted: string[] = [];
     await Promise.all(
       Array.from({ length: 16 }, async () => {
         while (sent < N) {
           sent++;
           const target = sent % 2 ? 'registry' : 'boot';
-          const status = await send(target === 'registry' ? stack.registryUrl : stack.bootUrl, next(target));
+          const r = next(target);
+          const status = await send(target === 'registry' ? stack.registryUrl : stack.bootUrl, r);
           statuses.set(status, (statuses.get(status) ?? 0) + 1);
+          if (status >= 200 && status < 300 && accepted.length < 20) {
+            accepted.push(
+              `${status} ${r.method} ${r.path.slice(0, 80)} ${r.body?.subarray(0, 120).toString('latin1') ?? ''}`,
+            );
+          }
         }
       }),
     );
     const summary = Object.fromEntries([...statuses.entries()].sort((a, b) => a[0] - b[0]));
     console.log(JSON.stringify({ test: 'fuzz', requests: sent, statuses: summary }));
-    assert.ok(sent >= N);
     for (const [status, count] of statuses) {
       assert.ok(status < 500 || status === 503, `${count} answers with status ${status}`);
     }
     assert.ok((statuses.get(0) ?? 0) < N * 0.05, 'most requests got an HTTP answer');
-    assert.equal(await snapshot(), before, 'nothing written');
+    // Requests reached authentication: both refusals happened, and plenty of them.
+    assert.ok((statuses.get(401) ?? 0) > N * 0.02, `401 answers: ${statuses.get(401) ?? 0}`);
+    assert.ok((statuses.get(409) ?? 0) > N * 0.02, `409 answers: ${statuses.get(409) ?? 0}`);
+    assert.equal(await snapshot(), before, `nothing written; 2xx answers:\n${accepted.join('\n')}`);
+    // Both processes still serve, and a legitimate callback still goes through.
     const alive = await fetch(`${stack.bootUrl}/ipxe`);
     assert.equal(alive.status, 200);
+    const sys = await fetch(`${stack.registryUrl}/systems/${s.uuid}`);
+    assert.equal(sys.status, 404);
+    assert.equal(((await sys.json()) as { reason?: string }).reason, 'NoRegistration');
+    const ok = await postJson(
+      `${stack.registryUrl}/bootstate`,
+      { systemUUID: s.uuid, booted: true },
+      bearer(currentToken),
+    );
+    assert.equal(ok.status, 200, ok.text);
   });
 });

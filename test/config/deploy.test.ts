@@ -24,18 +24,13 @@ import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { loadKubeConfig as kubeConfigFile } from '../../src/cmd/kubeconfig.js';
-import {
-  apiRequest,
-  ControlPlane,
-  freePorts,
-  kubeconfigYaml,
-  waitFor,
-} from '../../src/localstack/control-plane.js';
-import { OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
+import { apiRequest, ControlPlane, kubeconfigYaml, waitFor } from '../../src/localstack/control-plane.js';
+import { OS_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
 import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
+import { stablePorts } from '../harness/ports.js';
 
 const CONFIG = join(process.cwd(), 'config');
 
@@ -85,7 +80,41 @@ function collectionPath(o: { apiVersion: string; kind: string; metadata: { names
   return o.metadata.namespace ? `${base}/namespaces/${o.metadata.namespace}/${p}` : `${base}/${p}`;
 }
 
+/** Creates every object under config/ (CRDs first, each Established before the rest). */
+async function deployConfig(): Promise<{ created: number; kinds: Set<string> }> {
+  const kc = cp.kubeConfig();
+  let created = 0;
+  const kinds = new Set<string>();
+  for (const o of manifests()) {
+    const obj = o as { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+    if (['ServerClaim', 'Secret'].includes(obj.kind) && !obj.metadata.namespace)
+      obj.metadata.namespace = 'default';
+    const res = await apiRequest(kc, 'POST', collectionPath(obj), obj);
+    assert.ok(
+      res.status === 201 || res.status === 200,
+      `${obj.kind} ${obj.metadata.name}: HTTP ${res.status} ${res.text.slice(0, 300)}`,
+    );
+    created++;
+    kinds.add(obj.kind);
+    if (obj.kind === 'CustomResourceDefinition') {
+      await waitFor(`${obj.metadata.name} Established`, 30_000, async () => {
+        const r = await apiRequest(
+          kc,
+          'GET',
+          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${obj.metadata.name}`,
+        );
+        const conds =
+          (r.json as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ??
+          [];
+        return conds.some((c) => c.type === 'Established' && c.status === 'True');
+      });
+    }
+  }
+  return { created, kinds };
+}
+
 let cp: ControlPlane;
+let deployed: { created: number; kinds: Set<string> };
 let admin: KubeClient;
 let dir: string;
 let manager: ChildProcess | undefined;
@@ -97,6 +126,7 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     cp = await ControlPlane.start({ installCRDs: false });
     admin = new KubeClient(cp.kubeConfig(), { fieldManager: 'test' });
     dir = mkdtempSync(join(tmpdir(), 'metal-config-'));
+    deployed = await deployConfig();
   });
   after(async () => {
     if (manager && manager.exitCode === null) {
@@ -111,33 +141,12 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
   });
 
   it('creates every object under config/', async () => {
-    const kc = cp.kubeConfig();
-    let created = 0;
-    for (const o of manifests()) {
-      const obj = o as { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
-      if (['ServerClaim', 'Secret'].includes(obj.kind) && !obj.metadata.namespace)
-        obj.metadata.namespace = 'default';
-      const res = await apiRequest(kc, 'POST', collectionPath(obj), obj);
-      assert.ok(
-        res.status === 201 || res.status === 200,
-        `${obj.kind} ${obj.metadata.name}: HTTP ${res.status} ${res.text.slice(0, 300)}`,
-      );
-      created++;
-      if (obj.kind === 'CustomResourceDefinition') {
-        await waitFor(`${obj.metadata.name} Established`, 30_000, async () => {
-          const r = await apiRequest(
-            kc,
-            'GET',
-            `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${obj.metadata.name}`,
-          );
-          const conds =
-            (r.json as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ??
-            [];
-          return conds.some((c) => c.type === 'Established' && c.status === 'True');
-        });
-      }
-    }
-    assert.ok(created >= 15, `created ${created} objects`);
+    // The creation itself runs in `before` (the next test needs the objects whatever runs first).
+    assert.ok(deployed.created >= 15, `created ${deployed.created} objects`);
+    assert.ok(
+      deployed.kinds.has('Deployment') && deployed.kinds.has('ConfigMap'),
+      [...deployed.kinds].join(),
+    );
   });
 
   it('the manager does its job with the ServiceAccount token and config/rbac alone', async () => {
@@ -162,8 +171,7 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
 
     writeFileSync(join(dir, 'vmlinuz'), 'sim');
     writeFileSync(join(dir, 'initramfs.cpio.gz'), 'sim');
-    const catalog = writeImageCatalog(dir, join(dir, 'images.yaml'));
-    const [rp, bp, mp] = (await freePorts(3)) as [number, number, number];
+    const [rp, bp, mp] = (await stablePorts(3)) as [number, number, number];
     fleet = createSimFleet({
       count: 1,
       bootServerUrl: `http://127.0.0.1:${bp}`,
@@ -171,21 +179,37 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
       timing: { firmwareMs: 100, kernelMs: 200 },
     });
     vbmc = await startVirtualBmc({ hosts: fleet.hosts, username: 'admin', password: 'pw', port: 0 });
+    // The Deployment's own flags, so the ConfigMap catalog (its informer and RBAC) is what runs;
+    // only the listen addresses and advertised URLs move to loopback ports of this test.
+    const deployment = manifests().find((o) => o.kind === 'Deployment') as {
+      spec: { template: { spec: { containers: { args: string[] }[] } } };
+    };
+    const local: Record<string, string> = {
+      '--registry-addr': `127.0.0.1:${rp}`,
+      '--registry-url': `http://127.0.0.1:${rp}`,
+      '--bootserver-addr': `127.0.0.1:${bp}`,
+      '--bootserver-url': `http://127.0.0.1:${bp}`,
+      '--metrics-port': String(mp),
+    };
+    const manifestArgs = deployment.spec.template.spec.containers[0]!.args;
+    assert.ok(
+      manifestArgs.includes('--image-catalog-configmap=metal-system/metal-image-catalog'),
+      manifestArgs.join(' '),
+    );
+    const args = manifestArgs.map((a) => {
+      const [flag] = a.split('=');
+      return flag && local[flag] !== undefined ? `${flag}=${local[flag]}` : a;
+    });
+    // The sample claims proved they apply; left in place they would bind the one simulated server first.
+    for (const o of manifests().filter((x) => x.kind === 'ServerClaim')) {
+      const md = (o as { metadata: { name: string; namespace?: string } }).metadata;
+      await admin.delete(Resources.ServerClaim, md.name, md.namespace ?? 'default');
+    }
     const log = join(dir, 'manager.log');
     const fd = openSync(log, 'a');
     manager = spawn(
       process.execPath,
-      [
-        join(process.cwd(), 'dist', 'src', 'cmd', 'manager.js'),
-        `--kubeconfig=${saKubeconfig}`,
-        '--leader-elect',
-        '--manager-namespace=metal-system',
-        `--image-catalog=${catalog}`,
-        `--probe-image=${PROBE_IMAGE}`,
-        `--registry-addr=127.0.0.1:${rp}`,
-        `--bootserver-addr=127.0.0.1:${bp}`,
-        `--metrics-port=${mp}`,
-      ],
+      [join(process.cwd(), 'dist', 'src', 'cmd', 'manager.js'), `--kubeconfig=${saKubeconfig}`, ...args],
       { stdio: ['ignore', fd, fd] },
     );
     closeSync(fd);
@@ -216,6 +240,11 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     }).catch((err) => {
       throw new Error(`${String(err)}\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}`);
     });
+    // The OS image joins the catalog through the ConfigMap while the manager runs.
+    const catalog = readFileSync(writeImageCatalog(dir, join(dir, 'images.yaml')), 'utf8');
+    await admin.mergePatch(Resources.ConfigMap, 'metal-image-catalog', 'metal-system', {
+      data: { 'images.yaml': catalog },
+    });
     await admin.create(Resources.ServerClaim, {
       apiVersion: API_VERSION,
       kind: 'ServerClaim',
@@ -225,13 +254,27 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     await waitFor('claim Booted', 90_000, async () => {
       const c = await admin.get<ServerClaim>(Resources.ServerClaim, 'cfg-claim', 'default');
       return c?.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') ?? false;
+    }).catch(async (err) => {
+      const c = await admin.get<ServerClaim>(Resources.ServerClaim, 'cfg-claim', 'default');
+      throw new Error(
+        `${String(err)}\nclaim conditions: ${JSON.stringify(c?.status?.conditions)}\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}`,
+      );
     });
     // Leader election used the Lease in metal-system.
     const lease = await admin.get(Resources.Lease, 'metal-operator', 'metal-system');
     assert.ok(lease, 'leader Lease exists');
-    const forbidden = readFileSync(log, 'utf8')
-      .split('\n')
-      .filter((l) => /"status":403|forbidden/i.test(l));
-    assert.deepEqual(forbidden, [], 'no request of the manager was forbidden');
+    // Every API request the manager made, by status code, from its own metrics.
+    const metrics = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+    const codes = new Map<string, number>();
+    for (const m of metrics.matchAll(/^rest_client_requests_total\{([^}]*)\} (\d+(?:\.\d+)?)$/gm)) {
+      const code = /code="(\d+)"/.exec(m[1]!)?.[1] ?? '?';
+      codes.set(code, (codes.get(code) ?? 0) + Number(m[2]));
+    }
+    assert.ok(
+      (codes.get('200') ?? 0) > 0 && (codes.get('201') ?? 0) > 0,
+      `requests by code: ${JSON.stringify([...codes])}`,
+    );
+    assert.equal(codes.get('403') ?? 0, 0, 'no request of the manager was forbidden');
+    assert.equal(codes.get('401') ?? 0, 0, 'no request of the manager was unauthenticated');
   });
 });

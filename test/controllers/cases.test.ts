@@ -1,15 +1,14 @@
 /**
- * Boot-flow cases C05–C09 (../shared/cases/boot-flow-cases.md) against the real API server, the
+ * Boot-flow cases C04 (driven by the claim controller), C05–C09 (../shared/cases/boot-flow-cases.md) against the real API server, the
  * in-process registry and boot server, and simulated hosts behind the virtual BMC.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { OPERATION_ANNOTATION } from '../../src/api/v1alpha1/boot-policy.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
+import { decodeCallbackSecret, tokenDigest } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
-import { butaneOnPath } from '../../src/controllers/serverbootconfiguration.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -33,6 +32,73 @@ import {
 after(releaseSharedCluster);
 
 const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
+
+test('C04 (claim controller): Off then On starts attempt 2 with token B in script and ignition; A gets 409, a made-up token 401', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('c04', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    const boot = s.op!.bootServerUrl;
+    const registry = s.op!.registryUrl;
+    await createClaim(s, 'c04', { serverRef: srv!.metadata.name!, bootPolicy: 'NetBootAlways' });
+    await eventually(
+      'attempt 1 Booted',
+      15_000,
+      async () => cond(await getClaim(s, 'c04'), 'Booted')?.status === 'True',
+    );
+    const callback = async () =>
+      decodeCallbackSecret((await s.client.get<SecretObject>(Resources.Secret, 'c04-callback', s.ns))?.data)!;
+    const a = await callback();
+    const sbcA = (await getSbc(s, 'c04'))!;
+    assert.equal(a.attempt, sbcA.spec.bootAttempt);
+    // Attempt 1's ignition carries token A.
+    const ignA = await fetch(`${boot}/ignition/${uuid}?token=${encodeURIComponent(a.token)}`);
+    assert.equal(ignA.status, 200);
+    assert.ok(
+      (await ignA.text()).includes(encodeURIComponent(`METAL_TOKEN=${a.token}`)),
+      'ignition carries token A',
+    );
+
+    // Power Off, then On: the claim controller starts the next attempt and rotates the token.
+    const host = hostOf(s, srv!);
+    await s.client.mergePatch(Resources.ServerClaim, 'c04', s.ns, { spec: { power: 'Off' } });
+    await eventually('host off', 10_000, () => host.powerState() === 'Off');
+    await s.client.mergePatch(Resources.ServerClaim, 'c04', s.ns, { spec: { power: 'On' } });
+    const b = await eventually('attempt 2 with a new token', 15_000, async () => {
+      const d = await callback();
+      const sbc = await getSbc(s, 'c04');
+      return d.attempt > a.attempt && sbc?.spec.bootAttempt === d.attempt ? d : undefined;
+    });
+    assert.notEqual(b.token, a.token);
+    await eventually(
+      'attempt 2 Booted',
+      15_000,
+      async () => cond(await getClaim(s, 'c04'), 'Booted')?.status === 'True',
+    );
+    const script = await (await fetch(`${boot}/ipxe/${uuid}`)).text();
+    assert.match(script, new RegExp(`metal.token=${b.token}`), 'the script carries token B');
+    assert.doesNotMatch(script, new RegExp(a.token));
+    const ignB = await fetch(`${boot}/ignition/${uuid}?token=${encodeURIComponent(b.token)}`);
+    assert.equal(ignB.status, 200);
+    const ignBText = await ignB.text();
+    assert.ok(ignBText.includes(encodeURIComponent(`METAL_TOKEN=${b.token}`)), 'ignition carries token B');
+    assert.ok(!ignBText.includes(a.token), 'and not token A');
+    assert.equal((await fetch(`${boot}/ignition/${uuid}?token=${encodeURIComponent(a.token)}`)).status, 409);
+    const post = (token: string) =>
+      fetch(`${registry}/bootstate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ systemUUID: uuid, booted: true }),
+      }).then((r) => r.status);
+    assert.equal(await post(a.token), 409, 'token A after the rotation');
+    assert.equal(await post('made-up'), 401);
+    assert.equal(await post(b.token), 200, 'token B');
+  } finally {
+    await s.close();
+  }
+});
 
 test('C05: no power-on and no boot override before the boot configuration is Ready', {
   timeout: 60_000,
@@ -76,24 +142,26 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
     );
     assert.deepEqual(resets(s, uuid).slice(before.resets), ['On']);
 
-    // The same class of fault from the ignition side: a Butane ignition without a butane tool.
-    if (!butaneOnPath()) {
-      const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
-      const mark = resets(s, other.id).length;
-      await s.client.create<SecretObject>(Resources.Secret, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'butane', namespace: s.ns },
-        data: { format: b64('fcos'), ignition: b64('variant: fcos\nversion: 1.3.0\n') },
-      });
-      await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
-      await eventually('ButaneUnavailable on the claim', 10_000, async () => {
-        const c = await getClaim(s, 'c05-butane');
-        return cond(c, 'BootConfigurationReady')?.reason === 'ButaneUnavailable';
-      });
-      await sleep(500);
-      assert.deepEqual(resets(s, other.id).slice(mark), []);
-    }
+    // The same class of fault from the ignition side: a Butane config the official translator rejects.
+    const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
+    const mark = resets(s, other.id).length;
+    await s.client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'butane', namespace: s.ns },
+      data: {
+        format: b64('fcos'),
+        ignition: b64('variant: fcos\nversion: 1.5.0\nstorage:\n  files:\n    - path: etc/relative\n'),
+      },
+    });
+    await createClaim(s, 'c05-butane', { serverRef: `${s.bmcName}-${other.id}`, ignition: 'butane' });
+    const bad = await eventually('InvalidButane on the claim', 10_000, async () => {
+      const c = cond(await getClaim(s, 'c05-butane'), 'BootConfigurationReady');
+      return c?.reason === 'InvalidButane' ? c : undefined;
+    });
+    assert.match(bad.message, /path not absolute/);
+    await sleep(500);
+    assert.deepEqual(resets(s, other.id).slice(mark), []);
   } finally {
     await s.close();
   }
@@ -176,10 +244,11 @@ test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again'
       );
     });
     const always = await getClaim(s, 'always');
+    const alwaysNow = await getSbc(s, 'always');
     assert.deepEqual(
-      [always?.status?.boot?.series, always?.status?.boot?.attempt],
-      [2, 1],
-      'a new series, completed in its first attempt',
+      [always?.status?.boot?.series, always?.status?.boot?.attempt, always?.status?.boot?.firstAttempt],
+      [2, alwaysNow?.spec.bootAttempt, alwaysNow?.spec.bootAttempt],
+      'a new series, completed in its first attempt; one attempt numbering: the claim shows the SBC bootAttempt',
     );
   } finally {
     await s.close();
@@ -266,8 +335,13 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
       (await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns))?.data,
     )!;
     assert.equal(secret.attempt, sbc.spec.bootAttempt);
-    assert.equal(secret.previous.length, 2, 'two earlier tokens remembered: three distinct tokens');
-    assert.ok(tokens.size >= 2);
+    assert.equal(secret.previous.length, 2, 'two earlier tokens remembered');
+    // Three attempts, three distinct tokens: every token seen (one per 2 s attempt, polled every
+    // 50 ms) is the current one or one of the two remembered digests.
+    const digests = new Set([...secret.previous, tokenDigest(secret.token)]);
+    assert.equal(digests.size, 3, 'three distinct tokens');
+    assert.equal(tokens.size, 3, 'a fresh token observed for each attempt');
+    for (const t of tokens) assert.ok(digests.has(tokenDigest(t)), 'an observed token is one of the three');
     const ev = (await eventsFor(s, 'ServerClaim', 'c08')).filter((e) => e.reason === 'AttemptsExhausted');
     assert.equal(ev.length, 1);
     assert.equal(ev[0]?.type, 'Warning');
@@ -291,7 +365,9 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
         : undefined;
     });
     assert.equal(retried.metadata.annotations?.[OPERATION_ANNOTATION], undefined);
-    assert.equal(retried.status?.boot?.attempt, 1);
+    // One attempt numbering: the fresh series continues the SBC's numbers (attempts 1-3 were series 1).
+    assert.deepEqual([retried.status?.boot?.attempt, retried.status?.boot?.firstAttempt], [4, 4]);
+    assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, 4);
     assert.deepEqual(resets(s, uuid).slice(mark.resets), [
       'On',
       'ForceRestart',
@@ -303,10 +379,11 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
   }
 });
 
-test('C09: slow and failing BMC: one power action, no blocked worker, the Server says what is pending', {
+test('C09: slow and failing BMC: one power action, retried after Retry-After, no blocked worker, the Server says what is pending', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c09', { hosts: 2 });
+  // One worker per controller: a reconcile that waited for the BMC would hold up every other claim.
+  const s = await startStack('c09', { hosts: 2, args: ['--workers', '1'] });
   try {
     const [a, b] = await availableServers(s, 2);
     await createClaim(s, 'slow', { serverRef: a!.metadata.name! });
@@ -316,15 +393,17 @@ test('C09: slow and failing BMC: one power action, no blocked worker, the Server
       async () => cond(await getClaim(s, 'slow'), 'Booted')?.status === 'True',
     );
     const uuid = a!.spec.systemUUID;
+    const sysA = s.vbmc.systems.find((x) => x.id === uuid)!;
     const mark = resets(s, uuid).length;
-    // Reset answers 204 but PowerState keeps its value for 90 s; the next requests get 503 + Retry-After,
-    // and one is answered after the client's request timeout (2 s).
+    const logMark = s.vbmc.requests().length;
+    // Reset answers 204 but PowerState keeps its value for 90 s; the first two power POSTs get 503
+    // with Retry-After: 1 (GETs, PATCHes and session logins are not touched).
     s.vbmc.setFaults({
       powerTransitionMs: 90_000,
       unavailableRequests: 2,
       retryAfterSeconds: 1,
-      slowRequests: 1,
-      slowResponseMs: 2_500,
+      onlyMethods: ['POST'],
+      onlyPaths: ['/Actions/ComputerSystem.Reset'],
     });
     const t0 = Date.now();
     await s.client.mergePatch(Resources.ServerClaim, 'slow', s.ns, { spec: { power: 'Off' } });
@@ -334,13 +413,38 @@ test('C09: slow and failing BMC: one power action, no blocked worker, the Server
       return c?.status === 'True' && c.reason === 'WaitingForPowerOff' ? c : undefined;
     });
     assert.match(pending.message, /Off requested at .*; BMC (still )?reports On/);
-    // Other work goes on meanwhile: another claim binds and gets its boot configuration.
-    await createClaim(s, 'other', { serverRef: b!.metadata.name!, power: 'Off' });
-    await eventually(
-      'other claim progresses',
-      10_000,
-      async () => cond(await getClaim(s, 'other'), 'BootConfigurationReady')?.status === 'True',
+    const posts = s.vbmc
+      .requests()
+      .slice(logMark)
+      .filter((r) => r.method === 'POST' && r.path === `${sysA.uri}/Actions/ComputerSystem.Reset`);
+    assert.deepEqual(
+      posts.map((r) => [r.status, (r.body as { ResetType?: string } | undefined)?.ResetType ?? null]),
+      [
+        [503, null],
+        [503, null],
+        [204, 'ForceOff'],
+      ],
+      '503, 503, then the ForceOff accepted',
     );
+    for (let i = 1; i < posts.length; i++) {
+      const gap = posts[i]!.at - posts[i - 1]!.at;
+      assert.ok(gap >= 950, `retry ${i} came ${gap} ms after the 503, before its Retry-After of 1 s`);
+    }
+
+    // Meanwhile, with the one worker, another claim needs a power-on and gets it within seconds.
+    const bUuid = b!.spec.systemUUID;
+    const bMark = resets(s, bUuid).length;
+    const tb = Date.now();
+    await createClaim(s, 'other', { serverRef: b!.metadata.name! });
+    await eventually('the other claim powered on', 10_000, () =>
+      resets(s, bUuid).slice(bMark).includes('On') ? true : undefined,
+    );
+    const waited = Date.now() - tb;
+    assert.ok(waited < 10_000, `the other claim's power-on took ${waited} ms`);
+    const other = await getClaim(s, 'other');
+    assert.ok(other?.status?.boot?.poweredOnAt, 'the other claim recorded its power-on');
+
+    // Well past the first action, it is not repeated while the BMC catches up.
     await sleep(Math.max(0, 7_000 - (Date.now() - t0)));
     assert.deepEqual(
       resets(s, uuid).slice(mark),

@@ -174,9 +174,16 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
       await step('sim fleet', fleet.close());
       await step('manager', op?.stop());
       await step('virtual BMC', vbmc.close());
-      // The BMC owns its Servers, and they their discovery SBCs: the garbage collector does the rest.
+      // The BMC owns its Servers, but the test control plane runs no garbage collector: delete the
+      // cluster-scoped objects this stack made, or a second run against the same cluster meets them.
       await client.delete(Resources.BMC, bmcName).catch(() => undefined);
       await client.delete(Resources.BMCSecret, bmcName).catch(() => undefined);
+      const { items } = await client
+        .list<Server>(Resources.Server, { labelSelector: `${SCOPE_LABEL}=${scope}` })
+        .catch(() => ({ items: [] as Server[] }));
+      await Promise.all(
+        items.map((x) => client.delete(Resources.Server, x.metadata.name!).catch(() => undefined)),
+      );
       await step('namespace', nsHandle.cleanup());
       await client.close();
     },

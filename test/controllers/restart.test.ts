@@ -1,8 +1,18 @@
+/**
+ * The manager as a child process, SIGKILLed and restarted on the same ports: an attempt in flight
+ * continues from the status (same deadline, no second power action), and callbacks answered 2xx
+ * just before the kill (case C02) are there after the restart and complete the claim.
+ */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freePorts } from '../harness/control-plane.js';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
+import type { SecretObject } from '../../src/bootsignals/boot-target.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { bearer, postJson, spawnRegistry } from '../bootsignals/fixture.js';
+import { stablePorts } from '../harness/ports.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,
@@ -10,6 +20,7 @@ import {
   createClaim,
   eventually,
   getClaim,
+  getSbc,
   resets,
   setSimFaults,
   startStack,
@@ -48,9 +59,9 @@ async function kill(child: ChildProcess): Promise<void> {
 }
 
 test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue from status, no double power action', {
-  timeout: 90_000,
+  timeout: 150_000,
 }, async () => {
-  const [registryPort, bootPort] = await freePorts(2);
+  const [registryPort, bootPort] = await stablePorts(2);
   const s = await startStack('restart', {
     hosts: 1,
     noManager: true,
@@ -70,7 +81,9 @@ test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue
     const uuid = srv!.spec.systemUUID;
     setSimFaults(s, { neverCallBack: true });
     const mark = resets(s, uuid).length;
-    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '5s', maxAttempts: 2 });
+    // 15 s per attempt: the SIGKILL, a fresh process start and its cache sync must fit in attempt 1
+    // even on a loaded machine (a 5 s attempt left 4.5 s for all of it).
+    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '15s', maxAttempts: 2 });
     const running = await eventually('attempt 1 powered on', 15_000, async () => {
       const c = await getClaim(s, 'r');
       return c?.status?.boot?.deadline && resets(s, uuid).length > mark ? c.status.boot : undefined;
@@ -93,7 +106,7 @@ test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue
     assert.deepEqual(resets(s, uuid).slice(mark), ['On'], 'no second power-on after the restart');
 
     // At the deadline the restarted manager continues with attempt 2 (one power cycle), then gives up.
-    const exhausted = await eventually('AttemptsExhausted after attempt 2', 20_000, async () => {
+    const exhausted = await eventually('AttemptsExhausted after attempt 2', 40_000, async () => {
       const c = await getClaim(s, 'r');
       return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
     });
@@ -104,6 +117,79 @@ test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue
     (err as Error).message += `\n--- manager output (tail) ---\n${m.output().slice(-4000)}`;
     throw err;
   } finally {
+    await kill(m.child);
+    await s.close();
+  }
+});
+
+test('C02: /register and /bootstate answered 2xx, then registry and manager SIGKILLed before any controller ran: after restart the data is there and the claim completes', {
+  timeout: 120_000,
+}, async () => {
+  const [registryPort, bootPort, standalonePort] = await stablePorts(3);
+  const s = await startStack('c02', {
+    hosts: 1,
+    noManager: true,
+    bootServerUrl: `http://127.0.0.1:${bootPort}`,
+  });
+  const args = [
+    ...s.managerArgs,
+    '--registry-addr',
+    `127.0.0.1:${registryPort}`,
+    '--bootserver-addr',
+    `127.0.0.1:${bootPort}`,
+  ];
+  let m = await spawnManager(args);
+  let registry: ChildProcess | undefined;
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    // The host boots (script, ignition) but never calls back: the test posts its callbacks.
+    setSimFaults(s, { neverCallBack: true });
+    await createClaim(s, 'c02', { serverRef: srv!.metadata.name!, timeout: '10m' });
+    const sbc = await eventually('attempt 1 fetched its ignition', 30_000, async () => {
+      const x = await getSbc(s, 'c02');
+      return cond(x, 'IgnitionDataFetched')?.status === 'True' ? x : undefined;
+    });
+    const secret = await s.client.get<SecretObject>(
+      Resources.Secret,
+      sbc.spec.callbackSecretRef?.name ?? 'c02-callback',
+      s.ns,
+    );
+    const token = decodeCallbackSecret(secret?.data)!.token;
+    // Freeze the manager: no controller of it runs from here on. A standalone registry takes the callbacks.
+    m.child.kill('SIGSTOP');
+    registry = await spawnRegistry(s.kubeconfigPath, standalonePort!);
+    const url = `http://127.0.0.1:${standalonePort}`;
+    const data = { systemInfo: { manufacturer: 'c02' }, memory: [{ size: 1 }] };
+    const reg = await postJson(`${url}/register`, { systemUUID: uuid, data }, bearer(token));
+    assert.equal(reg.status, 201, reg.text);
+    const boot = await postJson(`${url}/bootstate`, { systemUUID: uuid, booted: true }, bearer(token));
+    assert.equal(boot.status, 200, boot.text);
+    await kill(registry);
+    await kill(m.child);
+    assert.notEqual(
+      cond(await getClaim(s, 'c02'), 'Booted')?.status,
+      'True',
+      'no controller ran between the answer and the kill',
+    );
+    // The only copy is in the API server.
+    const stored = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
+    assert.deepEqual(stored?.status?.registration?.data, data);
+    assert.equal(cond(await getSbc(s, 'c02'), 'BootStateReceived')?.status, 'True');
+
+    m = await spawnManager(args);
+    const done = await eventually('claim Booted after the restart', 30_000, async () => {
+      const c = await getClaim(s, 'c02');
+      return cond(c, 'Booted')?.status === 'True' ? c : undefined;
+    });
+    assert.equal(done.status?.boot?.attempt, 1, 'completed in the attempt the callbacks belonged to');
+    const after = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
+    assert.deepEqual(after?.status?.registration?.data, data);
+  } catch (err) {
+    (err as Error).message += `\n--- manager output (tail) ---\n${m.output().slice(-4000)}`;
+    throw err;
+  } finally {
+    if (registry) await kill(registry);
     await kill(m.child);
     await s.close();
   }

@@ -15,7 +15,7 @@ import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootc
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { waitFor } from '../../src/localstack/control-plane.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
-import { OS_IMAGE, SILENT_OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
+import { SILENT_OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
 import { Resources } from '../../src/runtime/resource.js';
 import type { QemuHost } from '../../src/virtualbmc/qemu.js';
 
@@ -91,7 +91,11 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
         mem === 512 * 1024 * 1024 || mem === '512Mi' || mem === String(512 * 1024 * 1024),
         `memory ${mem}`,
       );
-      assert.equal((srv.status?.processors ?? []).length >= 1 || !!srv.status?.processors, true);
+      // The probe reports one entry per CPU package with its hardware threads: together, the VM's -smp.
+      const processors = srv.status?.processors ?? [];
+      assert.ok(processors.length >= 1, 'processors reported');
+      const threads = processors.reduce((n, p) => n + (p.totalThreads ?? 0), 0);
+      assert.equal(threads, host.identity.cpus, `CPU threads in ${JSON.stringify(processors)}`);
     }
     // Discovery ends with a power-off that the Server status observes on a later BMC read.
     await waitFor('Available servers powered off', 60_000, async () => {
@@ -103,9 +107,9 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
     });
   });
 
-  it('a claim boots a VM to Booted=True with all three signals for attempt 1', async () => {
+  it('a claim boots a VM from an OCI image of the local registry to Booted=True with all three signals for attempt 1', async () => {
     const target = servers[0]!.metadata.name!;
-    await claim('e2e-boot', target, { image: OS_IMAGE, bootPolicy: 'NetBootOnce' });
+    await claim('e2e-boot', target, { image: stack.images.osImage, bootPolicy: 'NetBootOnce' });
     const t0 = Date.now();
     await waitFor('claim Booted', 240_000, async () => {
       const c = await getClaim('e2e-boot');
@@ -115,8 +119,17 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
     const c = await getClaim('e2e-boot');
     assert.equal(c.status?.boot?.attempt, 1);
     const sbc = (await sbcOf(target))!;
+    assert.equal(sbc.status?.image?.reference, stack.images.osImage);
+    assert.match(sbc.status?.image?.digest ?? '', /^sha256:/);
+    // The VM's iPXE fetched kernel and initramfs as layers through the boot server.
+    const served = managerLines().filter(
+      (l) => l.systemUUID === servers[0]!.spec.systemUUID && l.msg === 'image layer served',
+    ) as { layer?: string }[];
+    assert.deepEqual([...new Set(served.map((l) => l.layer))].sort(), ['initrd', 'kernel']);
     for (const type of ['IPXEScriptFetched', 'IgnitionDataFetched', 'BootStateReceived']) {
-      const cond = sbc.status?.conditions?.find((x) => x.type === type);
+      const cond: { status?: string; observedGeneration?: number } | undefined = sbc.status?.conditions?.find(
+        (x) => x.type === type,
+      );
       assert.equal(cond?.status, 'True', type);
       assert.ok(
         (cond?.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0),
@@ -172,6 +185,9 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
 
   it('an OS that never calls back is retried with a new token and a power cycle, then AttemptsExhausted', async () => {
     const target = servers[1]!.metadata.name!;
+    const system = stack.vbmc.systems.find((x) => x.id === servers[1]!.spec.systemUUID.toLowerCase());
+    assert.ok(system, `the virtual BMC serves ${servers[1]!.spec.systemUUID}`);
+    const since = Date.now();
     await claim('e2e-silent', target, {
       image: SILENT_OS_IMAGE,
       bootCompletion: { timeout: '45s', maxAttempts: 2 },
@@ -201,9 +217,18 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
       'True',
       'the silent OS fetched ignition',
     );
+    // This VM's accepted power actions since the claim: power-on for attempt 1, a forced restart for 2.
     const resets = stack.vbmc
       .requests()
-      .filter((r) => r.method === 'POST' && r.path.endsWith('ComputerSystem.Reset'));
-    assert.ok(resets.length >= 2, `power actions for both attempts: ${resets.length}`);
+      .filter(
+        (r) =>
+          r.at >= since &&
+          r.method === 'POST' &&
+          r.path === `${system!.uri}/Actions/ComputerSystem.Reset` &&
+          r.status >= 200 &&
+          r.status < 300,
+      )
+      .map((r) => (r.body as { ResetType?: string } | undefined)?.ResetType);
+    assert.deepEqual(resets, ['On', 'ForceRestart'], 'one power action per attempt');
   });
 });

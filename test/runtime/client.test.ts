@@ -10,8 +10,11 @@ import { ApiError, KubeClient, retryOnConflict } from '../../src/runtime/client.
 import { type Condition, findCondition, setCondition } from '../../src/runtime/conditions.js';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../../src/runtime/finalizers.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
-import { freePorts } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { stablePorts } from '../harness/ports.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 interface ConfigMap extends KObject {
   data?: Record<string, string>;
@@ -263,7 +266,7 @@ describe('KubeClient (real API server)', () => {
   });
 
   it('reports status 0 (unreachable) when nothing listens', async () => {
-    const [port] = await freePorts(1);
+    const [port] = await stablePorts(1);
     const kc = new KubeConfig();
     kc.loadFromOptions({
       clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, skipTLSVerify: true }],

@@ -8,8 +8,11 @@ import { after, before, describe, it } from 'node:test';
 import { KubeClient } from '../../src/runtime/client.js';
 import { EventRecorder } from '../../src/runtime/events.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import { captureLogger } from './log-capture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 interface Event extends KObject {
   reason?: string;

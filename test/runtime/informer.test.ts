@@ -8,8 +8,11 @@ import { KubeClient } from '../../src/runtime/client.js';
 import { Informer } from '../../src/runtime/informer.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import { captureLogger } from './log-capture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
 
 interface ConfigMap extends KObject {
   data?: Record<string, string>;

@@ -14,11 +14,14 @@ import { Controller } from '../../src/runtime/controller.js';
 import { Manager } from '../../src/runtime/manager.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
 import { captureLogger } from './log-capture.js';
 
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
+
 interface Lease extends KObject {
-  spec?: { holderIdentity?: string | null; leaseTransitions?: number };
+  spec?: { holderIdentity?: string | null; leaseTransitions?: number; renewTime?: string };
 }
 
 let kc: KubeConfig;
@@ -110,11 +113,11 @@ describe('LeaderElector (real API server)', () => {
     }
   });
 
-  it('two processes: SIGKILL of the leader hands over to the other within 20 s', async (t) => {
-    const lease = `proc-${randomBytes(3).toString('hex')}`;
+  /** Runs `fixtures/leader.js` as `identity`; its JSON lines land in `lines`. */
+  const processes = (lease: string) => {
     const script = fileURLToPath(new URL('./fixtures/leader.js', import.meta.url));
     const lines: { event: string; identity: string; at: number; seenAt: number }[] = [];
-    const start = (identity: string) => {
+    const start = (identity: string, timings: Record<string, number> = {}) => {
       const child = spawn(process.execPath, [script], {
         env: {
           ...process.env,
@@ -122,10 +125,12 @@ describe('LeaderElector (real API server)', () => {
           LEASE_NAMESPACE: ns.name,
           LEASE_NAME: lease,
           IDENTITY: identity,
+          ...Object.fromEntries(Object.entries(timings).map(([k, v]) => [k, String(v)])),
         },
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       children.add(child);
+      child.once('exit', () => children.delete(child));
       let buf = '';
       child.stdout!.on('data', (d: Buffer) => {
         buf += d.toString();
@@ -139,6 +144,45 @@ describe('LeaderElector (real API server)', () => {
       return child;
     };
     const leading = (id: string) => lines.find((l) => l.event === 'leading' && l.identity === id);
+    return { lines, start, leading };
+  };
+
+  it('two processes: the follower waits past the lease duration while the leader renews', async () => {
+    const lease = `wait-${randomBytes(3).toString('hex')}`;
+    // Short timings so that waiting longer than a whole lease duration is cheap.
+    const timings = { LEASE_DURATION_MS: 3_000, RENEW_DEADLINE_MS: 2_000, RETRY_PERIOD_MS: 500 };
+    const { lines, start, leading } = processes(lease);
+    const client = new KubeClient(kc);
+    const p1 = start('p1', timings);
+    const p2 = start('p2', timings);
+    try {
+      await waitFor('one leads', 15_000, () => !!leading('p1') || !!leading('p2'));
+      const [leaderId, followerId] = leading('p1') ? ['p1', 'p2'] : ['p2', 'p1'];
+      await waitFor('the follower campaigns', 10_000, () =>
+        lines.some((l) => l.event === 'campaigning' && l.identity === followerId),
+      );
+      const first = await client.get<Lease>(Resources.Lease, lease, ns.name);
+      assert.equal(first?.spec?.holderIdentity, leaderId);
+      // Longer than two lease durations: without renewals the follower would have taken over.
+      const renewals = new Set<string>();
+      const until = Date.now() + 7_000;
+      while (Date.now() < until) {
+        const l = await client.get<Lease>(Resources.Lease, lease, ns.name);
+        assert.equal(l?.spec?.holderIdentity, leaderId, 'the Lease stays with the leader');
+        if (l?.spec?.renewTime) renewals.add(l.spec.renewTime);
+        await new Promise((ok) => setTimeout(ok, 250));
+      }
+      assert.equal(leading(followerId), undefined, 'the follower waits while the leader renews');
+      assert.ok(renewals.size >= 3, `renewTime advanced ${renewals.size - 1} times in 7 s`);
+    } finally {
+      for (const c of [p1, p2]) c.kill('SIGKILL');
+      await client.close();
+    }
+  });
+
+  it('two processes: SIGKILL of the leader hands over to the other within 20 s', async (t) => {
+    const lease = `proc-${randomBytes(3).toString('hex')}`;
+    const { lines, start, leading } = processes(lease);
 
     const p1 = start('p1');
     await waitFor('p1 leads', 15_000, () => !!leading('p1'));
@@ -146,8 +190,13 @@ describe('LeaderElector (real API server)', () => {
     await waitFor('p2 campaigns', 10_000, () =>
       lines.some((l) => l.event === 'campaigning' && l.identity === 'p2'),
     );
-    await new Promise((ok) => setTimeout(ok, 3_000));
-    assert.equal(leading('p2'), undefined, 'p2 waits while p1 renews');
+    // p2 has read the Lease held by p1 (it tried and failed to acquire) before p1 dies.
+    const client = new KubeClient(kc);
+    await waitFor('p1 holds the Lease', 10_000, async () => {
+      const l = await client.get<Lease>(Resources.Lease, lease, ns.name);
+      return l?.spec?.holderIdentity === 'p1';
+    });
+    assert.equal(leading('p2'), undefined, 'p2 does not lead while p1 holds the Lease');
 
     const exited = new Promise((ok) => p1.once('exit', ok));
     const killedAt = Date.now();
@@ -162,7 +211,6 @@ describe('LeaderElector (real API server)', () => {
     const exit2 = new Promise((ok) => p2.once('exit', ok));
     p2.kill('SIGTERM');
     assert.equal(await exit2, 0);
-    const client = new KubeClient(kc);
     const l = await client.get<Lease>(Resources.Lease, lease, ns.name);
     assert.ok(!l?.spec?.holderIdentity, 'SIGTERM released the Lease');
     await client.close();

@@ -68,6 +68,45 @@ describe('virtual-bmc command', () => {
     }
   });
 
+  for (const [flag, value, manufacturer, systemUri] of [
+    ['--profile', 'hpe', 'HPE', '/redfish/v1/Systems/1'],
+    [
+      '--profile-tree',
+      '../shared/redfish-mockups/libredfish-dell',
+      'Dell Inc.',
+      '/redfish/v1/Systems/System.Embedded.1',
+    ],
+  ] as const) {
+    it(`serves a captured tree with ${flag} ${value}`, async () => {
+      const child = spawn(
+        process.execPath,
+        [CLI, '--boot-server-url', 'http://127.0.0.1:9', '--systems', '1', flag, value],
+        { env: { ...process.env, VIRTUAL_BMC_PASSWORD: 'pw' }, stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      try {
+        let url: string | undefined;
+        for await (const line of createInterface({ input: child.stdout! })) {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          if (entry['msg'] === 'virtual BMC ready') {
+            url = String(entry['url']);
+            break;
+          }
+        }
+        assert.ok(url, 'ready line printed');
+        const bmc = new RedfishBMC({ endpoint: url, username: 'admin', password: 'pw' });
+        try {
+          const [ref] = await bmc.listSystems();
+          assert.equal(ref?.uri, systemUri);
+          assert.equal((await bmc.getSystem(systemUri)).manufacturer, manufacturer);
+        } finally {
+          await bmc.close();
+        }
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
+  }
+
   it('rejects a missing boot server URL with a usage error', async () => {
     const child = spawn(process.execPath, [CLI], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';

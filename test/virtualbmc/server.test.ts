@@ -8,6 +8,15 @@ import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js
 import { SimHost } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';
 
+/** Polls `check` every 20 ms until it holds; throws after `timeoutMs` (a bound for a stalled machine, not a window). */
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 const USER = 'root';
 const PASSWORD = 'calvin';
 const BASIC = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
@@ -306,44 +315,53 @@ describe('virtual BMC fault knobs', () => {
 
   it('delays responses: all by responseDelayMs, the next N by slowResponseMs more, after processing', () =>
     withBmc(
-      { faults: { responseDelayMs: 50, slowRequests: 1, slowResponseMs: 200 } },
+      { faults: { responseDelayMs: 50, slowRequests: 1, slowResponseMs: 1_500 } },
       async ({ call, uri, hosts }) => {
         let t = performance.now();
+        let answered = false;
         const pending = call('POST', `${uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'On' } });
-        await new Promise((r) => setTimeout(r, 100));
-        assert.equal(hosts[0]!.powerState(), 'On', 'processed before the answer was sent');
+        void pending.then(() => {
+          answered = true;
+        });
+        await until(() => hosts[0]!.powerState() === 'On');
+        assert.equal(answered, false, 'processed before the answer was sent');
         assert.equal((await pending).status, 204);
-        assert.ok(performance.now() - t >= 240);
+        assert.ok(performance.now() - t >= 1_540);
         t = performance.now();
         await call('GET', uri);
         const ms = performance.now() - t;
-        assert.ok(ms >= 45 && ms < 200, `second request took ${ms} ms`);
+        // At least the common delay; far less than the slow one, which was used up.
+        assert.ok(ms >= 45 && ms < 1_000, `second request took ${ms} ms`);
       },
     ));
 
   it('keeps the old PowerState for powerTransitionMs after an accepted reset', () =>
-    withBmc({ faults: { powerTransitionMs: 300 } }, async ({ call, uri, hosts }) => {
+    withBmc({ faults: { powerTransitionMs: 2_000 } }, async ({ call, uri, hosts }) => {
+      const t0 = performance.now();
       assert.equal(
         (await call('POST', `${uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'On' } })).status,
         204,
       );
       assert.equal((await call('GET', uri)).body['PowerState'], 'Off');
       assert.equal(hosts[0]!.bootCount, 0);
-      await new Promise((r) => setTimeout(r, 350));
-      assert.equal((await call('GET', uri)).body['PowerState'], 'On');
+      await until(async () => (await call('GET', uri)).body['PowerState'] === 'On');
+      assert.ok(performance.now() - t0 >= 1_990, 'not before powerTransitionMs');
       assert.equal(hosts[0]!.bootCount, 1);
     }));
 
   it('reports PoweringOn/PoweringOff during the transition when asked to', () =>
-    withBmc({ faults: { powerTransitionMs: 200, reportTransitionalState: true } }, async ({ call, uri }) => {
-      await call('POST', `${uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'On' } });
-      assert.equal((await call('GET', uri)).body['PowerState'], 'PoweringOn');
-      await new Promise((r) => setTimeout(r, 250));
-      await call('POST', `${uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'ForceOff' } });
-      assert.equal((await call('GET', uri)).body['PowerState'], 'PoweringOff');
-      await new Promise((r) => setTimeout(r, 250));
-      assert.equal((await call('GET', uri)).body['PowerState'], 'Off');
-    }));
+    withBmc(
+      { faults: { powerTransitionMs: 1_500, reportTransitionalState: true } },
+      async ({ call, uri }) => {
+        const state = async () => (await call('GET', uri)).body['PowerState'];
+        await call('POST', `${uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'On' } });
+        assert.equal(await state(), 'PoweringOn');
+        await until(async () => (await state()) === 'On');
+        await call('POST', `${uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'ForceOff' } });
+        assert.equal(await state(), 'PoweringOff');
+        await until(async () => (await state()) === 'Off');
+      },
+    ));
 
   it('simulates a concurrent writer on the next N PATCHes', () =>
     withBmc({ faults: { concurrentWrites: 1 } }, async ({ call, uri }) => {
@@ -361,6 +379,20 @@ describe('virtual BMC fault knobs', () => {
       [f.admit('GET').kind, f.admit('GET').kind, f.admit('GET').kind],
       ['drop', 'drop', 'serve'],
     );
+    assert.throws(() => f.set({ onlyPaths: 'x' as unknown as string[] }), TypeError);
+  });
+
+  it('restricts counted faults to onlyMethods and onlyPaths', () => {
+    const f = new FaultState({
+      unavailableRequests: 1,
+      onlyMethods: ['POST'],
+      onlyPaths: ['/Actions/ComputerSystem.Reset'],
+    });
+    const reset = '/redfish/v1/Systems/x/Actions/ComputerSystem.Reset';
+    assert.equal(f.admit('POST', '/redfish/v1/SessionService/Sessions').kind, 'serve');
+    assert.equal(f.admit('GET', reset).kind, 'serve');
+    assert.equal(f.admit('POST', reset).kind, 'unavailable');
+    assert.equal(f.admit('POST', reset).kind, 'serve');
   });
 });
 

@@ -207,7 +207,14 @@ export const ServerStatus = Type.Object(
         {
           attempt: Type.Integer({ minimum: 0, description: 'Discovery attempt number, starting at 1.' }),
           attemptStartedAt: Type.Optional(DateTime()),
+          poweredOnAt: Type.Optional(DateTime({ description: 'When the current attempt was powered on.' })),
+          netbootDeadline: Type.Optional(
+            DateTime({ description: 'When the current attempt must have fetched its script.' }),
+          ),
           deadline: Type.Optional(DateTime({ description: 'When the current discovery attempt times out.' })),
+          phase: Type.Optional(
+            Type.String({ description: 'Phase of the attempt (see ServerClaim status.boot.phase).' }),
+          ),
         },
         { description: 'Progress of bounded discovery.' },
       ),

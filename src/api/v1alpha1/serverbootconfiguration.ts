@@ -25,7 +25,9 @@ export type SBCState = (typeof SBC_STATES)[number];
 export const ServerBootConfigurationSpec = Type.Object(
   {
     serverRef: LocalObjectReference('Server this configuration boots.'),
-    image: Type.Optional(Type.String({ description: 'Boot image, resolved through the image catalog.' })),
+    image: Type.Optional(
+      Type.String({ description: 'Boot image: an image catalog name or an OCI image reference.' }),
+    ),
     ignitionSecretRef: Type.Optional(
       LocalObjectReference('Secret holding the ignition (keys ignition, format).'),
     ),
@@ -43,6 +45,27 @@ export const ServerBootConfigurationSpec = Type.Object(
   { description: 'Desired state of a ServerBootConfiguration.' },
 );
 
+/** The OCI image of the current attempt, resolved once per attempt (DESIGN.md section 3). */
+export const SBCImageStatus = Type.Object(
+  {
+    reference: Type.String({ description: 'spec.image as normalised (domain/repository:tag or @digest).' }),
+    digest: Type.String({ description: 'Digest the reference resolved to for this attempt.' }),
+    manifest: Type.Optional(Type.String({ description: 'Digest of the platform manifest booted.' })),
+    kernel: Type.Optional(Type.String({ description: 'Digest of the kernel layer.' })),
+    initrd: Type.Optional(Type.String({ description: 'Digest of the initramfs layer.' })),
+    squashfs: Type.Optional(Type.String({ description: 'Digest of the squashfs layer.' })),
+    uki: Type.Optional(Type.String({ description: 'Digest of the unified kernel image layer.' })),
+    commandLine: Type.Optional(Type.String({ description: "The image config's commandLine." })),
+    bootAttempt: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'spec.bootAttempt this was resolved for.' }),
+    ),
+    pullSecret: Type.Optional(
+      Type.String({ description: 'namespace/name of the docker-config Secret used to pull, if any.' }),
+    ),
+  },
+  { description: 'OCI image resolved for the current attempt.' },
+);
+
 export const ServerBootConfigurationStatus = Type.Object(
   {
     // No enum: upstream leaves state a free string, and a tighter schema would reject its objects.
@@ -50,6 +73,7 @@ export const ServerBootConfigurationStatus = Type.Object(
     attemptGeneration: Type.Optional(
       Int64({ minimum: 0, description: 'metadata.generation at which the current attempt began.' }),
     ),
+    image: Type.Optional(SBCImageStatus),
     conditions: Type.Optional(
       Conditions('IPXEScriptFetched, IgnitionDataFetched, BootStateReceived, and readiness.'),
     ),
@@ -59,6 +83,7 @@ export const ServerBootConfigurationStatus = Type.Object(
 
 export type ServerBootConfigurationSpec = Static<typeof ServerBootConfigurationSpec>;
 export type ServerBootConfigurationStatus = Static<typeof ServerBootConfigurationStatus>;
+export type SBCImageStatus = Static<typeof SBCImageStatus>;
 export type ServerBootConfiguration = {
   apiVersion?: string;
   kind?: string;

@@ -6,6 +6,7 @@
  * attempts), `status.boot` (attempt bookkeeping that survives manager restarts) and `status.conditions`
  * (`Bound`, `BootConfigurationReady`, `Booted`).
  */
+import { BOOT_SIGNALS, EXTERNAL_SIGNAL_PREFIX } from '../vocabulary.js';
 import { BootMethodSchema } from './boot-method.js';
 import { BootPolicySchema } from './boot-policy.js';
 import {
@@ -21,22 +22,51 @@ import {
   type ObjectMeta,
   type Static,
   StringEnum,
+  StringMap,
   Type,
 } from './schema.js';
+
+/** Bounds of the per-attempt durations: long enough for any firmware, short enough for every timer. */
+export const MIN_ATTEMPT_DURATION = '1s';
+export const MAX_ATTEMPT_DURATION = '24h';
+const boundedDuration = (field: string) => ({
+  // CEL's duration() reads Go durations; a value it cannot represent fails validation instead of a timer.
+  rule: `duration(self) >= duration('${MIN_ATTEMPT_DURATION}') && duration(self) <= duration('${MAX_ATTEMPT_DURATION}')`,
+  message: `${field} must be between ${MIN_ATTEMPT_DURATION} and ${MAX_ATTEMPT_DURATION}`,
+});
+const SIGNAL_RULE = `self.all(c, c in [${BOOT_SIGNALS.map((s) => `'${s}'`).join(', ')}] || c.matches('^${EXTERNAL_SIGNAL_PREFIX}[A-Z][A-Za-z0-9]*$'))`;
 
 export const BootCompletion = Type.Object(
   {
     conditions: Type.Optional(
-      Type.Array(ConditionType({ minLength: 1 }), {
+      Type.Array(ConditionType({ minLength: 1, maxLength: 64 }), {
         minItems: 1,
         maxItems: 8,
         'x-kubernetes-list-type': 'set',
+        'x-kubernetes-validations': [
+          {
+            rule: SIGNAL_RULE,
+            message: `conditions must be boot signals (${BOOT_SIGNALS.join(', ')}) or custom signals named ${EXTERNAL_SIGNAL_PREFIX}<Name>, set on the SBC by an external writer`,
+          },
+        ],
         description:
-          'SBC condition types that must ALL be True for the current attempt; default from --boot-completion-conditions (BootStateReceived).',
+          'SBC condition types that must ALL be True for the current attempt: boot signals, or External<Name> types an external writer sets on the SBC; default from --boot-completion-conditions (BootStateReceived).',
       }),
     ),
     timeout: Type.Optional(
-      Duration({ description: 'Per-attempt deadline as a Go duration (e.g. 15m); default --boot-timeout.' }),
+      Duration({
+        maxLength: 32,
+        description: 'Per-attempt deadline as a Go duration (e.g. 15m), 1s to 24h; default --boot-timeout.',
+        'x-kubernetes-validations': [boundedDuration('timeout')],
+      }),
+    ),
+    netbootTimeout: Type.Optional(
+      Duration({
+        maxLength: 32,
+        description:
+          'The first fetch of an attempt (iPXE script) must arrive this long after power-on, 1s to 24h, else the attempt is retried at once (NetbootNotObserved); default --netboot-timeout.',
+        'x-kubernetes-validations': [boundedDuration('netbootTimeout')],
+      }),
     ),
     maxAttempts: Type.Optional(
       Type.Integer({
@@ -62,6 +92,23 @@ const Toleration = Type.Object(
   { description: 'Lets a claim bind a server carrying a matching taint.' },
 );
 
+/** One boot attempt: when it began, was powered on, saw each signal, ended, and how. */
+export const AttemptRecord = Type.Object(
+  {
+    attempt: Type.Integer({ minimum: 0, description: 'Attempt number.' }),
+    startedAt: Type.Optional(DateTime()),
+    poweredOnAt: Type.Optional(DateTime()),
+    signals: Type.Optional(
+      StringMap({ description: 'Signal type → when it was first seen True for this attempt (RFC 3339).' }),
+    ),
+    endedAt: Type.Optional(DateTime()),
+    result: Type.Optional(
+      Type.String({ description: 'BootCompleted, TimedOut, NetbootNotObserved or Adopted.' }),
+    ),
+  },
+  { description: 'One boot attempt.' },
+);
+
 /**
  * How a claim picks its Server (upstream metal-operator's rule, plus the refusal flag), stated in the
  * CRD so `kubectl explain serverclaim.spec.serverSelector` shows it.
@@ -71,7 +118,11 @@ const BINDING_RULE =
 
 export const ServerClaimSpec = Type.Object(
   {
-    power: Type.String({ description: 'Desired power state of the server: On or Off.' }),
+    power: Type.String({
+      // No enum or CEL rule: upstream's schema has a plain string, and its objects must apply unchanged;
+      // the claim controller refuses other values (Booted=False, InvalidPower) and powers nothing.
+      description: 'Desired power state of the server: On or Off.',
+    }),
     serverRef: Type.Optional(
       LocalObjectReference(
         `Server to claim by name; when set, only that Server is bound. ${BINDING_RULE} Written by the controller once bound; immutable once set.`,
@@ -116,7 +167,34 @@ export const ServerClaimStatus = Type.Object(
     boot: Type.Optional(
       Type.Object(
         {
-          attempt: Type.Integer({ minimum: 0, description: 'Current boot attempt, starting at 1.' }),
+          attempt: Type.Integer({
+            minimum: 0,
+            description: "Current boot attempt, starting at 1; the SBC's spec.bootAttempt.",
+          }),
+          phase: Type.Optional(
+            Type.String({
+              description:
+                'Phase of the attempt: PoweredOff, WaitingForConfiguration, AwaitingNetboot, AwaitingSignals, Completed, Exhausted.',
+            }),
+          ),
+          firstAttempt: Type.Optional(
+            Type.Integer({ minimum: 0, description: 'First attempt number of the current series.' }),
+          ),
+          netbootDeadline: Type.Optional(
+            DateTime({ description: 'When the current attempt must have fetched its script.' }),
+          ),
+          adoptedAt: Type.Optional(
+            DateTime({
+              description:
+                'When the operator found this claim without bookkeeping and adopted its running server.',
+            }),
+          ),
+          history: Type.Optional(
+            Type.Array(AttemptRecord, {
+              maxItems: 10,
+              description: 'The last attempts, oldest first (at most 10).',
+            }),
+          ),
           attemptStartedAt: Type.Optional(DateTime({ description: 'When the current attempt began.' })),
           poweredOnAt: Type.Optional(
             DateTime({ description: 'When the server was powered on for the current attempt.' }),
@@ -169,6 +247,7 @@ export const ServerClaimKind: KindDefinition = {
       priority: 1,
     },
     { name: 'Attempt', type: 'integer', jsonPath: '.status.boot.attempt', priority: 1 },
+    { name: 'BootPhase', type: 'string', jsonPath: '.status.boot.phase', priority: 1 },
   ],
   hasStatusSubresource: true,
 };

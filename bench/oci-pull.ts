@@ -1,0 +1,234 @@
+/**
+ * Benchmark: 50 simulated servers (default) fetching one boot image (default 200 MiB: kernel 40 MiB +
+ * initramfs 160 MiB, random bytes) through the boot server's `/oci/{uuid}/{attempt}/{layer}`, against
+ * the same 50 clients downloading the blobs directly from the registry. Real parts: a control plane
+ * (kube-apiserver + etcd), Debian's docker-registry on loopback, the standalone boot server
+ * (`dist/src/cmd/bootserver.js`, its own process so its memory is its own) with a cold blob cache
+ * per run. Each run prints; the summary gives min/median/max over `--runs`:
+ *
+ * - registry blob requests per run through the boot server (target: 1 per layer),
+ * - MB/s (aggregate over all clients) through the boot server vs. direct (target ratio ≥ 0.8),
+ * - boot server peak RSS (VmHWM).
+ *
+ *   node dist/bench/oci-pull.js [--servers 50] [--mib 200] [--runs 3]
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Agent, request } from 'undici';
+import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import { ControlPlane, freePorts, REPO_ROOT, waitFor } from '../src/localstack/control-plane.js';
+import { OciRegistry } from '../src/localstack/oci-registry.js';
+import { pushBootImage } from '../src/oci/push.js';
+import { KubeClient } from '../src/runtime/client.js';
+import { Resources } from '../src/runtime/resource.js';
+import { printTable } from './stats.js';
+
+const { values } = parseArgs({
+  options: {
+    servers: { type: 'string', default: '50' },
+    mib: { type: 'string', default: '200' },
+    runs: { type: 'string', default: '3' },
+  },
+});
+const SERVERS = Number(values.servers);
+const MIB = Number(values.mib);
+const RUNS = Number(values.runs);
+const NS = 'default';
+const r1 = (x: number) => Math.round(x * 10) / 10;
+const r2 = (x: number) => Math.round(x * 100) / 100;
+const stats = (xs: number[], r = r1) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return { min: r(s[0]!), median: r(s[Math.floor((s.length - 1) / 2)]!), max: r(s[s.length - 1]!) };
+};
+
+/** Downloads every URL with `SERVERS` concurrent clients (one connection each); returns MB/s and bytes. */
+async function fetchAll(
+  urlsPerClient: string[][],
+): Promise<{ mbps: number; bytes: number; seconds: number }> {
+  const agent = new Agent({ connections: 1, pipelining: 0, bodyTimeout: 300_000, headersTimeout: 300_000 });
+  const t0 = performance.now();
+  let bytes = 0;
+  await Promise.all(
+    urlsPerClient.map(async (urls) => {
+      for (const url of urls) {
+        const res = await request(url, { dispatcher: agent });
+        if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${await res.body.text()}`);
+        for await (const c of res.body) bytes += (c as Buffer).length;
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  await agent.close();
+  return { mbps: bytes / 1e6 / seconds, bytes, seconds };
+}
+
+function peakRss(p: ChildProcess): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+async function main(): Promise<void> {
+  const cp = await ControlPlane.start();
+  const reg = await new OciRegistry({ accessLog: true }).start();
+  const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'bench' });
+  const children: ChildProcess[] = [];
+  try {
+    const kernelBytes = Math.round(MIB * 0.2) * 1024 * 1024;
+    const initrdBytes = MIB * 1024 * 1024 - kernelBytes;
+    const img = await pushBootImage(
+      { registryUrl: reg.url, repository: 'bench/os' },
+      {
+        layers: [
+          { mediaType: 'application/vnd.ironcore.image.kernel', data: randomBytes(kernelBytes) },
+          { mediaType: 'application/vnd.ironcore.image.initramfs', data: randomBytes(initrdBytes) },
+        ],
+      },
+      'latest',
+    );
+    const manifest = (await (
+      await fetch(`${reg.url}/v2/bench/os/manifests/${img.digest}`, {
+        headers: { accept: 'application/vnd.oci.image.manifest.v1+json' },
+      })
+    ).json()) as { layers: { digest: string }[] };
+    const [kernel, initrd] = manifest.layers.map((l) => l.digest) as [string, string];
+    // 50 Servers, each with an SBC whose image the controller would have resolved for attempt 1.
+    const uuids: string[] = [];
+    for (let i = 0; i < SERVERS; i++) {
+      const uuid = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+      uuids.push(uuid);
+      const name = `bench-${i}`;
+      await client.create(Resources.ServerBootConfiguration, {
+        apiVersion: API_VERSION,
+        kind: 'ServerBootConfiguration',
+        metadata: { name, namespace: NS },
+        spec: { serverRef: { name }, image: `${reg.host}/bench/os:latest`, bootAttempt: 1 },
+      });
+      await client.mergePatch(
+        Resources.ServerBootConfiguration,
+        name,
+        NS,
+        {
+          status: {
+            state: 'Ready',
+            image: {
+              reference: `${reg.host}/bench/os:latest`,
+              digest: img.digest,
+              kernel,
+              initrd,
+              bootAttempt: 1,
+            },
+          },
+        },
+        { subresource: 'status' },
+      );
+      await client.create(Resources.Server, {
+        apiVersion: API_VERSION,
+        kind: 'Server',
+        metadata: { name },
+        spec: { systemUUID: uuid, bootConfigurationRef: { name, namespace: NS } },
+      });
+    }
+    const runs: { through: number; direct: number; ratio: number; blobRequests: number; rss: number }[] = [];
+    for (let run = 1; run <= RUNS; run++) {
+      const cache = mkdtempSync(join(tmpdir(), 'metal-bench-blobs-'));
+      const [port] = (await freePorts(1)) as [number];
+      const child = spawn(
+        process.execPath,
+        [
+          join(REPO_ROOT, 'dist', 'src', 'cmd', 'bootserver.js'),
+          `--kubeconfig=${cp.kubeconfigPath}`,
+          `--addr=127.0.0.1:${port}`,
+          '--registry-url=http://127.0.0.1:1',
+          `--allowed-registries=${reg.host}`,
+          `--insecure-registries=${reg.host}`,
+          `--image-cache-dir=${cache}`,
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'warn' } },
+      );
+      children.push(child);
+      let out = '';
+      child.stdout!.on('data', (b: Buffer) => {
+        out += b.toString();
+      });
+      child.stderr!.on('data', (b: Buffer) => {
+        out += b.toString();
+      });
+      const boot = `http://127.0.0.1:${port}`;
+      await waitFor('boot server listening', 30_000, async () => {
+        if (child.exitCode !== null) throw new Error(`boot server exited: ${out}`);
+        try {
+          const res = await fetch(`${boot}/ipxe`);
+          await res.arrayBuffer();
+          return res.status === 200;
+        } catch {
+          return false;
+        }
+      });
+      const before = await registryBlobGets(reg);
+      const through = await fetchAll(
+        uuids.map((u) => [`${boot}/oci/${u}/1/kernel`, `${boot}/oci/${u}/1/initrd`]),
+      );
+      const blobRequests = (await registryBlobGets(reg)) - before;
+      const rss = peakRss(child);
+      child.kill('SIGTERM');
+      await new Promise((ok) => child.once('exit', ok));
+      rmSync(cache, { recursive: true, force: true });
+      const direct = await fetchAll(
+        uuids.map(() => [`${reg.url}/v2/bench/os/blobs/${kernel}`, `${reg.url}/v2/bench/os/blobs/${initrd}`]),
+      );
+      const row = {
+        through: r1(through.mbps),
+        direct: r1(direct.mbps),
+        ratio: Math.round((through.mbps / direct.mbps) * 100) / 100,
+        blobRequests,
+        rss: r1(rss),
+      };
+      runs.push(row);
+      console.log(
+        `run ${run}: through boot server ${row.through} MB/s (${r1(through.seconds)} s), direct ${row.direct} MB/s (${r1(direct.seconds)} s), ratio ${row.ratio}, registry blob GETs ${blobRequests}, boot server peak RSS ${row.rss} MiB`,
+      );
+    }
+    const summary = {
+      servers: SERVERS,
+      imageMiB: MIB,
+      layers: 2,
+      runs: RUNS,
+      throughMBps: stats(runs.map((r) => r.through)),
+      directMBps: stats(runs.map((r) => r.direct)),
+      ratio: stats(
+        runs.map((r) => r.ratio),
+        r2,
+      ),
+      registryBlobRequests: stats(runs.map((r) => r.blobRequests)),
+      bootServerPeakRssMiB: stats(runs.map((r) => r.rss)),
+    };
+    const fmt = (s: { min: number; median: number; max: number }) => `${s.min} / ${s.median} / ${s.max}`;
+    printTable([
+      ['servers × image', `${SERVERS} × ${MIB} MiB (2 layers)`],
+      ['registry blob GETs per run (min/median/max; target 2)', fmt(summary.registryBlobRequests)],
+      ['through boot server MB/s', fmt(summary.throughMBps)],
+      ['direct from registry MB/s', fmt(summary.directMBps)],
+      ['ratio (target >= 0.8)', fmt(summary.ratio)],
+      ['boot server peak RSS MiB', fmt(summary.bootServerPeakRssMiB)],
+    ]);
+    console.log(JSON.stringify(summary));
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    await client.close();
+    await reg.stop();
+    await cp.stop();
+  }
+}
+
+/** Blob GETs the registry answered so far (its access log, counted by OciRegistry). */
+async function registryBlobGets(reg: OciRegistry): Promise<number> {
+  // Access log lines are written after the response: give the last ones a moment.
+  await new Promise((ok) => setTimeout(ok, 300));
+  return reg.blobGets();
+}
+
+await main();

@@ -1,0 +1,268 @@
+/**
+ * One small handler per attempt phase (DESIGN.md §6a): each returns a {@link Step} — the bookkeeping
+ * to store, the attempt's condition (a claim's `Booted`, a Server's `Discovered`), the Events, at most
+ * one BMC action and when to look again. Pure: no I/O, `now` comes from the view. The runner
+ * (run.ts) carries a step out; the controllers say where its bookkeeping lives.
+ */
+import { BootedReason, EventReason } from '../../api/vocabulary.js';
+import { formatDuration } from '../duration.js';
+import { closeRecord } from './history.js';
+import {
+  type AttemptBook,
+  AttemptPhase,
+  type AttemptPhaseName,
+  type AttemptView,
+  attemptsUsed,
+  deadlinesOf,
+  type Phase,
+} from './phase.js';
+
+export interface Outcome {
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+}
+
+export interface AttemptEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+/** The one BMC action of a step: a network boot (override + On / power cycle), or a power goal. */
+export type BmcAction = { kind: 'boot' } | { kind: 'ensure'; goal: 'On' | 'Off' };
+
+export interface Step {
+  phase: AttemptPhaseName;
+  book: AttemptBook;
+  /** The attempt's condition; `undefined` keeps the stored one (re-stamped for the generation). */
+  outcome?: Outcome;
+  events: AttemptEvent[];
+  action?: BmcAction;
+  requeueAfterMs?: number;
+  /** What the step means for the boot metrics. */
+  counts?: { attemptStarted?: boolean; timedOut?: boolean; exhausted?: boolean; completed?: boolean };
+}
+
+/** How a flow words its messages (claims: `attempt 2/3`; discovery: `discovery attempt 2/3`). */
+export interface Wording {
+  /** `attempt 2/3`, `attempt 5 (2/3 of series 2)`. */
+  attempt(book: AttemptBook, max: number): string;
+  /** Prefix of timeout messages (`''` or `'discovery '`). */
+  timeoutPrefix: string;
+  /** All signals of the flow, in boot order, for "arrived / missing" messages. */
+  signalOrder: readonly string[];
+}
+
+/** Everything a handler reads: the view, the phase's own data, and the flow's wording. */
+export interface HandlerInput extends AttemptView {
+  wording: Wording;
+  /** Signals of {@link Wording.signalOrder} that count for the current attempt. */
+  seen: string[];
+  /** The stored attempt condition (a TimedOut reason is kept while the next attempt runs). */
+  previous?: Outcome;
+}
+
+const booting = (i: HandlerInput, message: string): Outcome => {
+  const keep =
+    i.previous?.reason === BootedReason.TimedOut || i.previous?.reason === BootedReason.NetbootNotObserved;
+  const prefix = keep ? timedOutPrefix(i.previous?.message) : '';
+  return {
+    status: 'False',
+    reason: keep && prefix ? (i.previous?.reason ?? BootedReason.Booting) : BootedReason.Booting,
+    message: `${prefix}${message}`,
+  };
+};
+
+const text = (i: HandlerInput) => i.wording.attempt(i.book, i.settings.maxAttempts);
+
+function waitingForConfiguration(
+  i: HandlerInput,
+  p: Extract<Phase, { kind: 'WaitingForConfiguration' }>,
+): Step {
+  return {
+    phase: AttemptPhase.WaitingForConfiguration,
+    book: { ...i.book, phase: AttemptPhase.WaitingForConfiguration },
+    outcome: booting(i, `${text(i)}: waiting for the boot configuration (${p.reason}: ${p.message})`),
+    events: [],
+  };
+}
+
+function readyToPowerOn(i: HandlerInput): Step {
+  const d = deadlinesOf(i.now, i.settings);
+  const deadline = new Date(d.completion).toISOString();
+  const book: AttemptBook = {
+    ...i.book,
+    poweredOnAt: new Date(i.now).toISOString(),
+    deadline,
+    phase: AttemptPhase.AwaitingNetboot,
+  };
+  if (d.netboot !== undefined) book.netbootDeadline = new Date(d.netboot).toISOString();
+  else delete book.netbootDeadline;
+  return {
+    phase: AttemptPhase.AwaitingNetboot,
+    book,
+    // The words of the AwaitingNetboot step that follows, so the next reconcile has nothing to write.
+    outcome: awaiting({ ...i, seen: [] }, { kind: 'AwaitingNetboot', until: d.netboot ?? d.completion })
+      .outcome,
+    events: [
+      {
+        type: 'Normal',
+        reason: EventReason.BootAttemptStarted,
+        message: `${text(i)}: power action with network boot override; deadline ${deadline}`,
+      },
+    ],
+    action: { kind: 'boot' },
+    requeueAfterMs: (d.netboot ?? d.completion) - i.now + 50,
+  };
+}
+
+function awaiting(i: HandlerInput, p: Extract<Phase, { kind: 'AwaitingNetboot' | 'AwaitingSignals' }>): Step {
+  const until = new Date(p.until).toISOString();
+  const what =
+    p.kind === 'AwaitingNetboot'
+      ? `waiting for the network boot (${i.wording.signalOrder[0]}) until ${until}`
+      : `waiting for ${i.signals.missing.join(', ')} until ${until}`;
+  return {
+    phase: p.kind,
+    book: { ...i.book, phase: p.kind },
+    outcome: booting(i, `${text(i)}: arrived [${i.seen.join(', ')}]; ${what}`),
+    events: [],
+    requeueAfterMs: p.until - i.now + 50,
+  };
+}
+
+function deadlineReached(i: HandlerInput, p: Extract<Phase, { kind: 'DeadlineReached' }>): Step {
+  const netboot = p.which === 'netboot';
+  const reason = netboot ? BootedReason.NetbootNotObserved : BootedReason.TimedOut;
+  const after = netboot ? i.settings.netbootTimeoutMs : i.settings.timeoutMs;
+  const expected = i.wording.signalOrder.find((s) => !i.seen.includes(s)) ?? i.signals.missing[0] ?? 'none';
+  const last = i.seen.length ? i.seen[i.seen.length - 1] : 'none';
+  const what =
+    `${i.wording.timeoutPrefix}${text(i)} ${netboot ? 'saw no network boot' : 'timed out'} after ${formatDuration(after)}: ` +
+    `arrived [${i.seen.join(', ')}], missing [${i.signals.missing.join(', ')}]`;
+  const clue = `last signal ${last}, next expected ${expected}`;
+  const history = closeRecord(i.book, i.now, reason);
+  if (!p.last) {
+    const next: AttemptBook = {
+      attempt: i.book.attempt + 1,
+      ...(i.book.series !== undefined ? { series: i.book.series } : {}),
+      ...(i.book.firstAttempt !== undefined ? { firstAttempt: i.book.firstAttempt } : {}),
+      attemptStartedAt: new Date(i.now).toISOString(),
+      phase: AttemptPhase.WaitingForConfiguration,
+      history,
+    };
+    const nextText = i.wording.attempt(next, i.settings.maxAttempts);
+    return {
+      phase: AttemptPhase.DeadlineReached,
+      book: next,
+      outcome: { status: 'False', reason, message: `${what}; starting ${nextText}; ${clue}` },
+      events: [
+        {
+          type: 'Warning',
+          reason: netboot ? EventReason.NetbootNotObserved : EventReason.BootTimedOut,
+          message: `${what}; starting ${nextText}; ${clue}`,
+        },
+      ],
+      counts: { timedOut: true, attemptStarted: true },
+    };
+  }
+  return {
+    phase: AttemptPhase.Exhausted,
+    book: { ...i.book, phase: AttemptPhase.Exhausted, history },
+    outcome: {
+      status: 'False',
+      reason: BootedReason.AttemptsExhausted,
+      message: `${what}; all ${i.settings.maxAttempts} attempt(s) used, no further power actions; ${clue}`,
+    },
+    events: [
+      {
+        type: 'Warning',
+        reason: EventReason.AttemptsExhausted,
+        message: `${what}; no attempts left after ${attemptsUsed(i.book)} attempt(s), no further power actions; ${clue}`,
+      },
+    ],
+    counts: { timedOut: true, exhausted: true },
+  };
+}
+
+function completed(i: HandlerInput, p: Extract<Phase, { kind: 'Completed' }>): Step {
+  if (p.booted) {
+    return {
+      phase: AttemptPhase.Completed,
+      book: { ...i.book, phase: AttemptPhase.Completed },
+      events: [],
+      action: { kind: 'ensure', goal: 'On' },
+    };
+  }
+  const arrived = i.signals.arrived.join(', ');
+  return {
+    phase: AttemptPhase.Completed,
+    book: {
+      ...i.book,
+      completedAt: new Date(i.now).toISOString(),
+      phase: AttemptPhase.Completed,
+      history: closeRecord(i.book, i.now, BootedReason.BootCompleted),
+    },
+    outcome: {
+      status: 'True',
+      reason: BootedReason.BootCompleted,
+      message: `${text(i)} completed: ${arrived}`,
+    },
+    events: [
+      { type: 'Normal', reason: EventReason.BootCompleted, message: `${text(i)} completed (${arrived})` },
+    ],
+    counts: { completed: true },
+  };
+}
+
+function poweredOff(i: HandlerInput): Step {
+  const { poweredOnAt: _p, deadline: _d, netbootDeadline: _n, ...rest } = i.book;
+  const booted = !!i.book.completedAt;
+  return {
+    phase: AttemptPhase.PoweredOff,
+    book: { ...rest, phase: AttemptPhase.PoweredOff },
+    outcome: booted
+      ? undefined
+      : {
+          status: 'False',
+          reason: BootedReason.Booting,
+          message: 'power is Off; a new series of attempts begins at power On',
+        },
+    events: [],
+    action: { kind: 'ensure', goal: 'Off' },
+  };
+}
+
+function exhausted(i: HandlerInput): Step {
+  return { phase: AttemptPhase.Exhausted, book: i.book, events: [] };
+}
+
+/** The step of phase `p` (one handler per phase). */
+export function stepFor(p: Phase, i: HandlerInput): Step {
+  switch (p.kind) {
+    case 'PoweredOff':
+      return poweredOff(i);
+    case 'WaitingForConfiguration':
+      return waitingForConfiguration(i, p);
+    case 'ReadyToPowerOn':
+      return readyToPowerOn(i);
+    case 'AwaitingNetboot':
+    case 'AwaitingSignals':
+      return awaiting(i, p);
+    case 'DeadlineReached':
+      return deadlineReached(i, p);
+    case 'Completed':
+      return completed(i, p);
+    case 'Exhausted':
+      return exhausted(i);
+  }
+}
+
+/** The "attempt n/N timed out …" part of a TimedOut message, kept while the next attempt runs. */
+function timedOutPrefix(message: string | undefined): string {
+  const m = message
+    ? /^((?:discovery )?attempt [^;]*?(?:timed out|saw no network boot)[^;]*);/.exec(message)
+    : null;
+  return m ? `${m[1]}; ` : '';
+}

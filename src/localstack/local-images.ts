@@ -1,0 +1,68 @@
+/**
+ * The local stack's OCI registry: Debian's docker-registry on loopback (oci-registry.ts), holding the
+ * VM boot artefacts (hack/build-vm-artefacts.sh: Debian's cloud kernel + the busybox initramfs) as
+ * boot images with the ironcore media types and an image config whose `commandLine` the boot
+ * server prepends:
+ *
+ * - `<host>/metal/os:latest`, the example claim's image;
+ * - `<host>/os-image:latest`, upstream's sample ServerClaim (`image: os-image:latest`) with only its
+ *   image host rewritten.
+ *
+ * The image catalog stays as the plain-file alternative (`metal/os:latest` etc., vm-artefacts.ts).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pushBootImage } from '../oci/push.js';
+import { OciRegistry } from './oci-registry.js';
+
+export const LOCAL_OS_REPOSITORY = 'metal/os';
+export const UPSTREAM_SAMPLE_REPOSITORY = 'os-image';
+
+export interface LocalImages {
+  registry: OciRegistry;
+  /** `127.0.0.1:<port>/metal/os:latest` */
+  osImage: string;
+  /** `127.0.0.1:<port>/os-image:latest` */
+  sampleImage: string;
+  /** Manager flags that allow the registry (plain HTTP on loopback). */
+  managerArgs: string[];
+}
+
+/** Starts the registry in `dir` and pushes the artefacts of `artefacts` (see the file comment). */
+export async function startLocalImages(
+  dir: string,
+  artefacts: string,
+  commandLine: string,
+): Promise<LocalImages> {
+  const registry = await new OciRegistry({ dir }).start();
+  try {
+    const image = {
+      layers: [
+        {
+          mediaType: 'application/vnd.ironcore.image.kernel',
+          data: readFileSync(join(artefacts, 'vmlinuz')),
+        },
+        {
+          mediaType: 'application/vnd.ironcore.image.initramfs',
+          data: readFileSync(join(artefacts, 'initramfs.cpio.gz')),
+        },
+      ],
+      commandLine,
+    };
+    for (const repository of [LOCAL_OS_REPOSITORY, UPSTREAM_SAMPLE_REPOSITORY])
+      await pushBootImage({ registryUrl: registry.url, repository }, image, 'latest');
+    return {
+      registry,
+      osImage: `${registry.host}/${LOCAL_OS_REPOSITORY}:latest`,
+      sampleImage: `${registry.host}/${UPSTREAM_SAMPLE_REPOSITORY}:latest`,
+      managerArgs: [
+        `--allowed-registries=${registry.host}`,
+        `--insecure-registries=${registry.host}`,
+        `--image-cache-dir=${join(dir, '..', 'blob-cache')}`,
+      ],
+    };
+  } catch (err) {
+    await registry.stop();
+    throw err;
+  }
+}

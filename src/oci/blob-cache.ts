@@ -1,0 +1,308 @@
+/**
+ * A bounded on-disk cache of registry blobs by digest, filled by streaming: the first request for a
+ * digest starts one registry download, and it and every concurrent request read the file as it
+ * grows, so N servers booting one image pull each blob from the registry once.
+ *
+ * Integrity: the download is hashed while it streams; a reader never gets a blob's last byte before
+ * the whole blob matched its digest, so a mismatch (or a broken download) ends every transfer short
+ * of its `Content-Length` — the client sees an aborted transfer, never a complete wrong file — and
+ * the partial file is deleted. Only verified files are renamed into the cache (`<dir>/sha256/<hex>`).
+ *
+ * Bounds: `maxBytes` of verified files (least recently used evicted; open readers keep their file
+ * handle, so eviction never cuts a transfer), registry timeouts as `RegistryClient`.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { createReadStream } from 'node:fs';
+import { type FileHandle, mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import type pino from 'pino';
+import type { RegistryCredentials } from './docker-config.js';
+import { formatReference, type ImageReference } from './reference.js';
+import { type RegistryClient, RegistryError } from './registry-client.js';
+
+export class DigestMismatch extends Error {}
+
+export interface BlobRange {
+  start: number;
+  /** Inclusive. */
+  end: number;
+}
+
+export interface OpenBlob {
+  /** Size of the whole blob in bytes. */
+  size: number;
+  stream: Readable;
+  /** `hit` (verified file), `join` (a download in flight), `miss` (this request started it). */
+  source: 'hit' | 'join' | 'miss';
+}
+
+interface Download {
+  tmp: string;
+  size: number;
+  written: number;
+  done: boolean;
+  failed?: Error;
+  events: EventEmitter;
+  /** Resolves once the size is known (registry headers arrived); rejects when the fetch failed. */
+  ready: Promise<void>;
+}
+
+const DIGEST = /^sha256:([a-f0-9]{64})$/;
+/** Read size of streamed files: large reads keep the per-chunk overhead small for 100 MiB layers. */
+const READ_CHUNK = 1024 * 1024;
+
+export class BlobCache {
+  private readonly files = new Map<string, { size: number; used: number }>();
+  private readonly inflight = new Map<string, Download>();
+  private total = 0;
+  /** Registry blob downloads started (benchmarks and tests count them). */
+  downloads = 0;
+
+  constructor(
+    private readonly o: { dir: string; maxBytes: number; registry: RegistryClient; log: pino.Logger },
+  ) {}
+
+  /** Creates the folders, drops partial files of an earlier run and indexes verified ones. */
+  async init(): Promise<void> {
+    await mkdir(join(this.o.dir, 'sha256'), { recursive: true });
+    await rm(join(this.o.dir, 'tmp'), { recursive: true, force: true });
+    await mkdir(join(this.o.dir, 'tmp'), { recursive: true });
+    for (const f of await readdir(join(this.o.dir, 'sha256'))) {
+      const s = await stat(join(this.o.dir, 'sha256', f));
+      this.files.set(`sha256:${f}`, { size: s.size, used: s.mtimeMs });
+      this.total += s.size;
+    }
+  }
+
+  /**
+   * Opens blob `digest` of `ref` (whole, or `range`). Throws `RegistryError` when the registry
+   * refuses or cannot be reached before the first byte, `RangeError` for a range beyond the blob.
+   * Later failures (digest mismatch, broken download) destroy the stream with the error.
+   */
+  async open(
+    ref: ImageReference,
+    digest: string,
+    credentials?: RegistryCredentials,
+    range?: BlobRange,
+  ): Promise<OpenBlob> {
+    const m = DIGEST.exec(digest);
+    if (!m) throw new RegistryError('InvalidDigest', `unsupported digest ${digest}`);
+    this.o.registry.origin(ref); // the allow-list applies to cached blobs too
+    const cached = this.files.get(digest);
+    if (cached) {
+      cached.used = Date.now();
+      const r = clamp(range, cached.size);
+      const stream =
+        cached.size === 0
+          ? Readable.from([])
+          : createReadStream(this.path(digest), { ...r, highWaterMark: READ_CHUNK });
+      return { size: cached.size, source: 'hit', stream };
+    }
+    let d = this.inflight.get(digest);
+    const source = d ? 'join' : 'miss';
+    if (!d) d = this.start(ref, digest, m[1]!, credentials);
+    await d.ready;
+    const r = clamp(range, d.size);
+    const fh = await open(d.tmp, 'r').catch(() => undefined);
+    if (!fh) {
+      // The download finished (renamed) or failed between `ready` and here.
+      if (this.files.has(digest)) return this.open(ref, digest, credentials, range);
+      throw d.failed ?? new RegistryError('RegistryUnavailable', `blob ${digest} download failed`);
+    }
+    return { size: d.size, source, stream: tail(fh, d, r) };
+  }
+
+  /**
+   * The path of blob `digest` as a verified file in the cache, downloading it first when needed (for
+   * tools that need a file, such as the UKI builder). Throws as {@link BlobCache.open}, and the stream
+   * error (e.g. `DigestMismatch`) when the download fails. The file may be evicted later: read it soon.
+   */
+  async file(ref: ImageReference, digest: string, credentials?: RegistryCredentials): Promise<string> {
+    const blob = await this.open(ref, digest, credentials);
+    if (blob.source !== 'hit') {
+      await new Promise<void>((resolve, reject) => {
+        blob.stream.on('error', reject).on('end', resolve).resume();
+      });
+    } else blob.stream.destroy();
+    const cached = this.files.get(digest);
+    if (!cached) throw new RegistryError('RegistryUnavailable', `blob ${digest} was not cached`);
+    cached.used = Date.now();
+    return this.path(digest);
+  }
+
+  /** Bytes of verified blobs on disk. */
+  bytes(): number {
+    return this.total;
+  }
+
+  private path(digest: string): string {
+    return join(this.o.dir, 'sha256', digest.slice('sha256:'.length));
+  }
+
+  private start(
+    ref: ImageReference,
+    digest: string,
+    hex: string,
+    credentials?: RegistryCredentials,
+  ): Download {
+    const tmp = join(this.o.dir, 'tmp', `${hex}.${randomBytes(4).toString('hex')}`);
+    const events = new EventEmitter();
+    events.setMaxListeners(0);
+    const d: Download = { tmp, size: 0, written: 0, done: false, events, ready: Promise.resolve() };
+    this.inflight.set(digest, d);
+    this.downloads++;
+    const log = this.o.log.child({ image: formatReference(ref), digest });
+    d.ready = (async () => {
+      const fh = await open(tmp, 'w');
+      let res: Awaited<ReturnType<RegistryClient['get']>>;
+      try {
+        res = await this.o.registry.get(ref, `/blobs/${digest}`, { credentials });
+      } catch (err) {
+        await fh.close();
+        throw err;
+      }
+      d.size = Number(res.headers['content-length'] ?? Number.NaN);
+      if (!Number.isSafeInteger(d.size) || d.size < 0) {
+        res.body.destroy();
+        await fh.close();
+        throw new RegistryError('RegistryError', `blob ${digest}: registry sent no Content-Length`);
+      }
+      void this.fill(res.body, fh, d, digest, log);
+    })();
+    d.ready.catch(async (err) => {
+      d.failed = err as Error;
+      d.done = true;
+      this.inflight.delete(digest);
+      await unlink(tmp).catch(() => {});
+      events.emit('progress');
+    });
+    return d;
+  }
+
+  private async fill(
+    body: Readable,
+    fh: FileHandle,
+    d: Download,
+    digest: string,
+    log: pino.Logger,
+  ): Promise<void> {
+    const hash = createHash('sha256');
+    try {
+      for await (const chunk of body) {
+        const b = chunk as Buffer;
+        hash.update(b);
+        await fh.write(b, 0, b.length, d.written);
+        d.written += b.length;
+        d.events.emit('progress');
+      }
+      await fh.close();
+      const got = `sha256:${hash.digest('hex')}`;
+      if (got !== digest || d.written !== d.size) {
+        throw new DigestMismatch(
+          `blob ${digest}: received ${d.written} bytes with digest ${got}; transfer aborted`,
+        );
+      }
+      await rename(d.tmp, this.path(digest));
+      this.files.set(digest, { size: d.size, used: Date.now() });
+      this.total += d.size;
+      log.info({ bytes: d.size }, 'blob verified and cached');
+      void this.evict();
+    } catch (err) {
+      await fh.close().catch(() => {});
+      d.failed = err as Error;
+      log.error({ err: (err as Error).message, bytes: d.written }, 'blob download failed; transfers aborted');
+      await unlink(d.tmp).catch(() => {});
+    } finally {
+      d.done = true;
+      this.inflight.delete(digest);
+      d.events.emit('progress');
+    }
+  }
+
+  private async evict(): Promise<void> {
+    if (this.total <= this.o.maxBytes) return;
+    const byAge = [...this.files.entries()].sort((a, b) => a[1].used - b[1].used);
+    for (const [digest, f] of byAge) {
+      if (this.total <= this.o.maxBytes) break;
+      this.files.delete(digest);
+      this.total -= f.size;
+      await unlink(this.path(digest)).catch(() => {});
+      this.o.log.info({ digest, bytes: f.size }, 'blob evicted from the cache');
+    }
+  }
+}
+
+function clamp(range: BlobRange | undefined, size: number): BlobRange {
+  if (!range) return { start: 0, end: Math.max(0, size - 1) };
+  if (range.start >= size || range.start > range.end)
+    throw new RangeError(`range ${range.start}-${range.end} outside 0-${size - 1}`);
+  return { start: range.start, end: Math.min(range.end, size - 1) };
+}
+
+/**
+ * A stream of bytes `r` of a file that `d` is still writing. Its final byte is only emitted once
+ * the download is verified (see the file comment).
+ */
+function tail(fh: FileHandle, d: Download, r: BlobRange): Readable {
+  let pos = r.start;
+  let reading = false;
+  let pending = false;
+  const out = new Readable({
+    highWaterMark: READ_CHUNK,
+    read() {
+      void pump();
+    },
+    destroy(err, cb) {
+      d.events.off('progress', onProgress);
+      fh.close().then(
+        () => cb(err),
+        () => cb(err),
+      );
+    },
+  });
+  const onProgress = () => void pump();
+  d.events.on('progress', onProgress);
+  async function pump(): Promise<void> {
+    if (out.destroyed) return;
+    if (reading) {
+      pending = true;
+      return;
+    }
+    reading = true;
+    try {
+      for (;;) {
+        if (d.failed) return void out.destroy(d.failed);
+        const verified = d.done && !d.failed;
+        const last = r.end;
+        // Bytes we may send now: written ones, minus the final byte until verified.
+        const limit = verified ? last + 1 : Math.min(d.written, last);
+        if (d.size === 0) {
+          if (verified) out.push(null);
+          return;
+        }
+        if (pos > last) {
+          out.push(null);
+          return;
+        }
+        if (pos >= limit) return; // wait for progress
+        const n = Math.min(READ_CHUNK, limit - pos);
+        const buf = Buffer.allocUnsafe(n);
+        const { bytesRead } = await fh.read(buf, 0, n, pos);
+        if (bytesRead === 0) return;
+        pos += bytesRead;
+        if (!out.push(buf.subarray(0, bytesRead))) return;
+      }
+    } catch (err) {
+      out.destroy(err as Error);
+    } finally {
+      reading = false;
+      if (pending) {
+        pending = false;
+        void pump();
+      }
+    }
+  }
+  return out;
+}

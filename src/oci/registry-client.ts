@@ -1,0 +1,321 @@
+/**
+ * HTTP client of the OCI distribution API (distribution-spec v1.1: `GET /v2/<name>/manifests/<ref>`,
+ * `GET /v2/<name>/blobs/<digest>`), on undici.
+ *
+ * - Only registries allowed by the `RegistryPolicy`; HTTPS unless the host is in its insecure list.
+ * - Authentication as Docker's token flow (distribution `docs/spec/auth/token.md`): a 401 with
+ *   `WWW-Authenticate: Bearer realm=…,service=…` → `GET realm?service=…&scope=repository:<name>:pull`
+ *   (anonymous, or with HTTP Basic credentials / an OAuth2 refresh token from the pull secret) →
+ *   `{token | access_token, expires_in}` → retry with `Authorization: Bearer`. A `Basic` challenge
+ *   gets the credentials directly. Tokens are cached per registry, repository and credentials.
+ * - Redirects (blob storage behind a registry) are followed up to 5 times; `Authorization` is sent
+ *   only to the registry's own origin, never to another one.
+ * - Bounded: 10 s to connect, 30 s for headers, 60 s between body chunks.
+ *
+ * Errors are `RegistryError`s with a `reason` for the SBC (`RegistryNotAllowed`,
+ * `RegistryUnavailable`, `RegistryUnauthorized`, `ImageNotFound`, `RegistryError`).
+ */
+import { createHash } from 'node:crypto';
+import { Agent, type Dispatcher, request } from 'undici';
+import { BootConfigurationReason } from '../api/vocabulary.js';
+import type { RegistryCredentials } from './docker-config.js';
+import { apiHost, type ImageReference } from './reference.js';
+import { isAllowed, isInsecure, type RegistryPolicy } from './registry-policy.js';
+
+/** Reasons of registry failures (src/api/vocabulary.ts), as written to the SBC's Ready condition. */
+export const RegistryReason = {
+  RegistryNotAllowed: BootConfigurationReason.RegistryNotAllowed,
+  RegistryUnavailable: BootConfigurationReason.RegistryUnavailable,
+  RegistryUnauthorized: BootConfigurationReason.RegistryUnauthorized,
+  ImageNotFound: BootConfigurationReason.ImageNotFound,
+  RegistryError: BootConfigurationReason.RegistryError,
+} as const;
+
+export class RegistryError extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+    /** HTTP status of the registry's answer, when there was one. */
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+  /** True when a later try can succeed without anyone changing anything (network, 5xx, 429). */
+  get transient(): boolean {
+    return this.reason === RegistryReason.RegistryUnavailable;
+  }
+}
+
+export interface RegistryResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Dispatcher.ResponseData['body'];
+}
+
+const MAX_REDIRECTS = 5;
+const MAX_TOKEN_BYTES = 64 * 1024;
+
+interface CachedToken {
+  header: string;
+  expiresAt: number;
+}
+
+function header(h: RegistryResponse['headers'], name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Parses `Bearer realm="…",service="…"` (RFC 7235 auth-params). */
+export function parseChallenge(v: string): { scheme: string; params: Record<string, string> } {
+  const m = /^\s*(\w+)\s*(.*)$/s.exec(v) ?? [];
+  const params: Record<string, string> = {};
+  for (const p of (m[2] ?? '').matchAll(/(\w+)=(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))/g)) {
+    params[p[1]!.toLowerCase()] = (p[2] ?? p[3] ?? '').replace(/\\(.)/g, '$1');
+  }
+  return { scheme: (m[1] ?? '').toLowerCase(), params };
+}
+
+export class RegistryClient {
+  private readonly agent: Agent;
+  private readonly tokens = new Map<string, CachedToken>();
+  /** Registry blob and manifest GETs sent (benchmarks count them). */
+  requests = 0;
+
+  constructor(readonly policy: RegistryPolicy) {
+    this.agent = new Agent({ connectTimeout: 10_000, headersTimeout: 30_000, bodyTimeout: 60_000 });
+  }
+
+  /** `scheme://host` of a registry by the policy; throws `RegistryNotAllowed`. */
+  origin(ref: Pick<ImageReference, 'domain'>): string {
+    if (!isAllowed(this.policy, ref.domain)) {
+      throw new RegistryError(
+        RegistryReason.RegistryNotAllowed,
+        `registry ${ref.domain} is not in --allowed-registries (${this.policy.allowed.join(',') || 'none'})`,
+      );
+    }
+    return `${isInsecure(this.policy, ref.domain) ? 'http' : 'https'}://${apiHost(ref)}`;
+  }
+
+  /**
+   * `GET /v2/<repository><path>` with authentication and redirects. Resolves with a 2xx response
+   * whose body the caller must consume or destroy; throws `RegistryError` for anything else.
+   */
+  async get(
+    ref: ImageReference,
+    path: string,
+    opts: { accept?: string[]; credentials?: RegistryCredentials; range?: string; signal?: AbortSignal } = {},
+  ): Promise<RegistryResponse> {
+    const origin = this.origin(ref);
+    const url = `${origin}/v2/${ref.repository}${path}`;
+    // Tokens are cached per credentials (a hash of them), so changed credentials never reuse a token.
+    const c = opts.credentials;
+    const who = c
+      ? createHash('sha256').update(`${c.username}\0${c.password}\0${c.identityToken}`).digest('hex')
+      : '';
+    const key = `${origin}|${ref.repository}|${who}`;
+    let auth = this.cachedToken(key);
+    for (let round = 0; round < 2; round++) {
+      const res = await this.follow(url, origin, auth, opts);
+      if (res.status !== 401) return this.check(res, ref, path);
+      const challenge = header(res.headers, 'www-authenticate');
+      await res.body.dump();
+      if (round > 0 || !challenge) break;
+      auth = await this.authenticate(challenge, ref, key, opts.credentials);
+    }
+    throw new RegistryError(
+      RegistryReason.RegistryUnauthorized,
+      `registry ${ref.domain} refused ${ref.repository}${opts.credentials ? ' with the pull secret credentials' : ' anonymously (no pull secret)'}`,
+      401,
+    );
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  private async check(res: RegistryResponse, ref: ImageReference, path: string): Promise<RegistryResponse> {
+    if (res.status >= 200 && res.status < 300) return res;
+    const detail = (await res.body.text().catch(() => '')).slice(0, 300);
+    const what = `${ref.domain}/${ref.repository}${path}`;
+    if (res.status === 404)
+      throw new RegistryError(RegistryReason.ImageNotFound, `${what}: not found (404) ${detail}`.trim(), 404);
+    if (res.status === 429 || res.status >= 500)
+      throw new RegistryError(
+        RegistryReason.RegistryUnavailable,
+        `${what}: registry answered ${res.status}`,
+        res.status,
+      );
+    throw new RegistryError(
+      RegistryReason.RegistryError,
+      `${what}: registry answered ${res.status} ${detail}`.trim(),
+      res.status,
+    );
+  }
+
+  private async follow(
+    start: string,
+    registryOrigin: string,
+    auth: string | undefined,
+    opts: { accept?: string[]; range?: string; signal?: AbortSignal },
+  ): Promise<RegistryResponse> {
+    let url = new URL(start);
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      const headers: Record<string, string> = { 'user-agent': 'metal-operator-ts' };
+      if (opts.accept?.length) headers.accept = opts.accept.join(', ');
+      if (opts.range) headers.range = opts.range;
+      // Credentials stay with their origin: never on a redirect to blob storage elsewhere.
+      if (auth && url.origin === registryOrigin) headers.authorization = auth;
+      let res: Dispatcher.ResponseData;
+      try {
+        this.requests++;
+        res = await request(url, { method: 'GET', headers, dispatcher: this.agent, signal: opts.signal });
+      } catch (err) {
+        throw new RegistryError(
+          RegistryReason.RegistryUnavailable,
+          `registry ${url.host} unreachable: ${(err as Error).message}`,
+        );
+      }
+      const location = header(res.headers, 'location');
+      if (res.statusCode >= 300 && res.statusCode < 400 && location) {
+        await res.body.dump();
+        const next = new URL(location, url);
+        if (
+          next.protocol !== 'https:' &&
+          !(next.protocol === 'http:' && isInsecure(this.policy, next.host))
+        ) {
+          throw new RegistryError(
+            RegistryReason.RegistryError,
+            `registry redirected to ${next.protocol}//${next.host}, which is not HTTPS`,
+          );
+        }
+        url = next;
+        continue;
+      }
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    }
+    throw new RegistryError(
+      RegistryReason.RegistryError,
+      `more than ${MAX_REDIRECTS} redirects from ${start}`,
+    );
+  }
+
+  private cachedToken(key: string): string | undefined {
+    const t = this.tokens.get(key);
+    if (t && t.expiresAt > Date.now()) return t.header;
+    this.tokens.delete(key);
+    return undefined;
+  }
+
+  private async authenticate(
+    challenge: string,
+    ref: ImageReference,
+    key: string,
+    creds: RegistryCredentials | undefined,
+  ): Promise<string> {
+    const { scheme, params } = parseChallenge(challenge);
+    const basic =
+      creds?.username !== undefined && creds.password !== undefined
+        ? `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}`
+        : undefined;
+    if (scheme === 'basic') {
+      if (!basic)
+        throw new RegistryError(
+          RegistryReason.RegistryUnauthorized,
+          `registry ${ref.domain} wants credentials (no pull secret)`,
+          401,
+        );
+      this.tokens.set(key, { header: basic, expiresAt: Date.now() + 3600_000 });
+      return basic;
+    }
+    if (scheme !== 'bearer' || !params.realm)
+      throw new RegistryError(
+        RegistryReason.RegistryError,
+        `registry ${ref.domain}: unsupported challenge ${scheme}`,
+      );
+    const realm = new URL(params.realm);
+    if (realm.protocol !== 'https:' && !(realm.protocol === 'http:' && isInsecure(this.policy, realm.host))) {
+      throw new RegistryError(
+        RegistryReason.RegistryError,
+        `registry ${ref.domain}: token realm ${realm.origin} is not HTTPS`,
+      );
+    }
+    if (params.service) realm.searchParams.set('service', params.service);
+    realm.searchParams.set('scope', params.scope ?? `repository:${ref.repository}:pull`);
+    const headers: Record<string, string> = { 'user-agent': 'metal-operator-ts' };
+    let method: 'GET' | 'POST' = 'GET';
+    let body: string | undefined;
+    if (creds?.identityToken) {
+      // OAuth2 refresh-token grant (distribution docs/spec/auth/oauth.md).
+      method = 'POST';
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+      body = new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: creds.identityToken,
+        service: params.service ?? '',
+        scope: realm.searchParams.get('scope') ?? '',
+        client_id: 'metal-operator-ts',
+      }).toString();
+    } else if (basic) headers.authorization = basic;
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(realm, { method, headers, body, dispatcher: this.agent });
+    } catch (err) {
+      throw new RegistryError(
+        RegistryReason.RegistryUnavailable,
+        `token endpoint ${realm.host} unreachable: ${(err as Error).message}`,
+      );
+    }
+    const text = await readLimited(res.body, MAX_TOKEN_BYTES);
+    if (res.statusCode === 401 || res.statusCode === 403)
+      throw new RegistryError(
+        RegistryReason.RegistryUnauthorized,
+        `token endpoint ${realm.host} refused the ${creds ? 'pull secret credentials' : 'anonymous request'} (${res.statusCode})`,
+        res.statusCode,
+      );
+    if (res.statusCode !== 200)
+      throw new RegistryError(
+        res.statusCode >= 500 ? RegistryReason.RegistryUnavailable : RegistryReason.RegistryError,
+        `token endpoint ${realm.host} answered ${res.statusCode}`,
+        res.statusCode,
+      );
+    let tok: { token?: string; access_token?: string; expires_in?: number };
+    try {
+      tok = JSON.parse(text);
+    } catch {
+      throw new RegistryError(
+        RegistryReason.RegistryError,
+        `token endpoint ${realm.host}: answer is not JSON`,
+      );
+    }
+    const value = tok.access_token || tok.token;
+    if (!value)
+      throw new RegistryError(
+        RegistryReason.RegistryError,
+        `token endpoint ${realm.host}: no token in the answer`,
+      );
+    const h = `Bearer ${value}`;
+    // The spec's default lifetime is 60 s; renew 10 s early.
+    const life = Math.max(10, Number(tok.expires_in) || 60) - 10;
+    this.tokens.set(key, { header: h, expiresAt: Date.now() + life * 1000 });
+    return h;
+  }
+}
+
+/** Reads a body up to `max` bytes; throws `RegistryError` beyond. */
+export async function readLimited(body: RegistryResponse['body'], max: number): Promise<string> {
+  return (await readLimitedBytes(body, max)).toString('utf8');
+}
+
+export async function readLimitedBytes(body: RegistryResponse['body'], max: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of body) {
+    n += (c as Buffer).length;
+    if (n > max) {
+      body.destroy();
+      throw new RegistryError(RegistryReason.RegistryError, `registry answer larger than ${max} bytes`);
+    }
+    chunks.push(c as Buffer);
+  }
+  return Buffer.concat(chunks);
+}

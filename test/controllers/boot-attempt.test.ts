@@ -1,0 +1,442 @@
+/**
+ * Table tests of the boot-attempt engine (src/controllers/boot-attempt/): every phase of `phaseOf`,
+ * the step of every handler, the series decision (incl. adoption after status loss), the history,
+ * and the runner's commit point against an in-memory BMC. Pure: no control plane, milliseconds.
+ * Also the defects of issue 14 item 5 that live in pure code: the 500-on-Reset classification, the
+ * Retry-After cap, the work-queue timer clamp and the claim's duration bounds.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
+import { BootedReason, EventReason } from '../../src/api/vocabulary.js';
+import type { PowerState } from '../../src/bmc/bmc.js';
+import { RedfishBudgetExceededError, RedfishHttpError } from '../../src/bmc/errors.js';
+import { classifyBmcFailure, MAX_BMC_RETRY_AFTER_MS } from '../../src/controllers/bmc-connections.js';
+import {
+  type AttemptBook,
+  type AttemptPower,
+  type AttemptView,
+  carryOut,
+  closeRecord,
+  type HandlerInput,
+  HISTORY_LIMIT,
+  phaseOf,
+  recordProgress,
+  seriesDecision,
+  stepFor,
+  type Wording,
+} from '../../src/controllers/boot-attempt/index.js';
+import { DEFAULT_CONTROLLER_CONFIG } from '../../src/controllers/config.js';
+import type { BootActionResult } from '../../src/controllers/power.js';
+import { claimBootSettings } from '../../src/controllers/serverclaim.js';
+import { WorkQueue } from '../../src/runtime/queue.js';
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const iso = (ms: number) => new Date(ms).toISOString();
+const settings = {
+  completion: ['BootStateReceived'],
+  timeoutMs: 600_000,
+  netbootTimeoutMs: 120_000,
+  maxAttempts: 3,
+};
+const ready = { ready: true, reason: 'Ready', message: 'ok' };
+const wording: Wording = {
+  attempt: (b, max) => `attempt ${b.attempt}/${max}`,
+  timeoutPrefix: '',
+  signalOrder: ['IPXEScriptFetched', 'IgnitionDataFetched', 'BootStateReceived'],
+};
+
+function view(o: Partial<AttemptView> & { book: AttemptBook }): AttemptView {
+  return {
+    settings,
+    readiness: ready,
+    signals: { arrived: [], missing: ['BootStateReceived'] },
+    netbootSeen: false,
+    now: T0,
+    ...o,
+  };
+}
+const input = (v: AttemptView, seen: string[] = []): HandlerInput => ({ ...v, wording, seen });
+const on = { attempt: 1, firstAttempt: 1, poweredOnAt: iso(T0), deadline: iso(T0 + 600_000) };
+
+describe('phaseOf', () => {
+  const table: [string, AttemptView, string, Record<string, unknown>?][] = [
+    ['wants Off', view({ book: on, wantOff: true }), 'PoweredOff'],
+    ['booted', view({ book: { ...on, completedAt: iso(T0) } }), 'Completed', { booted: true }],
+    ['exhausted', view({ book: { ...on, phase: 'Exhausted' } }), 'Exhausted'],
+    [
+      'SBC not Ready',
+      view({ book: { attempt: 1 }, readiness: { ready: false, reason: 'ImageNotFound', message: 'x' } }),
+      'WaitingForConfiguration',
+      { reason: 'ImageNotFound' },
+    ],
+    ['SBC Ready, not powered on', view({ book: { attempt: 1 } }), 'ReadyToPowerOn'],
+    [
+      'powered on, no fetch yet',
+      view({ book: on, now: T0 + 1_000 }),
+      'AwaitingNetboot',
+      { until: T0 + 120_000 },
+    ],
+    [
+      'no fetch by netbootTimeout',
+      view({ book: on, now: T0 + 120_000 }),
+      'DeadlineReached',
+      { which: 'netboot', last: false },
+    ],
+    [
+      'script fetched, waiting for the callback',
+      view({ book: on, netbootSeen: true, now: T0 + 130_000 }),
+      'AwaitingSignals',
+      { until: T0 + 600_000 },
+    ],
+    [
+      'full deadline passed',
+      view({ book: on, netbootSeen: true, now: T0 + 600_000 }),
+      'DeadlineReached',
+      { which: 'completion', last: false },
+    ],
+    [
+      'last attempt of the series',
+      view({ book: { ...on, attempt: 5, firstAttempt: 3 }, netbootSeen: true, now: T0 + 600_000 }),
+      'DeadlineReached',
+      { last: true },
+    ],
+    [
+      'all completion signals arrived',
+      view({ book: on, netbootSeen: true, signals: { arrived: ['BootStateReceived'], missing: [] } }),
+      'Completed',
+      { booted: false },
+    ],
+    [
+      'discovery: signal without the stored registration',
+      view({
+        book: on,
+        netbootSeen: true,
+        signals: { arrived: ['RegistrationReceived'], missing: [] },
+        completionEvidence: false,
+        now: T0 + 1,
+      }),
+      'AwaitingSignals',
+    ],
+    [
+      'netboot deadline not before the full deadline: none of its own',
+      view({ book: on, settings: { ...settings, netbootTimeoutMs: 900_000 }, now: T0 + 300_000 }),
+      'AwaitingNetboot',
+      { until: T0 + 600_000 },
+    ],
+  ];
+  for (const [what, v, kind, fields] of table) {
+    it(what, () => {
+      const p = phaseOf(v);
+      assert.equal(p.kind, kind);
+      for (const [k, val] of Object.entries(fields ?? {}))
+        assert.deepEqual((p as Record<string, unknown>)[k], val, k);
+    });
+  }
+});
+
+describe('handlers', () => {
+  it('ReadyToPowerOn: intent with both deadlines and one boot action', () => {
+    const v = view({ book: { attempt: 1, firstAttempt: 1 } });
+    const s = stepFor(phaseOf(v), input(v));
+    assert.deepEqual(s.action, { kind: 'boot' });
+    assert.equal(s.book.poweredOnAt, iso(T0));
+    assert.equal(s.book.netbootDeadline, iso(T0 + 120_000));
+    assert.equal(s.book.deadline, iso(T0 + 600_000));
+    assert.equal(s.phase, 'AwaitingNetboot');
+    assert.equal(s.requeueAfterMs, 120_050);
+    assert.equal(s.events[0]?.reason, EventReason.BootAttemptStarted);
+  });
+  it('netboot deadline: next attempt at once, NetbootNotObserved naming the last and the missing signal', () => {
+    const v = view({ book: on, now: T0 + 120_000 });
+    const s = stepFor(phaseOf(v), input(v));
+    assert.equal(s.book.attempt, 2);
+    assert.equal(s.book.poweredOnAt, undefined, 'the next attempt powers on again');
+    assert.equal(s.outcome?.reason, BootedReason.NetbootNotObserved);
+    assert.match(
+      s.outcome!.message,
+      /attempt 1\/3 saw no network boot after 2m0s: arrived \[\], missing \[BootStateReceived\]; starting attempt 2\/3; last signal none, next expected IPXEScriptFetched/,
+    );
+    assert.equal(s.events[0]?.reason, EventReason.NetbootNotObserved);
+    assert.deepEqual(s.counts, { timedOut: true, attemptStarted: true });
+    assert.equal(s.book.history?.[0]?.result, BootedReason.NetbootNotObserved);
+  });
+  it('full deadline: TimedOut names the last signal seen and the missing one', () => {
+    const v = view({ book: on, netbootSeen: true, now: T0 + 600_000 });
+    const s = stepFor(phaseOf(v), input(v, ['IPXEScriptFetched', 'IgnitionDataFetched']));
+    assert.equal(s.outcome?.reason, BootedReason.TimedOut);
+    assert.match(
+      s.outcome!.message,
+      /timed out after 10m0s: arrived \[IPXEScriptFetched, IgnitionDataFetched\], missing \[BootStateReceived\]; starting attempt 2\/3; last signal IgnitionDataFetched, next expected BootStateReceived/,
+    );
+  });
+  it('last attempt: Exhausted, a Warning, no action', () => {
+    const v = view({ book: { ...on, attempt: 3 }, netbootSeen: true, now: T0 + 600_000 });
+    const s = stepFor(phaseOf(v), input(v));
+    assert.equal(s.phase, 'Exhausted');
+    assert.equal(s.outcome?.reason, BootedReason.AttemptsExhausted);
+    assert.equal(s.action, undefined);
+    assert.equal(s.events[0]?.type, 'Warning');
+    assert.equal(stepFor(phaseOf(view({ book: s.book })), input(view({ book: s.book }))).action, undefined);
+  });
+  it('Completed: completedAt, BootCompleted, the history closed; then kept On', () => {
+    const v = view({
+      book: on,
+      netbootSeen: true,
+      signals: { arrived: ['BootStateReceived'], missing: [] },
+      now: T0 + 5_000,
+    });
+    const s = stepFor(phaseOf(v), input(v));
+    assert.equal(s.book.completedAt, iso(T0 + 5_000));
+    assert.equal(s.outcome?.status, 'True');
+    assert.equal(s.book.history?.at(-1)?.result, BootedReason.BootCompleted);
+    const again = view({ book: s.book });
+    assert.deepEqual(stepFor(phaseOf(again), input(again)).action, { kind: 'ensure', goal: 'On' });
+  });
+  it('PoweredOff: power Off, the attempt forgotten unless booted', () => {
+    const v = view({ book: on, wantOff: true });
+    const s = stepFor(phaseOf(v), input(v));
+    assert.deepEqual(s.action, { kind: 'ensure', goal: 'Off' });
+    assert.equal(s.book.poweredOnAt, undefined);
+    assert.equal(s.outcome?.reason, BootedReason.Booting);
+  });
+  it('a TimedOut reason stays while the next attempt waits', () => {
+    const v = view({ book: { attempt: 2 }, readiness: { ready: false, reason: 'Pending', message: 'p' } });
+    const prev = {
+      status: 'False' as const,
+      reason: 'TimedOut',
+      message: 'attempt 1/3 timed out after 10m: x; starting attempt 2/3',
+    };
+    const s = stepFor(phaseOf(v), { ...input(v), previous: prev });
+    assert.equal(s.outcome?.reason, 'TimedOut');
+    assert.match(
+      s.outcome!.message,
+      /^attempt 1\/3 timed out after 10m: x; attempt 2\/3: waiting for the boot configuration/,
+    );
+  });
+});
+
+describe('series decision and adoption', () => {
+  const base = {
+    wantOff: false,
+    retryAsked: false,
+    exhausted: false,
+    claimChanged: false,
+    configChanged: false,
+    policy: 'NetBootAlways' as 'NetBootAlways' | 'NetBootOnce',
+    timeoutMs: 600_000,
+    now: T0,
+  };
+  it('first boot: series 1, attempt 1', () => {
+    const d = seriesDecision({ ...base, book: undefined });
+    assert.equal(d.kind, 'start');
+    assert.deepEqual(d.kind === 'start' && [d.why, d.book.series, d.book.attempt], ['first boot', 1, 1]);
+  });
+  it('status lost, server On, SBC completed: adopted as Booted, no power action', () => {
+    const d = seriesDecision({ ...base, book: undefined, sbc: { attempt: 4, completed: true }, power: 'On' });
+    assert.equal(d.kind, 'adopt');
+    assert.ok(
+      d.kind === 'adopt' && d.booted && d.book.completedAt && d.book.adoptedAt && d.book.attempt === 4,
+    );
+  });
+  it('status lost, server On, boot not complete: adopted as the running attempt', () => {
+    const d = seriesDecision({
+      ...base,
+      book: undefined,
+      sbc: { attempt: 2, completed: false },
+      power: 'On',
+    });
+    assert.ok(d.kind === 'adopt' && !d.booted && d.book.poweredOnAt && d.book.deadline === iso(T0 + 600_000));
+  });
+  it("status lost, server Off: a new attempt after the SBC's (numbers never go back)", () => {
+    const d = seriesDecision({
+      ...base,
+      book: undefined,
+      sbc: { attempt: 4, completed: true },
+      power: 'Off',
+    });
+    assert.ok(d.kind === 'start' && d.book.attempt === 5);
+  });
+  const booted: AttemptBook = {
+    series: 1,
+    attempt: 3,
+    firstAttempt: 1,
+    poweredOnAt: iso(T0),
+    completedAt: iso(T0),
+  };
+  const cases: [string, Partial<typeof base> & Record<string, unknown>, string | undefined][] = [
+    ['booted, NetBootAlways, still On', { power: 'On' }, undefined],
+    ['booted, NetBootAlways, found Off', { power: 'Off' }, 'power on (NetBootAlways)'],
+    ['booted, NetBootOnce, found Off', { power: 'Off', policy: 'NetBootOnce' }, undefined],
+    ['retry annotation', { retryAsked: true }, 'retry requested'],
+    ['exhausted, claim changed', { exhausted: true, claimChanged: true }, 'claim changed'],
+    ['image changed', { configChanged: true }, 'boot configuration changed'],
+    ['wants Off', { wantOff: true, retryAsked: true }, undefined],
+  ];
+  for (const [what, f, why] of cases) {
+    it(what, () => {
+      const d = seriesDecision({ ...base, book: booted, ...f } as Parameters<typeof seriesDecision>[0]);
+      assert.equal(d.kind === 'start' ? d.why : undefined, why);
+      if (d.kind === 'start')
+        assert.deepEqual([d.book.series, d.book.attempt, d.book.firstAttempt], [2, 4, 4]);
+    });
+  }
+});
+
+describe('history', () => {
+  it('records each signal once, with the first-seen time when the condition is older than the attempt', () => {
+    const book: AttemptBook = { attempt: 2, attemptStartedAt: iso(T0), poweredOnAt: iso(T0 + 1_000) };
+    const h1 = recordProgress(book, { IPXEScriptFetched: iso(T0 - 60_000) }, T0 + 5_000);
+    assert.deepEqual(h1?.[0]?.signals, { IPXEScriptFetched: iso(T0 + 5_000) });
+    const h2 = recordProgress(
+      { ...book, history: h1 },
+      { IPXEScriptFetched: iso(T0 + 2_000), BootStateReceived: iso(T0 + 9_000) },
+      T0 + 10_000,
+    );
+    assert.deepEqual(h2?.[0]?.signals, {
+      IPXEScriptFetched: iso(T0 + 5_000),
+      BootStateReceived: iso(T0 + 9_000),
+    });
+    const same = recordProgress(
+      { ...book, history: h2 },
+      { BootStateReceived: iso(T0 + 9_000) },
+      T0 + 11_000,
+    );
+    assert.equal(same, h2, 'nothing new: the same array, so nothing is written');
+  });
+  it(`keeps the last ${HISTORY_LIMIT} attempts`, () => {
+    let book: AttemptBook = { attempt: 1 };
+    for (let a = 1; a <= 15; a++)
+      book = { attempt: a + 1, history: closeRecord({ ...book, attempt: a }, T0 + a, 'TimedOut') };
+    assert.equal(book.history?.length, HISTORY_LIMIT);
+    assert.equal(book.history?.[0]?.attempt, 6);
+  });
+});
+
+/** An in-memory BMC behind the runner's power seam: records the order of writes and actions. */
+function memoryPower(log: string[], o: { state?: PowerState; boot?: BootActionResult } = {}): AttemptPower {
+  return {
+    observe: async () => {
+      log.push('observe');
+      return o.state ?? 'Off';
+    },
+    boot: async () => {
+      log.push('boot');
+      return o.boot ?? { ok: true, sent: 'On', overrideSet: true };
+    },
+    ensure: async (goal) => {
+      log.push(`ensure ${goal}`);
+      return { reached: true, state: goal };
+    },
+  };
+}
+
+describe('runner', () => {
+  const v = view({ book: { attempt: 1, firstAttempt: 1 } });
+  const step = stepFor(phaseOf(v), input(v));
+  const pending = (detail: string) => ({ status: 'False' as const, reason: 'Booting', message: detail });
+  it('writes the intent before the BMC is asked, once', async () => {
+    const log: string[] = [];
+    const r = await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower(log),
+      pending,
+      write: async (b) => void log.push(`write ${b.poweredOnAt ? 'intent' : 'none'}`),
+    });
+    assert.deepEqual(log, ['observe', 'write intent', 'boot']);
+    assert.equal(r.events.length, 1);
+  });
+  const failure = (maybeApplied: boolean): BootActionResult => ({
+    ok: false,
+    failure: { reason: 'BMCUnavailable', message: 'x', retryAfterMs: 2_000, maybeApplied },
+  });
+  it('rolls the intent back when the BMC certainly did not act', async () => {
+    const books: AttemptBook[] = [];
+    await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower([], { boot: failure(false) }),
+      pending,
+      write: async (b) => void books.push(b),
+    });
+    assert.equal(books.at(-1)?.poweredOnAt, undefined);
+  });
+  it('keeps the intent (the attempt counts) when the BMC may have acted', async () => {
+    const books: AttemptBook[] = [];
+    await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower([], { boot: failure(true) }),
+      pending,
+      write: async (b) => void books.push(b),
+    });
+    assert.equal(books.at(-1)?.poweredOnAt, iso(T0));
+  });
+  it('waits for a transition without writing an intent', async () => {
+    const log: string[] = [];
+    const r = await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower(log, { state: 'PoweringOn' }),
+      pending,
+      write: async (b) => void log.push(`write ${b.poweredOnAt ? 'intent' : 'none'}`),
+    });
+    assert.deepEqual(log, ['observe', 'write none']);
+    assert.equal(r.requeueAfterMs, 2_000);
+  });
+});
+
+describe('defects of the attempt lifecycle (issue 14 item 5)', () => {
+  const info = { messageIds: [], message: '', code: undefined } as unknown as ConstructorParameters<
+    typeof RedfishHttpError
+  >[3];
+  it('a 500, 502 or 504 on Reset may have been applied; only 503 and 429 were not', () => {
+    for (const status of [500, 502, 504])
+      assert.equal(
+        classifyBmcFailure(new RedfishHttpError('POST', '/r', status, info)).maybeApplied,
+        true,
+        String(status),
+      );
+    for (const status of [503, 429, 400, 404])
+      assert.equal(
+        classifyBmcFailure(new RedfishHttpError('POST', '/r', status, info)).maybeApplied,
+        false,
+        String(status),
+      );
+    const wrapped = new RedfishBudgetExceededError('POST', '/r', 3, 8_000, undefined, {
+      cause: new RedfishHttpError('POST', '/r', 500, info),
+    });
+    assert.equal(classifyBmcFailure(wrapped).maybeApplied, true);
+  });
+  it('a BMC Retry-After of 3000000 s is capped', () => {
+    const f = classifyBmcFailure(new RedfishHttpError('GET', '/s', 503, info, 3_000_000_000));
+    assert.equal(f.retryAfterMs, MAX_BMC_RETRY_AFTER_MS);
+  });
+  it('the work queue clamps delays above 2^31-1 ms instead of firing after 1 ms', async () => {
+    const q = new WorkQueue({ name: 'clamp' });
+    q.addAfter('k', 600 * 3_600_000 * 1_000);
+    q.addAfter('n', Number.NaN);
+    const got = await Promise.race([q.get(), new Promise((ok) => setTimeout(() => ok('nothing'), 100))]);
+    assert.equal(got, 'nothing');
+    await q.shutDown();
+  });
+  it('claim durations are kept within 1s..24h and completion conditions within the signals', () => {
+    const claim = {
+      metadata: {},
+      spec: {
+        power: 'On',
+        image: 'i',
+        bootCompletion: {
+          timeout: '600h',
+          netbootTimeout: '1ms',
+          conditions: ['Ready', 'IPXEScriptFetched'],
+        },
+      },
+    } as unknown as ServerClaim;
+    const s = claimBootSettings(claim, DEFAULT_CONTROLLER_CONFIG);
+    assert.equal(s.timeoutMs, 24 * 3_600_000);
+    assert.equal(s.netbootTimeoutMs, 1_000);
+    assert.deepEqual(s.completion, ['IPXEScriptFetched']);
+  });
+});
