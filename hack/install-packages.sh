@@ -7,7 +7,13 @@ set -euo pipefail
 PACKAGES=(
   qemu-system-x86   # qemu-system-x86_64 (TCG; KVM when /dev/kvm exists)
   qemu-utils        # qemu-img, for the empty disk that Hdd boots sit on
-  ipxe-qemu         # /usr/lib/ipxe/qemu/pxe-virtio.rom, the NIC option ROM that network-boots
+  ipxe-qemu         # /usr/lib/ipxe/qemu/pxe-virtio.rom (BIOS) and efi-virtio.rom (UEFI), the NIC option ROMs that network-boot
+  ovmf              # /usr/share/OVMF/OVMF_CODE_4M.fd + OVMF_VARS_4M.fd, the UEFI firmware of UEFI VMs
+  ipxe              # /usr/lib/ipxe/snponly.efi + undionly.kpxe, served over TFTP to PXE clients without iPXE
+  dnsmasq-base      # /usr/sbin/dnsmasq, the DHCP + TFTP server of the bridged test network
+  iproute2          # ip netns / link / tuntap, the bridged test network
+  systemd-boot-efi  # /usr/lib/systemd/boot/efi/linuxx64.efi.stub, the EFI stub of UEFI HTTP boot UKIs
+  binutils          # objcopy, which assembles the UKIs
   busybox-static    # the whole userland of the test initramfs
   cpio              # packs the initramfs
   gzip

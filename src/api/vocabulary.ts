@@ -15,6 +15,8 @@ export const BootSignal = {
   IPXEScriptFetched: 'IPXEScriptFetched',
   /** The boot server rendered and served this attempt's ignition. */
   IgnitionDataFetched: 'IgnitionDataFetched',
+  /** The boot server served this attempt's UEFI HTTP boot file (the UKI) to the server's own address. */
+  HTTPBootFileFetched: 'HTTPBootFileFetched',
   /** The booted OS posted /bootstate with this attempt's token. */
   BootStateReceived: 'BootStateReceived',
   /** The probe agent posted /register for this attempt (discovery only). */
@@ -25,6 +27,7 @@ export type BootSignal = (typeof BootSignal)[keyof typeof BootSignal];
 /** Every boot signal, in the order a boot produces them. */
 export const BOOT_SIGNALS: readonly BootSignal[] = [
   BootSignal.IPXEScriptFetched,
+  BootSignal.HTTPBootFileFetched,
   BootSignal.IgnitionDataFetched,
   BootSignal.RegistrationReceived,
   BootSignal.BootStateReceived,
@@ -35,13 +38,22 @@ export const OS_BOOT_SIGNALS: readonly BootSignal[] = [
   BootSignal.IgnitionDataFetched,
   BootSignal.BootStateReceived,
 ];
+/** The signals of an OS boot over UEFI HTTP boot (`bootMethod: HTTPBoot`), in order. */
+export const HTTP_BOOT_SIGNALS: readonly BootSignal[] = [
+  BootSignal.HTTPBootFileFetched,
+  BootSignal.IgnitionDataFetched,
+  BootSignal.BootStateReceived,
+];
 /** The signals of a discovery boot, in order. */
 export const DISCOVERY_SIGNALS: readonly BootSignal[] = [
   BootSignal.IPXEScriptFetched,
   BootSignal.RegistrationReceived,
 ];
 /** Signals that prove the firmware took the network boot of this attempt (the netboot deadline). */
-export const NETBOOT_SIGNALS: readonly BootSignal[] = [BootSignal.IPXEScriptFetched];
+export const NETBOOT_SIGNALS: readonly BootSignal[] = [
+  BootSignal.IPXEScriptFetched,
+  BootSignal.HTTPBootFileFetched,
+];
 
 /**
  * Prefix of custom completion signals: `bootCompletion.conditions` accepts the {@link BootSignal}s
@@ -62,6 +74,8 @@ export function isCompletionSignal(type: string): boolean {
 export const SignalReason = {
   ScriptServed: 'ScriptServed',
   IgnitionServed: 'IgnitionServed',
+  /** The UEFI HTTP boot file (UKI) of the attempt was served (`HTTPBootFileFetched`). */
+  BootFileServed: 'BootFileServed',
   Registered: 'Registered',
   Booted: 'Booted',
   BootFailed: 'BootFailed',

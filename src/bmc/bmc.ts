@@ -130,6 +130,8 @@ export interface BootSettings {
    * sent); `undefined` when not advertised.
    */
   allowedTargets: BootSourceOverrideTarget[] | undefined;
+  /** `Boot.HttpBootUri`; `null` when the service has the property without a value, `undefined` when it lacks it. */
+  httpBootUri?: string | null;
 }
 
 /** What {@link BMC.getSystem} reads from a ComputerSystem resource. */
@@ -167,6 +169,8 @@ export interface BootOverride {
   target: BootSourceOverrideTarget;
   enabled: BootSourceOverrideEnabled;
   mode?: BootSourceOverrideMode;
+  /** With target `UefiHttp`: `Boot.HttpBootUri` (ComputerSystem v1_9_0+), the URI the firmware fetches. */
+  httpBootUri?: string;
 }
 
 /** Outcome of a power action. The action is started, never awaited: check {@link BMC.powerState} later. */
@@ -190,7 +194,10 @@ export interface BootOverrideResult {
   patchedUri: string | undefined;
   /** The `Boot` properties sent. */
   sentFields: Partial<
-    Record<'BootSourceOverrideTarget' | 'BootSourceOverrideEnabled' | 'BootSourceOverrideMode', string>
+    Record<
+      'BootSourceOverrideTarget' | 'BootSourceOverrideEnabled' | 'BootSourceOverrideMode' | 'HttpBootUri',
+      string
+    >
   >;
   /** Requested properties the service cannot take (e.g. `mode` on a service without the property). */
   ignored: Array<'mode'>;

@@ -122,6 +122,16 @@ export class BootTargetNotSupportedError extends BmcError {
   }
 }
 
+/** The system has no `Boot.HttpBootUri` (ComputerSystem v1_9_0+): it cannot be told what to fetch over UEFI HTTP boot. */
+export class HttpBootUriNotSupportedError extends BmcError {
+  override name = 'HttpBootUriNotSupportedError';
+  constructor(readonly systemUri: string) {
+    super(
+      `${systemUri}: the BMC offers no Boot.HttpBootUri, so UEFI HTTP boot of a given URI cannot be set; use bootMethod PXE`,
+    );
+  }
+}
+
 const KIND_TEXT = {
   timeout: 'request timed out',
   connection: 'connection failed',

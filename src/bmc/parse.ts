@@ -198,6 +198,9 @@ export function parseBoot(raw: unknown, resource: string): BootSettings {
       resource,
       'Boot.',
     ),
+    ...('HttpBootUri' in boot
+      ? { httpBootUri: typeof boot['HttpBootUri'] === 'string' ? boot['HttpBootUri'] : null }
+      : {}),
   };
 }
 

@@ -24,7 +24,12 @@ import type {
   RestartOptions,
   TransportSecurity,
 } from './bmc.js';
-import { BootTargetNotSupportedError, RedfishHttpError, ResetTypeNotSupportedError } from './errors.js';
+import {
+  BootTargetNotSupportedError,
+  HttpBootUriNotSupportedError,
+  RedfishHttpError,
+  ResetTypeNotSupportedError,
+} from './errors.js';
 import {
   asObject,
   parseBoot,
@@ -190,6 +195,9 @@ export class RedfishBMC implements BMC {
       if (current.allowedTargets !== undefined && !current.allowedTargets.includes(override.target)) {
         throw new BootTargetNotSupportedError(systemUri, override.target, current.allowedTargets);
       }
+      if (override.httpBootUri !== undefined && current.httpBootUri === undefined) {
+        throw new HttpBootUriNotSupportedError(systemUri);
+      }
       let target = systemUri;
       let etag = res.etag;
       let pending: BootSettings | undefined;
@@ -282,7 +290,8 @@ export class RedfishBMC implements BMC {
  * The Boot properties to PATCH: each wanted property whose effective value (pending in the
  * SettingsObject, else current) differs. `mode` is left out (and reported in `ignored`) on services
  * that do not report `BootSourceOverrideMode`, which reject PATCHes carrying it. With the vendor's
- * `bootTargetWithEnabled`, Target and Enabled travel together. Pure.
+ * `bootTargetWithEnabled`, Target and Enabled travel together. `HttpBootUri` is sent when wanted and
+ * different (the caller has checked that the service has the property). Pure.
  */
 export function planBootPatch(
   current: BootSettings,
@@ -300,6 +309,9 @@ export function planBootPatch(
   if (quirks.bootTargetWithEnabled && (sent.BootSourceOverrideTarget || sent.BootSourceOverrideEnabled)) {
     sent.BootSourceOverrideTarget = want.target;
     sent.BootSourceOverrideEnabled = want.enabled;
+  }
+  if (want.httpBootUri !== undefined && (pending?.httpBootUri ?? current.httpBootUri) !== want.httpBootUri) {
+    sent.HttpBootUri = want.httpBootUri;
   }
   if (want.mode !== undefined) {
     if (current.mode === undefined && pending?.mode === undefined) ignored.push('mode');

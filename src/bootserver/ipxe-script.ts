@@ -43,12 +43,15 @@ export function imageFileUrl(bootServerUrl: string, image: ImageEntry, file: 'ke
   return `${bootServerUrl}/images/${image.name.split('/').map(encodeURIComponent).join('/')}/${file}`;
 }
 
-/** The attempt's script: kernel + initrd + a command line carrying the attempt token. */
-export function attemptScript(i: AttemptScriptInput): string {
+/**
+ * The attempt's kernel command line (without the iPXE `initrd=` argument): the image's own
+ * arguments, then the agent keys and the ignition URL carrying the attempt token. Shared by the
+ * iPXE script and the UKI of UEFI HTTP boot.
+ */
+export function attemptKernelArgs(i: AttemptScriptInput): string[] {
   const ignitionUrl = `${i.bootServerUrl}/ignition/${i.uuid}?token=${encodeURIComponent(i.token)}`;
-  const args = [
+  return [
     i.image.cmdline,
-    'initrd=initrd.img',
     `metal.mode=${i.image.mode}`,
     `metal.uuid=${i.uuid}`,
     `metal.attempt=${i.attempt}`,
@@ -56,6 +59,15 @@ export function attemptScript(i: AttemptScriptInput): string {
     `metal.token=${i.token}`,
     `ignition.config.url=${ignitionUrl}`,
   ].filter(Boolean);
+}
+
+/** The attempt's script: kernel + initrd + a command line carrying the attempt token. */
+export function attemptScript(i: AttemptScriptInput): string {
+  // iPXE under UEFI hands the initrd to the kernel's EFI stub by this name.
+  const [first, ...rest] = attemptKernelArgs(i);
+  const args = i.image.cmdline
+    ? [first!, 'initrd=initrd.img', ...rest]
+    : ['initrd=initrd.img', first!, ...rest];
   return [
     '#!ipxe',
     `echo metal: ${i.image.name} attempt ${i.attempt}`,

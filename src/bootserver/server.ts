@@ -7,7 +7,8 @@
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
  *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
- *   cannot re-provision it. Firmware cannot authenticate, so the token in the script is protected
+ *   cannot re-provision it. Only addresses the Server is known to have get a script (403
+ *   `UnknownClient`; `scriptClientIdentity`). Firmware cannot authenticate, so the token in the script is protected
  *   twice (security review S3): the script is served only once the power-on of its attempt is
  *   recorded (503 `AwaitingPowerOn` before, see bootsignals/power-intent.ts), and with
  *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt
@@ -22,6 +23,7 @@
  *   config (see {@link callbackOnlyIgnition}); with the hook disabled there is nothing to serve:
  *   404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
+ * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts).
  * - `GET /oci/{uuid}/{attempt}/{layer}` → layers of the attempt's OCI image (blob-route.ts).
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
@@ -52,9 +54,11 @@ import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
 import { registerBlobRoute } from './blob-route.js';
 import { bootImageFor } from './boot-image.js';
+import { clientAddress, knownAddresses, registerHttpBootRoute } from './http-boot.js';
 import { servedIgnition } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
+import { UkiBuilder } from './uki.js';
 
 export interface BootServerOptions extends SignalServerOptions {
   /** Base URL hosts use to reach this boot server (rendered into scripts); defaults to the bound URL. */
@@ -65,6 +69,14 @@ export interface BootServerOptions extends SignalServerOptions {
   catalog: () => ImageCatalog;
   /** Hand an attempt's script only to the first client address that fetched it (default true). */
   pinScriptClient?: boolean;
+  /**
+   * Who may fetch a server's attempt script: `known-address` only the addresses its registration
+   * recorded (`status.networkInterfaces[].ips`), falling back to the first-address pin while none
+   * are known (first discovery); `first-address` (default) the pin alone, for networks that NAT the
+   * firmware (QEMU user networking) and simulated hosts, whose registered address is not the one
+   * they fetch from.
+   */
+  scriptClientIdentity?: 'known-address' | 'first-address';
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
   injectBootstateUnit?: boolean;
   /** Butane translation and Ignition validation (default: the `ignition-tools` binary, see src/ignition/). */
@@ -98,6 +110,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   const intents = new PowerIntentGate(opts.client);
   const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;
+  const byAddress = opts.scriptClientIdentity === 'known-address';
   const inject = opts.injectBootstateUnit ?? true;
   const ignition = opts.ignition ?? new IgnitionRenderer(new IgnitionTools());
   let baseUrl = opts.externalUrl ?? '';
@@ -133,6 +146,11 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
+    const known = knownAddresses(target.server);
+    if (byAddress && known.length > 0 && !known.includes(clientAddress(client))) {
+      log.warn({ known, attempt }, 'script requested from an address the server does not have; refused');
+      throw new HttpError(403, 'UnknownClient', 'the request does not come from an address of this server');
+    }
     /** Refuses when this attempt's script went to another client (run on every SBC version the pin is decided on). */
     const notPinnedElsewhere = (current: ServerBootConfiguration) => {
       const pinnedTo = pinnedClient(current);
@@ -234,6 +252,18 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       .send(createReadStream(path));
   });
 
+  const uki = new UkiBuilder();
+  registerHttpBootRoute(app, {
+    client: opts.client,
+    resolver,
+    catalog: opts.catalog,
+    uki,
+    component: BOOTSERVER_COMPONENT,
+    registryUrl: opts.registryUrl,
+    baseUrl: () => baseUrl,
+    parseUUID: (raw) => BootTargetResolver.parseUUID(raw),
+    oci: opts.oci,
+  });
   if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
@@ -243,6 +273,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     close: async () => {
       await app.close();
       await resolver.aliases.settled();
+      uki.close();
     },
   };
 }

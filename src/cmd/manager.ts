@@ -6,11 +6,13 @@
  * `parseManagerConfig` turns flags into a {@link ManagerConfig} (pure, throws on bad input);
  * `runManager` parses, starts everything and returns a handle (tests start it in-process).
  */
+
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type pino from 'pino';
+import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
 import { BOOT_SIGNALS, isCompletionSignal } from '../api/vocabulary.js';
@@ -42,7 +44,12 @@ export interface ManagerConfig {
   /** Client-side limit of API requests (token bucket, as client-go's QPS/Burst); qps 0: unlimited. */
   kubeApi: { qps: number; burst: number };
   registry: { host: string; port: number; url?: string };
-  bootServer: { host: string; port: number; url?: string };
+  bootServer: {
+    host: string;
+    port: number;
+    url?: string;
+    clientIdentity?: 'known-address' | 'first-address';
+  };
   /** PEM files: the registry and the boot server serve HTTPS with them (S17). */
   tls?: { certFile: string; keyFile: string };
   /** OCI images and Ignition tooling (src/cmd/image-flags.ts). */
@@ -138,6 +145,11 @@ function command(): Command {
         .default(d.defaultBootPolicy),
     )
     .addOption(
+      new Option('--default-boot-method <method>', 'boot method of claims without spec.bootMethod')
+        .choices([...BOOT_METHODS])
+        .default(d.defaultBootMethod),
+    )
+    .addOption(
       opt(
         '--boot-completion-conditions <types>',
         'comma-separated SBC conditions that must all be True for the current attempt',
@@ -221,6 +233,14 @@ function command(): Command {
     .option('--registry-addr <host:port>', 'listen address of the registry', '0.0.0.0:10000')
     .option('--registry-url <url>', 'URL hosts use to reach the registry (default: from --registry-addr)')
     .option('--bootserver-addr <host:port>', 'listen address of the boot server', '0.0.0.0:8082')
+    .addOption(
+      new Option(
+        '--script-client-identity <how>',
+        'who gets an attempt script: known-address (only the addresses the server registered; the first fetcher while none are known) or first-address (the first fetcher; for networks that NAT the hosts, and simulated hosts)',
+      )
+        .choices(['known-address', 'first-address'])
+        .default('first-address'),
+    )
     .option(
       '--bootserver-url <url>',
       'URL hosts use to reach the boot server (default: from --bootserver-addr)',
@@ -336,6 +356,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     managerNamespace: string;
     probeImage: string;
     defaultBootPolicy: BootPolicy;
+    defaultBootMethod: BootMethod;
     bootCompletionConditions: string[];
     bootTimeout: number;
     netbootTimeout: number;
@@ -356,6 +377,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     bootserverUrl?: string;
     tlsCertFile?: string;
     tlsKeyFile?: string;
+    scriptClientIdentity: 'known-address' | 'first-address';
     objectSelector: Record<string, string>;
     powerResendAfter: number;
     bmcCallBudget: number;
@@ -405,6 +427,11 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       managerNamespace: o.managerNamespace,
       probeImage: o.probeImage,
       defaultBootPolicy: o.defaultBootPolicy,
+      defaultBootMethod: o.defaultBootMethod,
+      bootServerUrl:
+        o.bootserverUrl ??
+        plannedUrlOrUndefined(bHost, bPort, o.tlsCertFile && o.tlsKeyFile ? 'https' : 'http') ??
+        `http://127.0.0.1:${bPort}`,
       bootCompletionConditions: o.bootCompletionConditions,
       bootTimeoutMs: o.bootTimeout,
       netbootTimeoutMs: o.netbootTimeout,
@@ -433,7 +460,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     leaderElect: o.leaderElect,
     kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     registry: { host: rHost, port: rPort, url: o.registryUrl },
-    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl },
+    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl, clientIdentity: o.scriptClientIdentity },
     ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
     images: imageFlagsOf(cmd.opts()),
   };
@@ -545,6 +572,7 @@ export async function runManager(
     port: cfg.bootServer.port,
     externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port, scheme),
     registryUrl,
+    scriptClientIdentity: cfg.bootServer.clientIdentity,
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
     ignition: oci.ignition,
@@ -605,6 +633,15 @@ async function closeWithin(ms: number, closing: Promise<unknown>[], log: pino.Lo
 }
 
 /** The boot server's URL for its scripts when its port is known before it listens; otherwise it uses its bound URL. */
+/** {@link plannedUrl}, or undefined where it throws: runManager refuses such addresses with a clear error later. */
+function plannedUrlOrUndefined(host: string, port: number, scheme: 'http' | 'https'): string | undefined {
+  try {
+    return plannedUrl(host, port, scheme);
+  } catch {
+    return undefined;
+  }
+}
+
 function plannedUrl(host: string, port: number, scheme: 'http' | 'https'): string | undefined {
   return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port, scheme });
 }

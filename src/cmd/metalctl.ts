@@ -48,6 +48,18 @@ const accelOpt = () =>
     'QEMU accelerator; auto: KVM only after a probe boot proved it runs guests here (default: $METAL_QEMU_ACCEL, else auto)',
   ).choices(['auto', 'kvm', 'tcg']);
 
+const machineOpts = () => [
+  new Option('--firmware <firmware>', 'firmware of the QEMU VMs (default uefi)').choices(['bios', 'uefi']),
+  new Option(
+    '--boot-method <method>',
+    'how claims network-boot: pxe (iPXE script) or http (UEFI HTTP boot of a UKI); default: http where the network and firmware allow it',
+  ).choices(['pxe', 'http', 'auto']),
+  new Option(
+    '--network <network>',
+    'user: QEMU user networking; bridge: a namespace with a bridge and dnsmasq (needs root); default: bridge where allowed',
+  ).choices(['user', 'bridge', 'auto']),
+];
+
 local
   .command('up')
   .description(
@@ -61,6 +73,9 @@ local
       .default('qemu'),
   )
   .addOption(accelOpt())
+  .addOption(machineOpts()[0]!)
+  .addOption(machineOpts()[1]!)
+  .addOption(machineOpts()[2]!)
   .addOption(
     new Option(
       '--bmc-profile <vendor>',
@@ -77,6 +92,9 @@ local
   .option('--servers <n>', 'machines', int(1), 2)
   .addOption(new Option('--backend <backend>').choices(['qemu', 'sim']).default('qemu'))
   .addOption(accelOpt())
+  .addOption(machineOpts()[0]!)
+  .addOption(machineOpts()[1]!)
+  .addOption(machineOpts()[2]!)
   .addOption(new Option('--bmc-profile <vendor>').choices(Object.keys(VENDOR_PROFILES)))
   .action(async (o) => localServe(o));
 

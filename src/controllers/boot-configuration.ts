@@ -16,6 +16,7 @@
  * write is guarded by the object's resourceVersion: a reconcile that read a stale cache fails with
  * 409 and retries, and never starts an attempt twice.
  */
+import type { BootMethod } from '../api/v1alpha1/boot-method.js';
 import { ATTEMPT_KEY_ANNOTATION, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import {
@@ -54,6 +55,8 @@ export interface DesiredBootConfiguration {
   image: string;
   ignitionSecretName?: string;
   bootPolicy: BootPolicy;
+  /** Omitted: PXE (and nothing written, as upstream objects have no such field). */
+  bootMethod?: BootMethod;
   /** Identity of the wanted attempt; a different key than the SBC's starts a new attempt. */
   attemptKey: string;
   /**
@@ -301,13 +304,14 @@ function desiredSpec(d: DesiredBootConfiguration, secretName: string): ServerBoo
     image: d.image,
     ...(d.ignitionSecretName ? { ignitionSecretRef: { name: d.ignitionSecretName } } : {}),
     bootPolicy: d.bootPolicy,
+    ...(d.bootMethod && d.bootMethod !== 'PXE' ? { bootMethod: d.bootMethod } : {}),
     callbackSecretRef: { name: secretName },
   };
 }
 
 /** Merge-patch form of a desired spec: an unwanted ignition reference is removed, not kept. */
 function specPatch(spec: ServerBootConfiguration['spec']): Record<string, unknown> {
-  return { ...spec, ignitionSecretRef: spec.ignitionSecretRef ?? null };
+  return { ...spec, ignitionSecretRef: spec.ignitionSecretRef ?? null, bootMethod: spec.bootMethod ?? null };
 }
 
 function specDiffers(sbc: ServerBootConfiguration, want: ServerBootConfiguration['spec']): boolean {
@@ -317,6 +321,7 @@ function specDiffers(sbc: ServerBootConfiguration, want: ServerBootConfiguration
     s.image !== want.image ||
     (s.ignitionSecretRef?.name || undefined) !== (want.ignitionSecretRef?.name || undefined) ||
     s.bootPolicy !== want.bootPolicy ||
+    (s.bootMethod ?? 'PXE') !== (want.bootMethod ?? 'PXE') ||
     s.callbackSecretRef?.name !== want.callbackSecretRef?.name
   );
 }

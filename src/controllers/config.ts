@@ -2,6 +2,7 @@
  * Settings shared by the controllers, filled from the manager's flags (src/cmd/manager.ts). Durations
  * are milliseconds.
  */
+import type { BootMethod } from '../api/v1alpha1/boot-method.js';
 import type { BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { BootSignal } from '../api/vocabulary.js';
 import { DEFAULT_MAX_SYSTEMS_PER_BMC } from './system-ownership.js';
@@ -32,6 +33,10 @@ export interface ControllerConfig {
   /** Image (catalog name) booted for discovery; its catalog entry should have `mode: probe`. */
   probeImage: string;
   defaultBootPolicy: BootPolicy;
+  /** Boot method of claims without `spec.bootMethod` (`--default-boot-method`). */
+  defaultBootMethod: BootMethod;
+  /** Base URL hosts use to reach the boot server: the `Boot.HttpBootUri` of HTTPBoot attempts points there. */
+  bootServerUrl: string;
   /** SBC condition types that must all be True for the current attempt (claim default). */
   bootCompletionConditions: string[];
   /** Per-attempt boot deadline of claims, ms. */
@@ -78,6 +83,8 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   managerNamespace: 'metal-operator-system',
   probeImage: 'metal/probe:latest',
   defaultBootPolicy: 'NetBootAlways',
+  defaultBootMethod: 'PXE',
+  bootServerUrl: 'http://127.0.0.1:8082',
   bootCompletionConditions: [BootSignal.BootStateReceived],
   bootTimeoutMs: 15 * 60_000,
   netbootTimeoutMs: 5 * 60_000,

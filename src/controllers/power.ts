@@ -24,6 +24,9 @@ import { applyOwnedCondition } from './owned-conditions.js';
 import { DUPLICATE_SYSTEM_UUID, describeOwner } from './system-ownership.js';
 
 /** Server condition: True while a power action is requested but not yet visible, or cannot be sent. */
+/** The network boot override of a boot: iPXE via PXE, or UEFI HTTP boot of `httpBootUri` (Redfish `Boot.HttpBootUri`). */
+export type NetbootVia = { target: 'Pxe' } | { target: 'UefiHttp'; httpBootUri: string };
+
 export const POWER_PENDING_CONDITION = ConditionType.PowerActionPending;
 
 export type PowerGoal = 'On' | 'Off';
@@ -144,11 +147,14 @@ export class PowerActions {
   }
 
   /**
-   * Starts a boot: with `netboot`, a one-time network boot override (`Pxe`, `Once`) first; then `On`
+   * Starts a boot: with `netboot`, a one-time network boot override (`via`, default `Pxe`; `Once`) first; then `On`
    * when `observed` is Off, a forced restart when it is On (a power cycle). Returns the BMC failure
    * instead of throwing it, so the caller can undo its recorded intent when nothing was applied.
    */
-  async boot(server: Server, opts: { netboot: boolean; observed: PowerState }): Promise<BootActionResult> {
+  async boot(
+    server: Server,
+    opts: { netboot: boolean; observed: PowerState; via?: NetbootVia },
+  ): Promise<BootActionResult> {
     const name = server.metadata.name ?? '';
     const refused = this.duplicate(server);
     if (refused) {
@@ -156,10 +162,15 @@ export class PowerActions {
       return { ok: false, failure: refused };
     }
     let overrideSet = false;
+    const via = opts.via ?? { target: 'Pxe' };
     try {
       const h = this.o.connections.forServer(server);
       if (opts.netboot) {
-        await h.bmc.setBootOverride(h.systemUri, { target: 'Pxe', enabled: 'Once' });
+        await h.bmc.setBootOverride(h.systemUri, {
+          target: via.target,
+          enabled: 'Once',
+          ...(via.target === 'UefiHttp' ? { httpBootUri: via.httpBootUri } : {}),
+        });
         overrideSet = true;
       }
       const res =
@@ -167,7 +178,7 @@ export class PowerActions {
       this.sent.set(name, { goal: 'On', at: Date.now() });
       await this.refresh(server);
       await this.setPending(server, undefined);
-      const how = opts.netboot ? 'network boot (Pxe, Once)' : 'boot from disk';
+      const how = opts.netboot ? `network boot (${via.target}, Once)` : 'boot from disk';
       this.log(server).info(
         { sent: res.sent, observed: res.observed, netboot: opts.netboot },
         'boot started',

@@ -31,6 +31,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
+import { type BootMethod, httpBootFileUrl } from '../api/v1alpha1/boot-method.js';
 import { type BootPolicy, OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -41,6 +42,7 @@ import {
   BoundReason,
   ConditionType,
   EventReason,
+  HTTP_BOOT_SIGNALS,
   isCompletionSignal,
   NETBOOT_SIGNALS,
   OS_BOOT_SIGNALS,
@@ -82,7 +84,7 @@ import {
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import type { PowerActions, PowerProgress } from './power.js';
+import type { NetbootVia, PowerActions, PowerProgress } from './power.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
@@ -129,6 +131,7 @@ export interface ServerClaimControllerOptions {
 /** The effective boot settings of a claim: its own, or the manager's defaults. */
 export interface ClaimBootSettings extends AttemptSettings {
   policy: BootPolicy;
+  method: BootMethod;
   completion: string[];
 }
 
@@ -150,6 +153,7 @@ export function claimBootSettings(claim: ServerClaim, cfg: ControllerConfig): Cl
   const own = bc?.conditions?.filter(isCompletionSignal) ?? [];
   return {
     policy: claim.spec.bootPolicy ?? cfg.defaultBootPolicy,
+    method: claim.spec.bootMethod ?? cfg.defaultBootMethod,
     completion: own.length ? own : [...cfg.bootCompletionConditions],
     timeoutMs: durationOr(bc?.timeout, cfg.bootTimeoutMs),
     netbootTimeoutMs: durationOr(bc?.netbootTimeout, cfg.netbootTimeoutMs),
@@ -166,6 +170,13 @@ export const claimWording: Wording = {
   timeoutPrefix: '',
   signalOrder: OS_BOOT_SIGNALS,
 };
+
+/** The claim wording of an attempt of `sbc`: its signal order depends on the boot method. */
+function claimWordingOf(sbc: ServerBootConfiguration | undefined): Wording {
+  return sbc?.spec.bootMethod === 'HTTPBoot'
+    ? { ...claimWording, signalOrder: HTTP_BOOT_SIGNALS }
+    : claimWording;
+}
 
 const PENDING: Readiness = {
   ready: false,
@@ -588,6 +599,7 @@ class ServerClaimReconciler {
       image: claim.spec.image,
       ignitionSecretName: claim.spec.ignitionSecretRef?.name,
       bootPolicy: s.policy,
+      bootMethod: s.method,
       attemptKey:
         (sameAttempt && existing.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION]) || `a${book.attempt}`,
       bootAttempt: book.attempt,
@@ -628,7 +640,7 @@ class ServerClaimReconciler {
       sbc: x.sbc,
       readiness: x.readiness,
       settings: x.s,
-      wording: claimWording,
+      wording: claimWordingOf(x.sbc),
       netbootSignals: NETBOOT_SIGNALS,
       wantOff: x.claim.spec.power === 'Off',
       previous: bootedCond,
@@ -643,7 +655,12 @@ class ServerClaimReconciler {
       observed: x.observed,
       power: {
         observe: () => this.o.power.observe(x.server),
-        boot: (observed) => this.o.power.boot(x.server, { netboot: true, observed }),
+        boot: (observed) =>
+          this.o.power.boot(x.server, {
+            netboot: true,
+            observed,
+            via: netbootVia(x.server, x.sbc, this.cfg),
+          }),
         ensure: (goal, observed) => this.o.power.ensure(x.server, goal, observed),
       },
       pending: (detail) => ({
@@ -739,4 +756,21 @@ function bootPatch(b: Boot): Record<string, unknown> {
     'history',
   ] as const;
   return Object.fromEntries(keys.map((k) => [k, b[k] ?? null]));
+}
+
+/**
+ * The BMC override of a network boot of `sbc`: `Pxe`, or for `HTTPBoot` `UefiHttp` with
+ * `Boot.HttpBootUri` at the attempt's boot file on the boot server.
+ */
+function netbootVia(
+  server: Server,
+  sbc: ServerBootConfiguration | undefined,
+  cfg: ControllerConfig,
+): NetbootVia {
+  if (sbc?.spec.bootMethod !== 'HTTPBoot') return { target: 'Pxe' };
+  const attempt = sbc.spec.bootAttempt ?? 1;
+  return {
+    target: 'UefiHttp',
+    httpBootUri: httpBootFileUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt),
+  };
 }

@@ -26,6 +26,7 @@ import { KubeClient } from '../runtime/client.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
 import type { VendorProfileName } from '../virtualbmc/profile.js';
+import type { Firmware } from '../virtualbmc/qemu.js';
 import { REPO_ROOT } from './control-plane.js';
 import { attemptLine, claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
@@ -66,13 +67,22 @@ async function snapshot(
 }
 
 /** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
-export async function localServe(o: {
-  dir: string;
-  servers: number;
-  backend: Backend;
-  accel?: AccelChoice;
-  bmcProfile?: VendorProfileName;
-}): Promise<void> {
+/** Firmware, boot method and network of `local up` / `local serve` (QEMU back end). */
+export interface MachineShape {
+  firmware?: Firmware;
+  bootMethod?: 'pxe' | 'http' | 'auto';
+  network?: 'user' | 'bridge' | 'auto';
+}
+
+export async function localServe(
+  o: {
+    dir: string;
+    servers: number;
+    backend: Backend;
+    accel?: AccelChoice;
+    bmcProfile?: VendorProfileName;
+  } & MachineShape,
+): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
   const startedAt = new Date().toISOString();
@@ -93,6 +103,9 @@ export async function localServe(o: {
       dir: o.dir,
       progress: say,
       ...(o.accel ? { accel: o.accel } : {}),
+      firmware: o.firmware ?? 'uefi',
+      bootMethod: o.bootMethod ?? 'auto',
+      network: o.network ?? 'auto',
       ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
     });
     say(
@@ -134,15 +147,17 @@ export async function localServe(o: {
 }
 
 /** `local up`: start or reuse the daemon, apply the example claim, follow it to Booted. */
-export async function localUp(o: {
-  dir: string;
-  servers: number;
-  backend: Backend;
-  accel?: AccelChoice;
-  bmcProfile?: VendorProfileName;
-  timeout: number;
-  claim: boolean;
-}): Promise<number> {
+export async function localUp(
+  o: {
+    dir: string;
+    servers: number;
+    backend: Backend;
+    accel?: AccelChoice;
+    bmcProfile?: VendorProfileName;
+    timeout: number;
+    claim: boolean;
+  } & MachineShape,
+): Promise<number> {
   const t0 = Date.now();
   const end = t0 + o.timeout * 1000;
   let state = readLocalState(o.dir);
@@ -180,6 +195,9 @@ export async function localUp(o: {
         '--backend',
         o.backend,
         ...(o.accel ? ['--accel', o.accel] : []),
+        ...(o.firmware ? ['--firmware', o.firmware] : []),
+        ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
+        ...(o.network ? ['--network', o.network] : []),
         ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },

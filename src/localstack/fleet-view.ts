@@ -14,6 +14,7 @@ import { claimState, serverHeader, serverRows } from './server-view.js';
 /** Boot signals in the order a boot produces them, with the word shown in tables. */
 export const SIGNALS: readonly [string, string][] = [
   [BootSignal.IPXEScriptFetched, 'script'],
+  [BootSignal.HTTPBootFileFetched, 'uki'],
   [BootSignal.IgnitionDataFetched, 'ignition'],
   [BootSignal.RegistrationReceived, 'registered'],
   [BootSignal.BootStateReceived, 'booted'],

@@ -16,11 +16,12 @@ import { Resources } from '../runtime/resource.js';
 import { type AccelChoice, type AccelVerdict, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
 import { resolveProfile, type VendorProfileName } from '../virtualbmc/profile.js';
-import { QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
+import { type Firmware, QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
 import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
 import { type LocalImages, startLocalImages } from './local-images.js';
+import { bridgeNetworkProblem, TestNetwork } from './test-network.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
 
 export type Backend = 'qemu' | 'sim';
@@ -42,6 +43,20 @@ export interface LocalStackOptions {
   simTiming?: { firmwareMs?: number; kernelMs?: number };
   /** QEMU back end only: accelerator (default `$METAL_QEMU_ACCEL`, else `auto`: KVM only after a probe boot proved it). */
   accel?: AccelChoice;
+  /**
+   * QEMU back end only: `user` (default) QEMU user networking, every VM reaching the host as
+   * 10.0.2.2; `bridge` the test network (src/localstack/test-network.ts: namespace, bridge, a tap
+   * per VM, dnsmasq), every VM with its own DHCP address; `auto` bridge where namespaces can be
+   * made, else user.
+   */
+  network?: 'user' | 'bridge' | 'auto';
+  /**
+   * Default boot method of claims (the manager's `--default-boot-method`): `pxe` (default), `http`
+   * (UEFI HTTP boot: needs the bridged network and UEFI firmware), `auto` http where possible.
+   */
+  bootMethod?: 'pxe' | 'http' | 'auto';
+  /** QEMU back end only: firmware of every VM, or per VM index (default `bios`). */
+  firmware?: Firmware | Firmware[];
   /**
    * QEMU back end only: a VM network-booting for this long (ms) with nothing on its serial console
    * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
@@ -82,6 +97,8 @@ export class LocalStack {
     readonly metricsUrl: string,
     /** The local OCI registry and the images pushed to it (local-images.ts). */
     readonly images: LocalImages,
+    /** The bridged test network, when the VMs are on it. */
+    readonly network?: TestNetwork,
   ) {}
 
   get kubeconfigPath(): string {
@@ -121,8 +138,31 @@ export class LocalStack {
         metadata: { name: MANAGER_NAMESPACE },
       });
       const [registryPort, bootPort, metricsPort] = (await freePorts(3)) as [number, number, number];
-      // VMs on QEMU user networking reach the host's loopback as 10.0.2.2.
-      const guestHost = opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
+      let network: TestNetwork | undefined;
+      if (opts.backend === 'qemu' && opts.network && opts.network !== 'user') {
+        const problem = bridgeNetworkProblem();
+        if (problem && opts.network === 'bridge') throw new Error(`bridged test network: ${problem}`);
+        if (problem) say(`bridged test network not possible here (${problem}): QEMU user networking`);
+        else {
+          say('creating the test network (namespace, bridge, dnsmasq)');
+          network = await TestNetwork.create({
+            tag: 'ls',
+            dir: join(opts.dir, 'net'),
+            bootServerPort: bootPort,
+          });
+          const net = network;
+          cleanup.unshift(() => net.close());
+          say(`test network ${net.netns}: ${net.subnet}, boot server and registry on ${net.hostAddress}`);
+        }
+      }
+      // VMs on QEMU user networking reach the host's loopback as 10.0.2.2; on the test network
+      // they reach the host end of its veth, where the registry and boot server listen.
+      const guestHost = network ? network.hostAddress : opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
+      const listenHost = network ? network.hostAddress : '127.0.0.1';
+      const bootMethod = chooseBootMethod(opts, network !== undefined);
+      say(
+        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
+      );
       const registryUrl = `http://${guestHost}:${registryPort}`;
       const bootServerUrl = `http://${guestHost}:${bootPort}`;
       const localBootUrl = `http://127.0.0.1:${bootPort}`;
@@ -136,7 +176,7 @@ export class LocalStack {
         say(`QEMU accelerator: ${accel.accel.toUpperCase()} (${accel.reason})`);
       }
       say(
-        `starting ${opts.servers} ${accel ? `QEMU VMs (iPXE firmware, ${accel.accel.toUpperCase()})` : 'simulated hosts'} behind a virtual BMC`,
+        `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} with iPXE, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
       );
       let hosts: Host[];
       let closeFleet: () => Promise<void> = async () => undefined;
@@ -149,6 +189,8 @@ export class LocalStack {
               bootServerUrl: localBootUrl,
               workDir: join(opts.dir, `vm-${i}`),
               accel: chosen,
+              firmware: firmwareOf(opts.firmware, i),
+              ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
             }),
         );
       } else {
@@ -194,11 +236,14 @@ export class LocalStack {
           `--manager-namespace=${MANAGER_NAMESPACE}`,
           `--image-catalog=${catalog}`,
           `--probe-image=${PROBE_IMAGE}`,
-          `--registry-addr=127.0.0.1:${registryPort}`,
+          `--registry-addr=${listenHost}:${registryPort}`,
           `--registry-url=${registryUrl}`,
-          `--bootserver-addr=127.0.0.1:${bootPort}`,
+          `--bootserver-addr=${listenHost}:${bootPort}`,
           `--bootserver-url=${bootServerUrl}`,
           `--metrics-port=${metricsPort}`,
+          `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
+          // On QEMU user networking every VM reaches the host as 127.0.0.1, not as the address it registered.
+          `--script-client-identity=${network ? 'known-address' : 'first-address'}`,
           ...images.managerArgs,
           ...(opts.managerArgs ?? []),
         ],
@@ -251,6 +296,7 @@ export class LocalStack {
         bootServerUrl,
         metricsUrl,
         images,
+        network,
       );
     } catch (err) {
       for (const c of cleanup) await c().catch(() => undefined);
@@ -315,10 +361,43 @@ export class LocalStack {
     await stopChild(this.manager);
     await this.vbmc.close();
     await Promise.all(this.hosts.map((h) => h.close().catch(() => undefined)));
+    await this.network?.close();
     await this.client.close();
     await this.images.registry.stop();
     await this.cp.stop();
   }
+}
+
+/** QemuHost options of a VM on the test network: its own tap, and its Redfish `HttpBootUri` offered to its MAC by DHCP. */
+function tapOn(network: TestNetwork, mac: string) {
+  return {
+    network: { mode: 'tap' as const, ifname: network.addTap(), netns: network.netns },
+    onHttpBootUri: (uri: string | undefined) => network.setHttpBootUri(mac, uri),
+  };
+}
+
+/**
+ * The boot method claims default to: HTTP boot needs UEFI firmware on every VM and the bridged
+ * network (DHCP must offer the URI).
+ * @throws Error when `http` is asked for where it cannot work.
+ */
+function chooseBootMethod(opts: LocalStackOptions, bridged: boolean): 'pxe' | 'http' {
+  const fw = Array.isArray(opts.firmware) ? opts.firmware : [opts.firmware ?? 'bios'];
+  const possible = opts.backend === 'qemu' && bridged && fw.every((f) => f === 'uefi');
+  if (opts.bootMethod === 'http' && !possible)
+    throw new Error('UEFI HTTP boot needs --firmware uefi and the bridged network (--network bridge)');
+  if (opts.bootMethod === 'http' || (opts.bootMethod === 'auto' && possible)) return 'http';
+  return 'pxe';
+}
+
+function describeFirmware(firmware: LocalStackOptions['firmware']): string {
+  const all = [...new Set(Array.isArray(firmware) ? firmware : [firmware ?? 'bios'])];
+  return all.map((f) => (f === 'uefi' ? 'UEFI (OVMF)' : 'BIOS (SeaBIOS)')).join(' + ');
+}
+
+function firmwareOf(firmware: LocalStackOptions['firmware'], index: number): Firmware {
+  if (Array.isArray(firmware)) return firmware[index % firmware.length] ?? 'bios';
+  return firmware ?? 'bios';
 }
 
 async function stopChild(p: ChildProcess): Promise<void> {

@@ -114,6 +114,24 @@ export class BlobCache {
     return { size: d.size, source, stream: tail(fh, d, r) };
   }
 
+  /**
+   * The path of blob `digest` as a verified file in the cache, downloading it first when needed (for
+   * tools that need a file, such as the UKI builder). Throws as {@link BlobCache.open}, and the stream
+   * error (e.g. `DigestMismatch`) when the download fails. The file may be evicted later: read it soon.
+   */
+  async file(ref: ImageReference, digest: string, credentials?: RegistryCredentials): Promise<string> {
+    const blob = await this.open(ref, digest, credentials);
+    if (blob.source !== 'hit') {
+      await new Promise<void>((resolve, reject) => {
+        blob.stream.on('error', reject).on('end', resolve).resume();
+      });
+    } else blob.stream.destroy();
+    const cached = this.files.get(digest);
+    if (!cached) throw new RegistryError('RegistryUnavailable', `blob ${digest} was not cached`);
+    cached.used = Date.now();
+    return this.path(digest);
+  }
+
   /** Bytes of verified blobs on disk. */
   bytes(): number {
     return this.total;

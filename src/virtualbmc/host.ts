@@ -13,9 +13,10 @@ export type HostPowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
 /**
  * Where the host boots from on its next start, already resolved by the Redfish layer from
  * `Boot.BootSourceOverrideTarget` + `BootSourceOverrideEnabled` (`Pxe` = network boot via iPXE,
- * `Hdd` = local disk, `None` = the host's own boot order, which for our hosts is disk first).
+ * `Hdd` = local disk, `None` = the host's own boot order, which for our hosts is disk first,
+ * `UefiHttp` = UEFI HTTP boot of the URI last given to {@link Host.setHttpBootUri}).
  */
-export type BootDevice = 'Pxe' | 'Hdd' | 'None';
+export type BootDevice = 'Pxe' | 'Hdd' | 'None' | 'UefiHttp';
 
 /** Static identity of a host, stable across restarts of the virtual BMC. */
 export interface HostIdentity {
@@ -43,6 +44,11 @@ export interface Host {
   forceOff(): Promise<void>;
   /** Hard reset of a running host, booting from `device`. */
   reset(device: BootDevice): Promise<void>;
+  /**
+   * Redfish `Boot.HttpBootUri`: what a `UefiHttp` boot fetches (undefined: the URI DHCP offers).
+   * Hosts without UEFI HTTP boot do not implement it.
+   */
+  setHttpBootUri?(uri: string | undefined): void;
   /** Releases every resource (processes, timers, files). Idempotent. */
   close(): Promise<void>;
 }

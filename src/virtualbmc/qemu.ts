@@ -1,10 +1,13 @@
 /**
  * The `qemu` back end of the virtual BMC: every {@link Host} is a `qemu-system-x86_64` VM whose
- * firmware (SeaBIOS + Debian's iPXE option ROM for virtio-net) network-boots from the boot server.
+ * firmware network-boots from the boot server: SeaBIOS + Debian's iPXE option ROM for virtio-net
+ * (`bios`, default), or OVMF (Debian `ovmf`, per-VM variable store) + iPXE's UEFI driver ROM
+ * (`uefi`).
  *
  * Per VM: q35 machine, TCG (KVM only when a probe boot proved it runs guests), memory and CPU count from the
  * identity, SMBIOS types 1 and 2 from the identity (UUID in upper case, as BMCs print it), one
- * virtio-net NIC on QEMU user networking whose DHCP boot file is `<boot server>/ipxe`, one sparse
+ * virtio-net NIC on QEMU user networking whose DHCP boot file is `<boot server>/ipxe` (or on a tap
+ * device of the test network, whose DHCP server says the same), one sparse
  * virtio-blk disk without an OS, the serial console appended to a log file, and a QMP socket for
  * power control. From inside the VM the host's loopback is 10.0.2.2, so loopback boot server URLs
  * are rewritten to that address for the guest.
@@ -13,6 +16,8 @@
  * - `Pxe`: NIC first, then disk.
  * - `Hdd`: disk only; the NIC carries no option ROM, so no network fetch can happen.
  * - `None`: the machine's own order: disk first, then network (option `noneBoot`).
+ * - `UefiHttp` (UEFI only): NIC first without the iPXE ROM, so OVMF's HTTP boot client runs; BIOS
+ *   VMs have no HTTP boot and boot as `Hdd`.
  * The order is fixed for the lifetime of a QEMU process: a guest-initiated reboot boots from
  * the same device again; {@link QemuHost.reset} with another device restarts the process.
  */
@@ -34,6 +39,23 @@ import { QmpClient, type QmpEvent } from './qmp.js';
 
 /** Debian's (package ipxe-qemu) iPXE ROM for virtio-net; it matches only the modern device ID 1af4:1041. */
 export const DEFAULT_IPXE_ROM = '/usr/lib/ipxe/qemu/pxe-virtio.rom';
+/** Debian's (package ipxe-qemu) iPXE as a UEFI driver for virtio-net: under OVMF it is the NIC's network boot option. */
+export const DEFAULT_IPXE_EFI_ROM = '/usr/lib/ipxe/qemu/efi-virtio.rom';
+/** Debian's (package ovmf) UEFI firmware code, 4 MiB flash layout, without Secure Boot keys enrolled. */
+export const DEFAULT_OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
+/** Debian's (package ovmf) empty UEFI variable store matching {@link DEFAULT_OVMF_CODE}; every VM gets its own copy. */
+export const DEFAULT_OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
+
+/** `bios`: SeaBIOS + iPXE option ROM. `uefi`: OVMF + iPXE's UEFI driver ROM (or OVMF's own HTTP boot). */
+export type Firmware = 'bios' | 'uefi';
+
+/**
+ * The VM's NIC backend. `user`: QEMU user networking (slirp) with its built-in DHCP, whose boot
+ * file is `<boot server>/ipxe`. `tap`: an existing tap device (created by the test network,
+ * src/localstack/test-network.ts) on a bridge with a real DHCP server; QEMU then runs inside
+ * `netns` (the namespace holding the tap) when given.
+ */
+export type QemuNetwork = { mode: 'user' } | { mode: 'tap'; ifname: string; netns?: string };
 export const DEFAULT_QEMU_BINARY = 'qemu-system-x86_64';
 /** The host as seen from a guest on QEMU user networking (slirp). */
 export const GUEST_HOST_ADDRESS = '10.0.2.2';
@@ -49,6 +71,21 @@ export interface QemuHostOptions {
   qemuBinary?: string;
   /** Default {@link DEFAULT_IPXE_ROM}. */
   ipxeRom?: string;
+  /** Default `bios`. */
+  firmware?: Firmware;
+  /** UEFI only: NIC option ROM, default {@link DEFAULT_IPXE_EFI_ROM}. */
+  ipxeEfiRom?: string;
+  /** UEFI only: firmware code and the variable-store template (defaults {@link DEFAULT_OVMF_CODE}, {@link DEFAULT_OVMF_VARS}). */
+  ovmfCode?: string;
+  ovmfVars?: string;
+  /** Default `{mode: 'user'}`. */
+  network?: QemuNetwork;
+  /**
+   * Called with the Redfish `Boot.HttpBootUri` before every `UefiHttp` boot (undefined when none is
+   * set): the test network offers it to this VM's MAC over DHCP, as firmware told the URI by its
+   * BMC would use it. Without it a `UefiHttp` boot uses whatever DHCP offers.
+   */
+  onHttpBootUri?: (uri: string | undefined) => void;
   /**
    * `auto` (default: `$METAL_QEMU_ACCEL`, else auto) uses KVM only after a probe boot proved that
    * KVM guests run on this machine (see accel-probe.ts), else TCG.
@@ -136,7 +173,10 @@ export function guestUrl(url: string): string {
  * @returns the problems found, empty when everything is in place.
  */
 export function qemuPrerequisiteProblems(
-  options: Pick<QemuHostOptions, 'qemuBinary' | 'ipxeRom'> = {},
+  options: Pick<
+    QemuHostOptions,
+    'qemuBinary' | 'ipxeRom' | 'firmware' | 'ipxeEfiRom' | 'ovmfCode' | 'ovmfVars'
+  > = {},
 ): string[] {
   const problems: string[] = [];
   const binary = options.qemuBinary ?? DEFAULT_QEMU_BINARY;
@@ -144,11 +184,20 @@ export function qemuPrerequisiteProblems(
   if (probe.error || probe.status !== 0) {
     problems.push(`${binary} is not runnable (${probe.error?.message ?? `exit ${probe.status}`})`);
   }
-  const rom = options.ipxeRom ?? DEFAULT_IPXE_ROM;
-  try {
-    accessSync(rom, fsConstants.R_OK);
-  } catch {
-    problems.push(`iPXE ROM ${rom} is missing`);
+  const files: [string, string][] =
+    options.firmware === 'uefi'
+      ? [
+          ['iPXE UEFI ROM', options.ipxeEfiRom ?? DEFAULT_IPXE_EFI_ROM],
+          ['OVMF code', options.ovmfCode ?? DEFAULT_OVMF_CODE],
+          ['OVMF variables', options.ovmfVars ?? DEFAULT_OVMF_VARS],
+        ]
+      : [['iPXE ROM', options.ipxeRom ?? DEFAULT_IPXE_ROM]];
+  for (const [what, file] of files) {
+    try {
+      accessSync(file, fsConstants.R_OK);
+    } catch {
+      problems.push(`${what} ${file} is missing`);
+    }
   }
   return problems;
 }
@@ -157,7 +206,7 @@ export function qemuPrerequisiteProblems(
  * Throws when {@link qemuPrerequisiteProblems} finds anything, naming the script that fixes it.
  * @throws Error listing the missing pieces.
  */
-export function assertQemuPrerequisites(options: Pick<QemuHostOptions, 'qemuBinary' | 'ipxeRom'> = {}): void {
+export function assertQemuPrerequisites(options: Parameters<typeof qemuPrerequisiteProblems>[0] = {}): void {
   const problems = qemuPrerequisiteProblems(options);
   if (problems.length > 0) {
     throw new Error(
@@ -215,6 +264,7 @@ export class QemuHost implements Host {
   private exitInfo: QemuExit | undefined;
   private accelVerdict: AccelVerdict | undefined;
   private lastArgs: string[] | undefined;
+  private httpBootUri: string | undefined;
 
   /**
    * Creates the host powered off. Creates the work folder synchronously; starts nothing.
@@ -373,6 +423,10 @@ export class QemuHost implements Host {
     });
   }
 
+  setHttpBootUri(uri: string | undefined): void {
+    this.httpBootUri = uri;
+  }
+
   /** Kills QEMU (SIGKILL), closes QMP and, when this host created it, removes the work folder. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -393,14 +447,22 @@ export class QemuHost implements Host {
     const id = this.identity;
     const accel = this.accelVerdict?.accel ?? (this.options.accel === 'kvm' ? 'kvm' : 'tcg');
     const bootUrl = `${guestUrl(this.bootServerUrl())}/ipxe`;
-    const rom = this.options.ipxeRom ?? DEFAULT_IPXE_ROM;
+    const uefi = this.options.firmware === 'uefi';
+    const rom = uefi
+      ? (this.options.ipxeEfiRom ?? DEFAULT_IPXE_EFI_ROM)
+      : (this.options.ipxeRom ?? DEFAULT_IPXE_ROM);
     const nic = ['virtio-net-pci', 'netdev=n0', `mac=${id.macAddress}`, 'disable-legacy=on'];
     const disk = ['virtio-blk-pci', 'drive=d0', `serial=${optValue(`D${id.serialNumber}`.slice(0, 20))}`];
     const noneBoot = this.options.noneBoot ?? 'disk-then-network';
     if (device === 'Pxe') {
       nic.push(`romfile=${rom}`, 'bootindex=1');
       disk.push('bootindex=2');
-    } else if (device === 'Hdd' || noneBoot === 'disk') {
+    } else if (device === 'UefiHttp' && uefi) {
+      // OVMF's own virtio-net driver and HTTP boot client (its PXE clients are off): the NIC's
+      // only boot option is UEFI HTTP boot.
+      nic.push('romfile=', 'bootindex=1');
+      disk.push('bootindex=2');
+    } else if (device === 'Hdd' || device === 'UefiHttp' || noneBoot === 'disk') {
       // Without its option ROM the NIC is invisible to the firmware as a boot device.
       nic.push('romfile=');
       disk.push('bootindex=1');
@@ -440,8 +502,9 @@ export class QemuHost implements Host {
       `file,id=serial0,path=${optValue(this.serialLogPath)},append=on`,
       '-serial',
       'chardev:serial0',
+      ...(uefi ? this.uefiArgs() : []),
       '-netdev',
-      `user,id=n0,bootfile=${optValue(bootUrl)}`,
+      this.netdevArg(bootUrl),
       '-device',
       nic.join(','),
       '-drive',
@@ -454,6 +517,36 @@ export class QemuHost implements Host {
       `unix:${optValue(this.qmpPath)},server=on,wait=off`,
       ...(this.options.extraArgs ?? []),
     ];
+  }
+
+  /** The guest's UEFI variable store (a copy of the template, kept across power cycles like NVRAM). */
+  get ovmfVarsPath(): string {
+    return path.join(this.workDir, 'OVMF_VARS.fd');
+  }
+
+  /**
+   * OVMF as two pflash drives (read-only code, per-VM variables). OVMF's own PXE clients are
+   * switched off through its fw_cfg knobs (`opt/org.tianocore/IPv{4,6}PXESupport`, edk2
+   * OvmfPkg): the NIC's network boot is then iPXE's, as with SeaBIOS, and a NIC without the iPXE
+   * ROM offers no PXE boot at all.
+   */
+  private uefiArgs(): string[] {
+    return [
+      '-drive',
+      `if=pflash,format=raw,unit=0,readonly=on,file=${optValue(this.options.ovmfCode ?? DEFAULT_OVMF_CODE)}`,
+      '-drive',
+      `if=pflash,format=raw,unit=1,file=${optValue(this.ovmfVarsPath)}`,
+      '-fw_cfg',
+      'name=opt/org.tianocore/IPv4PXESupport,string=n',
+      '-fw_cfg',
+      'name=opt/org.tianocore/IPv6PXESupport,string=n',
+    ];
+  }
+
+  private netdevArg(bootUrl: string): string {
+    const net = this.options.network ?? { mode: 'user' };
+    if (net.mode === 'tap') return `tap,id=n0,ifname=${optValue(net.ifname)},script=no,downscript=no`;
+    return `user,id=n0,bootfile=${optValue(bootUrl)}`;
   }
 
   private bootServerUrl(): string {
@@ -488,11 +581,20 @@ export class QemuHost implements Host {
     } finally {
       await handle.close();
     }
+    if (this.options.firmware === 'uefi') {
+      // Like NVRAM: created empty once, then kept, so boot entries OVMF writes survive power cycles.
+      await fs
+        .copyFile(this.options.ovmfVars ?? DEFAULT_OVMF_VARS, this.ovmfVarsPath, fsConstants.COPYFILE_EXCL)
+        .catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST') throw err;
+        });
+    }
     await fs.rm(this.qmpPath, { force: true });
     this.accelVerdict ??= await chooseAccel(this.options.accel ?? accelFromEnv(), {
       ...(this.options.qemuBinary ? { qemuBinary: this.options.qemuBinary } : {}),
       ...(this.options.probeGuest ? { guest: this.options.probeGuest } : {}),
     });
+    if (device === 'UefiHttp') this.options.onHttpBootUri?.(this.httpBootUri);
     const args = this.qemuArgs(device);
     this.lastArgs = args;
     await fs.appendFile(
@@ -504,13 +606,17 @@ export class QemuHost implements Host {
     if (this.closing) throw new Error(`host ${this.identity.uuid} is closed`);
     installExitHook();
     const binary = this.options.qemuBinary ?? DEFAULT_QEMU_BINARY;
+    // A tap device is found by name in the opener's network namespace: QEMU runs inside the
+    // test network's namespace (`ip netns exec` execs in place, same pid).
+    const net = this.options.network;
+    const command = net?.mode === 'tap' && net.netns ? ['ip', 'netns', 'exec', net.netns, binary] : [binary];
     // The exit hook does not run when Node.js dies from a signal; the kernel's parent-death
     // signal (util-linux setpriv execs QEMU in place, same pid) covers that case.
     const proc = SETPRIV
-      ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', binary, ...args], {
+      ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', ...command, ...args], {
           stdio: ['ignore', 'ignore', 'pipe'],
         })
-      : spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      : spawn(command[0]!, [...command.slice(1), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     live.add(proc);
     const stderr: string[] = [];
     proc.stderr?.setEncoding('utf8');

@@ -56,6 +56,7 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     BootSourceOverrideEnabled: sys.boot.enabled,
     BootSourceOverrideTarget: sys.boot.target,
     'BootSourceOverrideTarget@Redfish.AllowableValues': profile.bootTargets,
+    ...(profile.bootTargets.includes('UefiHttp') ? { HttpBootUri: sys.boot.httpBootUri ?? null } : {}),
   };
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
   const reset: Json = { target: `${sys.uri}/Actions/ComputerSystem.Reset` };
@@ -111,6 +112,7 @@ export function treeComputerSystem(
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
   else delete boot['BootSourceOverrideMode'];
   boot['BootSourceOverrideTarget@Redfish.AllowableValues'] = profile.bootTargets;
+  if (profile.bootTargets.includes('UefiHttp')) boot['HttpBootUri'] = sys.boot.httpBootUri ?? null;
   const out: Json = {
     ...body,
     '@odata.id': sys.uri,
@@ -149,6 +151,7 @@ export function systemSettings(sys: VirtualSystem, profile: ServiceProfile): Jso
     BootSourceOverrideTarget: effective.target,
   };
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = effective.mode;
+  if (profile.bootTargets.includes('UefiHttp')) boot['HttpBootUri'] = effective.httpBootUri ?? null;
   return {
     '@odata.type': '#ComputerSystem.v1_22_0.ComputerSystem',
     '@odata.id': `${sys.uri}/Settings`,

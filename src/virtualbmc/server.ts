@@ -127,6 +127,7 @@ const BOOT_PROPERTIES = [
   'BootSourceOverrideTarget',
   'BootSourceOverrideEnabled',
   'BootSourceOverrideMode',
+  'HttpBootUri',
 ] as const;
 
 class HttpFailure extends Error {
@@ -611,6 +612,12 @@ function parseBootPatch(body: Record<string, unknown>, profile: ServiceProfile):
       if (typeof value !== 'string' || !profile.bootTargets.includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
       changes.target = value as string;
+    } else if (key === 'HttpBootUri') {
+      if (!profile.bootTargets.includes('UefiHttp'))
+        fail(400, 'PropertyUnknown', `property Boot/${key} is not supported`);
+      if (value !== null && (typeof value !== 'string' || !/^https?:\/\/\S+$/.test(value)))
+        fail(400, 'PropertyValueFormatError', `Boot/${key} must be an http(s) URI or null`);
+      changes.httpBootUri = value as string | null;
     } else if (key === 'BootSourceOverrideEnabled') {
       if (!(BOOT_SOURCE_OVERRIDE_ENABLED as readonly unknown[]).includes(value))
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
@@ -628,6 +635,7 @@ const BOOT_PROPERTY_OF: Record<keyof BootOverrideState, (typeof BOOT_PROPERTIES)
   target: 'BootSourceOverrideTarget',
   enabled: 'BootSourceOverrideEnabled',
   mode: 'BootSourceOverrideMode',
+  httpBootUri: 'HttpBootUri',
 };
 
 /** The error body HPE iLO 5 sends for a Boot change during POST (captured shape: `error.@Message.ExtendedInfo`). */

@@ -18,6 +18,7 @@ export const SUPPORTED_BOOT_TARGETS: readonly BootSourceOverrideTarget[] = [
   'Cd',
   'Usb',
   'BiosSetup',
+  'UefiHttp',
 ];
 
 /**
@@ -28,6 +29,8 @@ export interface BootOverrideState {
   target: string;
   enabled: string;
   mode: string;
+  /** `Boot.HttpBootUri`: what a `UefiHttp` boot fetches; null or absent when unset. */
+  httpBootUri?: string | null;
 }
 
 /** How ETags look (the formats of the captured trees). */
@@ -218,8 +221,9 @@ export class VirtualSystem {
   private consumeBootDevice(): BootDevice {
     if (this.postWindowMs > 0) this.enterPost(this.postWindowMs);
     if (this.boot.enabled === 'Disabled') return 'None';
-    const device: BootDevice =
-      this.boot.target === 'Pxe' ? 'Pxe' : this.boot.target === 'Hdd' ? 'Hdd' : 'None';
+    const t = this.boot.target;
+    const device: BootDevice = t === 'Pxe' || t === 'Hdd' || t === 'UefiHttp' ? t : 'None';
+    if (device === 'UefiHttp') this.host.setHttpBootUri?.(this.boot.httpBootUri ?? undefined);
     if (this.boot.enabled === 'Once') this.setBoot({ enabled: 'Disabled' });
     return device;
   }

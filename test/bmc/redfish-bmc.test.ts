@@ -6,6 +6,7 @@ import {
   ResetTypeNotSupportedError,
 } from '../../src/bmc/errors.js';
 import { RedfishParseError } from '../../src/bmc/parse.js';
+import type { Host } from '../../src/virtualbmc/host.js';
 import { eventually, type Fixture, type FixtureOptions, startFixture } from './fixture.js';
 
 async function withFixture(opts: FixtureOptions, fn: (f: Fixture) => Promise<void>): Promise<void> {
@@ -48,7 +49,8 @@ describe('RedfishBMC against the virtual BMC: reading', () => {
         target: 'None',
         enabled: 'Disabled',
         mode: 'UEFI',
-        allowedTargets: ['None', 'Pxe', 'Hdd', 'Cd', 'Usb', 'BiosSetup'],
+        allowedTargets: ['None', 'Pxe', 'Hdd', 'Cd', 'Usb', 'BiosSetup', 'UefiHttp'],
+        httpBootUri: null,
       });
     }));
 
@@ -245,6 +247,39 @@ describe('RedfishBMC against the virtual BMC: boot override', () => {
       assert.equal(f.hosts[0]!.bootCount, 2);
       assert.equal(f.hosts[0]!.lastBoot?.device, 'Pxe');
       assert.equal((await f.bmc.getSystem(f.uri())).boot.enabled, 'Continuous');
+    }));
+
+  it('sets UefiHttp with Boot.HttpBootUri, which the next boot hands to the host', () =>
+    withFixture({}, async (f) => {
+      const uri = 'http://10.251.7.1:8082/httpboot/x/1/uki.efi';
+      const r = await f.bmc.setBootOverride(f.uri(), {
+        target: 'UefiHttp',
+        enabled: 'Once',
+        httpBootUri: uri,
+      });
+      assert.deepEqual(r.sentFields, {
+        BootSourceOverrideTarget: 'UefiHttp',
+        BootSourceOverrideEnabled: 'Once',
+        HttpBootUri: uri,
+      });
+      assert.equal((await f.bmc.getSystem(f.uri())).boot.httpBootUri, uri);
+      const given: (string | undefined)[] = [];
+      (f.hosts[0] as Host).setHttpBootUri = (u) => {
+        given.push(u);
+      };
+      await f.bmc.powerOn(f.uri());
+      assert.equal(f.hosts[0]!.lastBoot?.device, 'UefiHttp');
+      assert.deepEqual(given, [uri]);
+      const again = await f.bmc.setBootOverride(f.uri(), {
+        target: 'UefiHttp',
+        enabled: 'Once',
+        httpBootUri: uri,
+      });
+      assert.deepEqual(
+        again.sentFields,
+        { BootSourceOverrideEnabled: 'Once' },
+        'an unchanged URI is not sent',
+      );
     }));
 
   it('refuses a boot target outside the allowable values without patching', () =>

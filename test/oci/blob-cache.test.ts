@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -62,6 +62,19 @@ describe('blob cache', () => {
     const again = await cache.open(ref, d.digest, undefined, { start: 5, end: 9 });
     assert.equal(again.source, 'hit');
     assert.ok((await drain(again.stream)).equals(data.subarray(5, 10)));
+    assert.equal(cache.downloads, 1);
+  });
+
+  it('file(): a verified file with the blob bytes, downloaded once (UKI builds read layers as files)', async () => {
+    const data = randomBytes(700 * 1024 + 3);
+    const d = await pushBlob({ registryUrl: reg.url, repository: 'c/file' }, 'x', data);
+    const cache = await newCache();
+    const ref = parseReference(`${reg.host}/c/file:1`);
+    const [a, b] = await Promise.all([cache.file(ref, d.digest), cache.file(ref, d.digest)]);
+    assert.equal(a, b);
+    assert.ok(readFileSync(a).equals(data));
+    assert.equal(cache.downloads, 1);
+    assert.equal(await cache.file(ref, d.digest), a);
     assert.equal(cache.downloads, 1);
   });
 

@@ -2,10 +2,11 @@
  * ServerBootConfiguration (SBC): what one server boots in the current attempt.
  *
  * Additions to upstream (DESIGN.md section 3): `spec.bootAttempt` (bumped for every attempt, which
- * bumps `metadata.generation`), `spec.bootPolicy`, `spec.callbackSecretRef` (the attempt's token) and
+ * bumps `metadata.generation`), `spec.bootPolicy`, `spec.bootMethod`, `spec.callbackSecretRef` (the attempt's token) and
  * `status.attemptGeneration`. A condition counts for the current attempt only when its
  * `observedGeneration` >= `status.attemptGeneration` (Kubernetes API conventions, observedGeneration).
  */
+import { BootMethodSchema } from './boot-method.js';
 import { BootPolicySchema } from './boot-policy.js';
 import {
   AGE_COLUMN,
@@ -36,6 +37,9 @@ export const ServerBootConfigurationSpec = Type.Object(
     bootPolicy: Type.Optional(BootPolicySchema('Copied from the claim; read by the boot server.')),
     callbackSecretRef: Type.Optional(
       LocalObjectReference('Secret holding the current attempt token (key token) for callbacks.'),
+    ),
+    bootMethod: Type.Optional(
+      BootMethodSchema('Copied from the claim; PXE when unset. HTTPBoot: the boot server serves a UKI.'),
     ),
   },
   { description: 'Desired state of a ServerBootConfiguration.' },

@@ -1,12 +1,13 @@
 /**
  * ServerClaim: a request for one Server, booted with an image and an ignition.
  *
- * Additions to upstream (all optional, DESIGN.md section 3): `spec.bootPolicy`,
+ * Additions to upstream (all optional, DESIGN.md section 3): `spec.bootPolicy`, `spec.bootMethod`,
  * `spec.bootCompletion` (which SBC conditions mean "booted", the per-attempt timeout and the number of
  * attempts), `status.boot` (attempt bookkeeping that survives manager restarts) and `status.conditions`
  * (`Bound`, `BootConfigurationReady`, `Booted`).
  */
 import { BOOT_SIGNALS, EXTERNAL_SIGNAL_PREFIX } from '../vocabulary.js';
+import { BootMethodSchema } from './boot-method.js';
 import { BootPolicySchema } from './boot-policy.js';
 import {
   AGE_COLUMN,
@@ -140,6 +141,11 @@ export const ServerClaimSpec = Type.Object(
     userDataRef: Type.Optional(LocalObjectReference('Secret with user-data for the claimed server.')),
     bootPolicy: Type.Optional(
       BootPolicySchema('NetBootAlways or NetBootOnce; default --default-boot-policy.'),
+    ),
+    bootMethod: Type.Optional(
+      BootMethodSchema(
+        'PXE (iPXE script, BIOS or UEFI) or HTTPBoot (UEFI HTTP boot of a UKI); default --default-boot-method.',
+      ),
     ),
     bootCompletion: Type.Optional(BootCompletion),
   },

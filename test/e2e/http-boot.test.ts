@@ -1,0 +1,104 @@
+/**
+ * End to end, UEFI HTTP boot on the bridged test network: a UEFI VM (OVMF) discovered over iPXE is
+ * claimed with `bootMethod: HTTPBoot`. The claim controller sets the BMC override `UefiHttp` with
+ * `Boot.HttpBootUri` at the attempt's boot file; the virtual BMC makes the firmware fetch that URI
+ * (dnsmasq offers it to the VM's MAC); OVMF's HTTP boot client downloads the UKI built from the VM
+ * kernel + initramfs with the attempt's command line; the booted OS fetches its ignition and posts
+ * `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
+ * NetBootOnce a later power-on boots from disk.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { httpBootFileUrl } from '../../src/api/v1alpha1/boot-method.js';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { LocalStack } from '../../src/localstack/local-stack.js';
+import type { TestNetwork } from '../../src/localstack/test-network.js';
+import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
+import { type KObject, Resources } from '../../src/runtime/resource.js';
+import {
+  assertBootedAttempt1,
+  assertNetBootOnceBootsFromDisk,
+  claimAndWaitBooted,
+  managerLines,
+  sbcOf,
+} from './scenario.js';
+
+let stack: LocalStack;
+let net: TestNetwork;
+let dir: string;
+let server: Server;
+
+describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { timeout: 15 * 60_000 }, () => {
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'metal-e2e-hb-'));
+    stack = await LocalStack.start({
+      servers: 1,
+      backend: 'qemu',
+      network: 'bridge',
+      firmware: 'uefi',
+      dir,
+      managerArgs: ['--boot-timeout=240s', '--discovery-timeout=240s'],
+      progress: (l) => console.log(`# ${l}`),
+    });
+    net = stack.network!;
+    const t0 = Date.now();
+    [server] = (await stack.waitForDiscovery(1, 400_000)) as [Server];
+    console.log(`# discovery took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  });
+  after(async () => {
+    await stack?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('an HTTPBoot claim boots the UKI to Booted=True with all three signals for attempt 1', async () => {
+    const name = server.metadata.name!;
+    await claimAndWaitBooted(
+      stack,
+      'hb',
+      name,
+      { image: OS_IMAGE, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' },
+      400_000,
+    );
+    const sbc = await assertBootedAttempt1(stack, 'hb', name, [
+      'HTTPBootFileFetched',
+      'IgnitionDataFetched',
+      'BootStateReceived',
+    ]);
+    assert.equal(sbc.spec.bootMethod, 'HTTPBoot', 'copied from the claim');
+    const lease = net.leases().find((l) => l.mac === stack.hosts[0]!.identity.macAddress)!;
+    const served = managerLines(stack).filter(
+      (l) => l.msg === 'HTTP boot file served' && l.systemUUID === server.spec.systemUUID,
+    );
+    assert.deepEqual([...new Set(served.map((l) => l.client))], [lease.ip], "served to the VM's own address");
+    const patches = stack.vbmc
+      .requests()
+      .filter((r) => r.method === 'PATCH' && JSON.stringify(r.body ?? {}).includes('"UefiHttp"'));
+    assert.ok(patches.length >= 1, 'UefiHttp override sent to the BMC');
+    assert.match(JSON.stringify(patches[0]!.body), /"HttpBootUri":"http:\/\/10\.251\.\d+\.1:\d+\/httpboot\//);
+  });
+
+  it('the boot file fetched from another address gets 403 and no token', async () => {
+    const sbc = (await sbcOf(stack, server.metadata.name!))!;
+    const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
+      Resources.Secret,
+      sbc.spec.callbackSecretRef!.name!,
+      sbc.metadata.namespace,
+    );
+    const token = Buffer.from(secret!.data!.token!, 'base64').toString('utf8');
+    const other = net.hostAddress.replace(/\.1$/, '.40'); // outside the DHCP range: nobody's
+    const url = httpBootFileUrl(net.bootServerUrl, server.spec.systemUUID, sbc.spec.bootAttempt ?? 1);
+    const res = net.requestFrom(other, url);
+    assert.equal(res.status, 403, res.body);
+    assert.match(res.body, /UnknownClient/);
+    assert.ok(!res.body.includes(token), 'no token in the answer');
+    const refused = managerLines(stack).filter((l) => l.client === other && /refused/.test(l.msg ?? ''));
+    assert.ok(refused.length >= 1, 'the refusal is logged with the address');
+  });
+
+  it('NetBootOnce under UEFI HTTP boot: after Booted, a power-on boots from disk', async () => {
+    await assertNetBootOnceBootsFromDisk(stack, 'hb', server);
+  });
+});

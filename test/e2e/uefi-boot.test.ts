@@ -1,0 +1,70 @@
+/**
+ * End to end under UEFI: a QEMU VM with OVMF whose network boot is iPXE's UEFI driver ROM is
+ * discovered, claimed to `Booted=True` with all three signals of attempt 1, and under NetBootOnce a
+ * later power-on boots from disk (the firmware still asks the boot server, which answers with a
+ * local-boot script, and no network override is set at the BMC). Runs on QEMU user networking: the
+ * fallback network, where no namespaces are needed.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { LocalStack } from '../../src/localstack/local-stack.js';
+import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
+import type { QemuHost } from '../../src/virtualbmc/qemu.js';
+import { assertBootedAttempt1, assertNetBootOnceBootsFromDisk, claimAndWaitBooted } from './scenario.js';
+
+let stack: LocalStack;
+let dir: string;
+let servers: Server[];
+
+describe('end to end under UEFI (OVMF + iPXE) on user networking', { timeout: 15 * 60_000 }, () => {
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'metal-e2e-uefi-'));
+    stack = await LocalStack.start({
+      servers: 1,
+      backend: 'qemu',
+      firmware: 'uefi',
+      dir,
+      managerArgs: ['--boot-timeout=180s', '--discovery-timeout=240s'],
+      progress: (l) => console.log(`# ${l}`),
+    });
+    const t0 = Date.now();
+    servers = await stack.waitForDiscovery(1, 400_000);
+    console.log(`# UEFI discovery took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  });
+  after(async () => {
+    await stack?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the VM runs OVMF with its own variable store and iPXE UEFI ROM', () => {
+    const host = stack.hosts[0] as QemuHost;
+    const args = host.qemuArgs('Pxe').join(' ');
+    assert.match(args, /if=pflash,format=raw,unit=0,readonly=on,file=\/usr\/share\/OVMF\/OVMF_CODE_4M\.fd/);
+    assert.match(args, new RegExp(`unit=1,file=${host.ovmfVarsPath}`));
+    assert.match(args, /romfile=\/usr\/lib\/ipxe\/qemu\/efi-virtio\.rom/);
+  });
+
+  it('a claim boots the UEFI VM to Booted=True with all three signals for attempt 1', async () => {
+    const target = servers[0]!.metadata.name!;
+    await claimAndWaitBooted(
+      stack,
+      'uefi-boot',
+      target,
+      { image: OS_IMAGE, bootPolicy: 'NetBootOnce' },
+      300_000,
+    );
+    await assertBootedAttempt1(stack, 'uefi-boot', target, [
+      'IPXEScriptFetched',
+      'IgnitionDataFetched',
+      'BootStateReceived',
+    ]);
+  });
+
+  it('NetBootOnce under UEFI PXE: after Booted, a power-on boots from disk', async () => {
+    await assertNetBootOnceBootsFromDisk(stack, 'uefi-boot', servers[0]!);
+  });
+});
