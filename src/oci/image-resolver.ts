@@ -206,9 +206,13 @@ function isIndex(mediaType: string, doc: ManifestDoc): boolean {
   );
 }
 
-/** `ImageLayerMissing` unless the resolution has what `method` boots (PXE: kernel + initrd; HTTPBoot: uki). */
+/**
+ * `ImageLayerMissing` unless the resolution has kernel + initrd, which both boot methods boot: for
+ * HTTPBoot the boot server builds each attempt's UKI from them (bootserver/uki.ts), because the
+ * attempt's token must sit in the UKI's embedded command line, which a prebuilt `uki` layer fixes.
+ */
 export function requireLayers(r: ResolvedImage, method: 'PXE' | 'HTTPBoot'): void {
-  const need: BootLayer[] = method === 'HTTPBoot' ? ['uki'] : ['kernel', 'initrd'];
+  const need: BootLayer[] = ['kernel', 'initrd'];
   const missing = need.filter((l) => !r.layers[l]);
   if (missing.length) {
     const have = BOOT_LAYERS.filter((l) => r.layers[l]);
