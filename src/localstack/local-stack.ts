@@ -358,13 +358,26 @@ export class LocalStack {
 
   /** Stops the manager, the VMs and the control plane; removes the control plane's files. */
   async stop(): Promise<void> {
-    await stopChild(this.manager);
-    await this.vbmc.close();
-    await Promise.all(this.hosts.map((h) => h.close().catch(() => undefined)));
-    await this.network?.close();
-    await this.client.close();
-    await this.images.registry.stop();
-    await this.cp.stop();
+    // Every step runs even when an earlier one failed: a failed VM close must not leave the test
+    // network's namespace and dnsmasq (or the control plane) behind. The first error is rethrown.
+    const steps: (() => Promise<unknown>)[] = [
+      () => stopChild(this.manager),
+      () => this.vbmc.close(),
+      () => Promise.all(this.hosts.map((h) => h.close().catch(() => undefined))),
+      async () => this.network?.close(),
+      () => this.client.close(),
+      () => this.images.registry.stop(),
+      () => this.cp.stop(),
+    ];
+    let first: unknown;
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (err) {
+        first ??= err;
+      }
+    }
+    if (first !== undefined) throw first;
   }
 }
 
