@@ -17,9 +17,8 @@
  */
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
-import { findCondition } from '../runtime/conditions.js';
+import { conditionTransition } from '../runtime/condition-writer.js';
 import { apiVersionOf, Resources } from '../runtime/resource.js';
-import { rfc3339 } from '../runtime/time.js';
 import { apiFailure } from './boot-target.js';
 import { HttpError, unavailable } from './http-error.js';
 
@@ -95,18 +94,8 @@ export async function recordSignal(
 /** The apply body for `cond` on `sbc`, or undefined when the stored condition already says the same. */
 function conditionApply(sbc: ServerBootConfiguration, cond: SignalCondition, now: Date) {
   const observedGeneration = sbc.metadata.generation ?? 0;
-  const existing = findCondition(sbc.status?.conditions, cond.type);
-  if (
-    existing &&
-    existing.status === cond.status &&
-    existing.reason === cond.reason &&
-    existing.message === cond.message &&
-    (existing.observedGeneration ?? 0) >= observedGeneration
-  ) {
-    return undefined;
-  }
-  const lastTransitionTime =
-    existing && existing.status === cond.status ? existing.lastTransitionTime : rfc3339(now);
+  const lastTransitionTime = conditionTransition(sbc.status?.conditions, cond, observedGeneration, now);
+  if (lastTransitionTime === undefined) return undefined;
   return {
     apiVersion: apiVersionOf(Resources.ServerBootConfiguration),
     kind: 'ServerBootConfiguration',

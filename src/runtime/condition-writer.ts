@@ -12,6 +12,31 @@ import { type Condition, findCondition } from './conditions.js';
 import { apiVersionOf, type KObject, type ResourceType } from './resource.js';
 import { rfc3339 } from './time.js';
 
+/**
+ * The one rule of every condition writer: undefined when the stored condition of `cond.type`
+ * already says the same at an `observedGeneration` at least as new (nothing to write, so a repeated
+ * callback is harmless); otherwise the `lastTransitionTime` to write — the stored one while
+ * `status` is unchanged, `now` when it changes (Kubernetes API conventions).
+ */
+export function conditionTransition(
+  conditions: readonly Condition[] | undefined,
+  cond: { type: string; status: string; reason: string; message: string },
+  observedGeneration: number,
+  now: Date,
+): string | undefined {
+  const existing = findCondition(conditions as Condition[] | undefined, cond.type);
+  if (
+    existing &&
+    existing.status === cond.status &&
+    existing.reason === cond.reason &&
+    existing.message === cond.message &&
+    (existing.observedGeneration ?? 0) >= observedGeneration
+  ) {
+    return undefined;
+  }
+  return existing && existing.status === cond.status ? existing.lastTransitionTime : rfc3339(now);
+}
+
 export interface ConditionUpdate {
   type: string;
   status: 'True' | 'False' | 'Unknown';
@@ -37,18 +62,8 @@ export async function applyCondition(
   now = new Date(),
 ): Promise<boolean> {
   const observedGeneration = cond.observedGeneration ?? obj.metadata.generation ?? 0;
-  const existing = findCondition(obj.status?.conditions, cond.type);
-  if (
-    existing &&
-    existing.status === cond.status &&
-    existing.reason === cond.reason &&
-    existing.message === cond.message &&
-    (existing.observedGeneration ?? 0) >= observedGeneration
-  ) {
-    return false;
-  }
-  const lastTransitionTime =
-    existing && existing.status === cond.status ? existing.lastTransitionTime : rfc3339(now);
+  const lastTransitionTime = conditionTransition(obj.status?.conditions, cond, observedGeneration, now);
+  if (lastTransitionTime === undefined) return false;
   await client.apply(
     rt,
     {
