@@ -153,7 +153,13 @@ export class PowerActions {
    */
   async boot(
     server: Server,
-    opts: { netboot: boolean; observed: PowerState; via?: NetbootVia },
+    opts: {
+      netboot: boolean;
+      observed: PowerState;
+      via?: NetbootVia;
+      /** What the boot is for, leading the Event's message (`discovery attempt 1/3`). */
+      purpose?: string;
+    },
   ): Promise<BootActionResult> {
     const name = server.metadata.name ?? '';
     const refused = this.duplicate(server);
@@ -187,7 +193,7 @@ export class PowerActions {
         { ...server, ...SERVER_EVENT },
         'Normal',
         EventReason.BootStarted,
-        `${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
+        `${opts.purpose ? `${opts.purpose}: ` : ''}${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
       );
       return { ok: true, sent: res.sent, overrideSet };
     } catch (err) {

@@ -250,13 +250,8 @@ class ServerReconciler {
       discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
     });
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
+    // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
-    this.o.events.event(
-      eventObject(server),
-      'Normal',
-      EventReason.DiscoveryStarted,
-      `discovery attempt 1/${this.cfg.discoveryMaxAttempts}`,
-    );
     return undefined;
   }
 
@@ -288,7 +283,12 @@ class ServerReconciler {
       before: bookOf(d, this.cfg.discoveryTimeoutMs),
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) => this.o.power.boot(current, { netboot: true, observed }),
+        boot: (observed) =>
+          this.o.power.boot(current, {
+            netboot: true,
+            observed,
+            purpose: discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts),
+          }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
