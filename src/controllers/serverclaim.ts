@@ -277,6 +277,10 @@ class ServerClaimReconciler {
     }
     const ref = this.recentBinds.get(key) ?? claim.spec.serverRef?.name;
     if (!ref) return undefined;
+    // The informer's get() already has this process's own binding write when the watch lags it.
+    const known = this.o.servers.get(ref);
+    const k = known?.spec.serverClaimRef;
+    if (k && `${k.namespace}/${k.name}` === key) return known;
     const fresh = await this.o.client.get<Server>(Resources.Server, ref);
     const r = fresh?.spec.serverClaimRef;
     if (r && `${r.namespace}/${r.name}` === key) return fresh;
