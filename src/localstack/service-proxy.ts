@@ -10,7 +10,7 @@
  * the delay; a connection open to a replica when it dies is reset either way and the client retries
  * (the boot agents and sim hosts retry on connection errors). Ports are on 127.0.0.1 only.
  */
-import { createServer, type Server, type Socket, connect } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 export interface ServiceProxy {
   /** `http://127.0.0.1:<port>`. */
