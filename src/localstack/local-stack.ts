@@ -62,6 +62,8 @@ export interface LocalStackOptions {
    * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
    */
   silentVmMs?: number;
+  /** Run the cleanup boot on release: the manager gets `--cleanup-image` = the pushed `metal/cleanup:latest`. */
+  cleanup?: boolean;
 }
 
 /** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
@@ -128,7 +130,7 @@ export class LocalStack {
     const cp = await ControlPlane.start({ garbageCollector: true });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
-      say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
+      say('starting the OCI registry on loopback and pushing the boot images (docker-registry)');
       const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
       cleanup.unshift(() => images.registry.stop());
       const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
@@ -245,6 +247,7 @@ export class LocalStack {
           // On QEMU user networking every VM reaches the host as 127.0.0.1, not as the address it registered.
           `--script-client-identity=${network ? 'known-address' : 'first-address'}`,
           ...images.managerArgs,
+          ...(opts.cleanup ? [`--cleanup-image=${images.cleanupImage}`] : []),
           ...(opts.managerArgs ?? []),
         ],
         { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
