@@ -262,7 +262,7 @@ export class CleanupActions {
     });
     for (const e of carried.events) {
       const reason = CLEANUP_EVENT[e.reason];
-      if (reason) this.o.events.event(eventObject(current), e.type, reason, `cleanup ${e.message}`);
+      if (reason) this.o.events.event(eventObject(current), e.type, reason, e.message);
     }
     if (step.counts?.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: 'cleanup' });
     if (step.counts?.timedOut) this.o.bootMetrics.timeouts.inc({ flow: 'cleanup' });
