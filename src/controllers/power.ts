@@ -165,6 +165,11 @@ export class PowerActions {
       via?: NetbootVia;
       /** What the boot is for, leading the Event's message (`discovery attempt 1/3`). */
       purpose?: string;
+      /**
+       * Whether to record the Server's `BootStarted` Event (default true); false when the object
+       * that asked for the boot records the power-on itself (the claim's `BootAttemptStarted`).
+       */
+      event?: boolean;
     },
   ): Promise<BootActionResult> {
     const name = server.metadata.name ?? '';
@@ -195,12 +200,13 @@ export class PowerActions {
         { sent: res.sent, observed: res.observed, netboot: opts.netboot },
         'boot started',
       );
-      this.o.events.event(
-        { ...server, ...SERVER_EVENT },
-        'Normal',
-        EventReason.BootStarted,
-        `${opts.purpose ? `${opts.purpose}: ` : ''}${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
-      );
+      if (opts.event !== false)
+        this.o.events.event(
+          { ...server, ...SERVER_EVENT },
+          'Normal',
+          EventReason.BootStarted,
+          `${opts.purpose ? `${opts.purpose}: ` : ''}${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
+        );
       return { ok: true, sent: res.sent, overrideSet };
     } catch (err) {
       const f = classifyBmcFailure(err);

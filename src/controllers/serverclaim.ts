@@ -625,6 +625,9 @@ class ServerClaimReconciler {
   ): void {
     this.o.bootMetrics.attempts.inc({ flow: 'claim' });
     log.info({ series: book.series, attempt: book.attempt, reason: why }, 'boot series started');
+    // The first series follows Bound and its first attempt's BootAttemptStarted says the rest: an
+    // Event only for a later series, whose reason (retry, changed configuration, power on) is news.
+    if ((book.series ?? 1) <= 1) return;
     this.o.events.event(
       eventObject(claim),
       'Normal',
@@ -669,6 +672,8 @@ class ServerClaimReconciler {
             netboot: true,
             observed,
             via: netbootVia(x.server, x.sbc, this.cfg),
+            // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
+            event: false,
           }),
         ensure: (goal, observed) => this.o.power.ensure(x.server, goal, observed),
       },

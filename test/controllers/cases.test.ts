@@ -95,6 +95,19 @@ test('C04 (claim controller): Off then On starts attempt 2 with token B in scrip
     assert.equal(await post(a.token), 409, 'token A after the rotation');
     assert.equal(await post('made-up'), 401);
     assert.equal(await post(b.token), 200, 'token B');
+    // One Event per step, on the object its reader looks at (issue 17): the first series is told
+    // by Bound and its attempt; the power-on of each attempt only on the claim, not on the Server.
+    const claimEvents = await eventsFor(s, 'ServerClaim', 'c04');
+    const series = claimEvents.filter((e) => e.reason === 'BootSeriesStarted');
+    assert.equal(series.length, 1, 'only the second series (power on) has a BootSeriesStarted');
+    assert.match(series[0]!.message, /^series 2 \(power on\)/);
+    assert.ok(claimEvents.some((e) => e.reason === 'Bound'));
+    assert.ok(claimEvents.some((e) => e.reason === 'BootAttemptStarted'));
+    const serverBoots = (await eventsFor(s, 'Server', srv!.metadata.name!, 'default')).filter(
+      (e) => e.reason === 'BootStarted',
+    );
+    assert.ok(serverBoots.length >= 1, 'the discovery power-on is on the Server');
+    for (const e of serverBoots) assert.match(e.message, /^discovery /, 'no claim power-on on the Server');
   } finally {
     await s.close();
   }
