@@ -131,6 +131,7 @@ function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedPa
     resendAfterMs: cfg.powerActionResendMs,
     uuidOwner: (s) => duplicates.ownerOf(s),
     bmcDown,
+    latest: (name) => servers.get(name),
   });
   const bootConfigs = new BootConfigurations(mgr.client, inf.sbcs, inf.callbackSecrets);
   const bootMetrics = new BootMetrics(mgr.metrics.registry, () => {
