@@ -348,7 +348,7 @@ class ServerReconciler {
           this.o.power.boot(current, {
             netboot: true,
             observed,
-            purpose: discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts),
+            purpose: `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`,
           }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
