@@ -169,8 +169,6 @@ class ServerReconciler {
         { subresource: 'status' },
       );
     }
-    // Nothing new against the newest stored status this process knows: no write (it would be a no-op).
-    if (extra.length === 0 && this.stores(s, status)) return s;
     const ops: unknown[] = [{ op: 'test', path: '/status/state', value: cur.state }];
     if (cur.discovery !== undefined)
       ops.push({ op: 'test', path: '/status/discovery', value: cur.discovery });
@@ -194,16 +192,6 @@ class ServerReconciler {
       }
       throw err;
     }
-  }
-
-  /** Whether the newest known version of `s` (own writes included) already holds every field of `status`. */
-  private stores(s: Server, status: Record<string, unknown>): boolean {
-    const newest = this.o.servers.get(s.metadata.name ?? '');
-    const at = newest?.metadata.uid === s.metadata.uid && newest ? newest : s;
-    const stored = (at.status ?? {}) as Record<string, unknown>;
-    return Object.entries(status).every(([k, v]) =>
-      v === null ? stored[k] === undefined : isDeepStrictEqual(stored[k], v),
-    );
   }
 
   private discovered(s: Server, status: 'True' | 'False', reason: string, message: string): Promise<boolean> {
