@@ -16,7 +16,6 @@ import { isTransitionalPowerState } from '../bmc/bmc.js';
 import type { KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
 import type { EventRecorder } from '../runtime/events.js';
-import { laterVersion } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
 import type { BmcDownReports } from './bmc-availability.js';
 import type { BmcConnections, BmcFailure } from './bmc-connections.js';
@@ -61,12 +60,6 @@ export interface PowerActionsOptions {
   uuidOwner?: (server: Server) => Server | undefined;
   /** Told of every BMC call that failed because the BMC is unusable (the BMC controller reacts). */
   bmcDown?: BmcDownReports;
-  /**
-   * This process's newest view of a Server by name (the informer's `get`, own writes included):
-   * the status written earlier in the same reconcile, so a second write is skipped when it would
-   * store what is there already instead of being compared with the reconcile's older input.
-   */
-  latest?: (name: string) => Server | undefined;
 }
 
 interface SentAction {
@@ -291,21 +284,10 @@ export class PowerActions {
     return goal && Number.isFinite(at) ? { goal, at } : undefined;
   }
 
-  /** The later of `server` and {@link PowerActionsOptions.latest}'s view of the same object. */
-  private current(server: Server): Server {
-    const c = this.o.latest?.(server.metadata.name ?? '');
-    return c &&
-      c.metadata.uid === server.metadata.uid &&
-      laterVersion(c.metadata.resourceVersion, server.metadata.resourceVersion)
-      ? c
-      : server;
-  }
-
   private async setPending(
-    given: Server,
+    server: Server,
     p: { reason: string; message: string; since?: number } | undefined,
   ): Promise<void> {
-    const server = this.current(given);
     const existing = findCondition(server.status?.conditions, POWER_PENDING_CONDITION);
     if (!p && (!existing || existing.status === 'False')) return;
     await applyOwnedCondition(
@@ -325,7 +307,7 @@ export class PowerActions {
   }
 
   private async recordState(server: Server, state: PowerState): Promise<void> {
-    if (this.current(server).status?.powerState === state) return;
+    if (server.status?.powerState === state) return;
     await this.o.client.mergePatch(
       Resources.Server,
       server.metadata.name ?? '',

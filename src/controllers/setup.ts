@@ -131,7 +131,6 @@ function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedPa
     resendAfterMs: cfg.powerActionResendMs,
     uuidOwner: (s) => duplicates.ownerOf(s),
     bmcDown,
-    latest: (name) => servers.get(name),
   });
   const bootConfigs = new BootConfigurations(mgr.client, inf.sbcs, inf.callbackSecrets);
   const bootMetrics = new BootMetrics(mgr.metrics.registry, () => {

@@ -79,7 +79,7 @@ export function stripManagedFields<T extends KObject>(obj: T): T {
 const MAX_OBSERVED = 10_000;
 
 /** `a` is a later resourceVersion than `b` (etcd's are integers; anything else is never "later"). */
-export function laterVersion(a: string | undefined, b: string | undefined): boolean {
+function laterVersion(a: string | undefined, b: string | undefined): boolean {
   if (!a || !b || !/^\d{1,30}$/.test(a) || !/^\d{1,30}$/.test(b)) return false;
   return a.length !== b.length ? a.length > b.length : a > b;
 }
