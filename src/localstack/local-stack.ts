@@ -64,8 +64,6 @@ export interface LocalStackOptions {
    * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
    */
   silentVmMs?: number;
-  /** Run the cleanup boot on release: the manager gets `--cleanup-image` = the pushed `metal/cleanup:latest`. */
-  cleanup?: boolean;
   /** Sim back end only: the hosts spread evenly over this many virtual BMCs (BMC objects `local-bmc`, `local-bmc-1`, …). Default 1. */
   bmcs?: number;
   /**
@@ -76,6 +74,8 @@ export interface LocalStackOptions {
   signalReplicas?: number;
   /** Called with every request each virtual BMC answered (`bmc`: its index). */
   onBmcRequest?: (bmc: number, r: RequestRecord) => void;
+  /** Run the cleanup boot on release: the manager gets `--cleanup-image` = the pushed `metal/cleanup:latest`. */
+  cleanup?: boolean;
 }
 
 /** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
