@@ -57,6 +57,8 @@ export interface LocalStackOptions {
   bootMethod?: 'pxe' | 'http' | 'auto';
   /** QEMU back end only: firmware of every VM, or per VM index (default `bios`). */
   firmware?: Firmware | Firmware[];
+  /** QEMU back end only: vCPUs (`-smp`) per VM index, repeated over the VMs (default 1 each). */
+  cpus?: number[];
   /**
    * QEMU back end only: a VM network-booting for this long (ms) with nothing on its serial console
    * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
@@ -185,13 +187,16 @@ export class LocalStack {
         hosts = Array.from(
           { length: opts.servers },
           (_, i) =>
-            new QemuHost(qemuHostIdentity(i), {
-              bootServerUrl: localBootUrl,
-              workDir: join(opts.dir, `vm-${i}`),
-              accel: chosen,
-              firmware: firmwareOf(opts.firmware, i),
-              ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
-            }),
+            new QemuHost(
+              qemuHostIdentity(i, opts.cpus?.length ? { cpus: opts.cpus[i % opts.cpus.length] } : {}),
+              {
+                bootServerUrl: localBootUrl,
+                workDir: join(opts.dir, `vm-${i}`),
+                accel: chosen,
+                firmware: firmwareOf(opts.firmware, i),
+                ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
+              },
+            ),
         );
       } else {
         const fleet = createSimFleet({
