@@ -26,12 +26,12 @@ import {
 } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { parse } from 'yaml';
+import { freePorts } from './ports.js';
 
 export interface ControlPlaneOptions {
   /** Install `config/crd/*.yaml` and wait until each is Established (default true). */
@@ -49,23 +49,8 @@ export interface ControlPlaneOptions {
 /** Repo root, from this file's place in `dist/src/localstack/`. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-/** Returns free TCP ports on 127.0.0.1 (bound then released; used at once by the caller). */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<import('node:net').Server>((ok, fail) => {
-          const s = createServer();
-          s.once('error', fail);
-          s.listen(0, '127.0.0.1', () => ok(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
-  return ports;
-}
+/** Free loopback ports for child processes, outside the ephemeral range (ports.ts). */
+export { freePorts };
 
 /** Folder holding `etcd` and `kube-apiserver`, building them first if needed (minutes, once). */
 export function controlPlaneBinaries(): string {
