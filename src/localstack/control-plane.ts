@@ -34,6 +34,13 @@ import { parse } from 'yaml';
 import { freePorts } from './ports.js';
 
 export interface ControlPlaneOptions {
+  /**
+   * Install SIGINT/SIGTERM handlers that kill every control plane and exit at once (default true:
+   * test runners). False when the caller stops the control plane itself on a signal (the local
+   * stack daemon): exiting from here would cut its shutdown short, leaving the test network's
+   * namespace and dnsmasq behind. The 'exit' hook is installed either way.
+   */
+  exitOnSignal?: boolean;
   /** Install `config/crd/*.yaml` and wait until each is Established (default true). */
   installCRDs?: boolean;
   /** Extra kube-apiserver flags (`--name=value`). */
@@ -64,12 +71,16 @@ export function controlPlaneBinaries(): string {
 
 const live = new Set<ControlPlane>();
 let exitHooked = false;
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.once('exit', () => {
-    for (const cp of live) cp.killNow();
-  });
+let signalsHooked = false;
+function hookExit(exitOnSignal: boolean): void {
+  if (!exitHooked) {
+    exitHooked = true;
+    process.once('exit', () => {
+      for (const cp of live) cp.killNow();
+    });
+  }
+  if (!exitOnSignal || signalsHooked) return;
+  signalsHooked = true;
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
       for (const cp of live) cp.killNow();
@@ -97,7 +108,7 @@ export class ControlPlane {
 
   /** Starts etcd and kube-apiserver, writes the kubeconfig and (by default) installs the CRDs. */
   static async start(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
-    hookExit();
+    hookExit(opts.exitOnSignal ?? true);
     const bin = controlPlaneBinaries();
     const cp = new ControlPlane(mkdtempSync(join(tmpdir(), 'metal-cp-')), bin, opts);
     live.add(cp);

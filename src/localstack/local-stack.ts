@@ -57,6 +57,11 @@ export interface LocalStackOptions {
   bootMethod?: 'pxe' | 'http' | 'auto';
   /** QEMU back end only: firmware of every VM, or per VM index (default `bios`). */
   firmware?: Firmware | Firmware[];
+  /**
+   * True when the caller stops the stack itself on SIGTERM/SIGINT (the `local serve` daemon): the
+   * control plane then installs no signal handler of its own that would exit mid-shutdown.
+   */
+  handlesSignals?: boolean;
   /** QEMU back end only: vCPUs (`-smp`) per VM index, repeated over the VMs (default 1 each). */
   cpus?: number[];
   /**
@@ -100,7 +105,9 @@ export class LocalStack {
     /** The local OCI registry and the images pushed to it (local-images.ts). */
     readonly images: LocalImages,
     /** The bridged test network, when the VMs are on it. */
-    readonly network?: TestNetwork,
+    readonly network: TestNetwork | undefined,
+    /** The boot method claims default to (the manager's `--default-boot-method`), as chosen. */
+    readonly bootMethod: 'pxe' | 'http',
   ) {}
 
   get kubeconfigPath(): string {
@@ -127,7 +134,7 @@ export class LocalStack {
       'starting etcd, kube-apiserver and the garbage collector (kube-controller-manager; built from their Go modules on first use), installing CRDs',
     );
     // The garbage collector: deleting a BMC removes its Servers (and their discovery SBCs) as in a cluster.
-    const cp = await ControlPlane.start({ garbageCollector: true });
+    const cp = await ControlPlane.start({ garbageCollector: true, exitOnSignal: !opts.handlesSignals });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
       say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
@@ -302,6 +309,7 @@ export class LocalStack {
         metricsUrl,
         images,
         network,
+        bootMethod,
       );
     } catch (err) {
       for (const c of cleanup) await c().catch(() => undefined);
