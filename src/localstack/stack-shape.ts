@@ -64,7 +64,12 @@ export function shapeDifferences(
     bootMethod === 'auto'
       ? shape.bootMethod.resolved === autoChoice
       : bootMethod === shape.bootMethod.resolved;
-  if (!bootOk) differ('--boot-method', describe(shape.bootMethod), bootMethod);
+  if (!bootOk)
+    differ(
+      '--boot-method',
+      describe(shape.bootMethod),
+      bootMethod === 'auto' ? `auto (${autoChoice} here)` : bootMethod,
+    );
   return out;
 }
 
