@@ -75,7 +75,7 @@ async function kill(child: ChildProcess): Promise<void> {
 }
 
 test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue from status, no double power action', {
-  timeout: 150_000,
+  timeout: 300_000,
 }, async () => {
   const [registryPort, bootPort] = await stablePorts(2);
   const s = await startStack('restart', {
@@ -97,49 +97,65 @@ test('manager SIGKILLed mid-attempt and restarted: deadline and attempt continue
     const uuid = srv!.spec.systemUUID;
     setSimFaults(s, { neverCallBack: true });
     const mark = resets(s, uuid).length;
-    // The restart must land inside attempt 1: 20 s leaves a loaded machine room for the SIGKILL, a
-    // fresh process start and its first reconcile of the claim, and nothing below waits on a clock:
-    // the checks run once the new process has reconciled the claim (its metrics say so) and once
-    // the claim shows AttemptsExhausted.
-    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '20s', maxAttempts: 2 });
+    // Nothing here depends on how fast the restart is (under load a fresh manager took 20 s to its
+    // first reconcile, longer than the attempt): the restarted process either finds attempt 1 still
+    // running and ends it at its stored deadline, or finds the deadline passed and ends it at once.
+    // Either way attempt 1 keeps its power-on, ends TimedOut no later than shortly after
+    // max(deadline, first reconcile), and the only power actions are On and one ForceRestart.
+    await createClaim(s, 'r', { serverRef: srv!.metadata.name!, timeout: '30s', maxAttempts: 2 });
     const running = await eventually('attempt 1 powered on', 30_000, async () => {
       const c = await getClaim(s, 'r');
       return c?.status?.boot?.deadline && resets(s, uuid).length > mark ? c.status.boot : undefined;
     });
+    // Killed 12 s into the attempt, so a fresh deadline taken at the restart (≥ 42 s after power-on)
+    // is far from the stored one (30 s). Waiting to kill is no race: any moment of the attempt will do.
+    const poweredOn = Date.parse(running.poweredOnAt!);
+    await eventually(
+      'attempt 1 running for 12 s',
+      60_000,
+      () => Date.now() >= poweredOn + 12_000 || undefined,
+    );
     await kill(m.child);
     const killedAt = Date.now();
     m = await spawnManager(args);
     const metricsPort = managerRunningLine(m.output()).metricsPort;
-    await eventually('the restarted manager reconciled the claim', 30_000, async () => {
+    await eventually('the restarted manager reconciled the claim', 60_000, async () => {
       return (await claimReconciles(metricsPort)) >= 1;
     });
+    const reconciledAt = Date.now();
     const deadline = Date.parse(running.deadline!);
-    const mid = await getClaim(s, 'r');
-    assert.ok(
-      Date.now() < deadline,
-      `restart and first reconcile took ${Date.now() - killedAt} ms: attempt 1 (20 s) ended before it`,
+    console.log(
+      `# restart to first reconcile: ${reconciledAt - killedAt} ms; ${deadline - reconciledAt} ms of attempt 1 left`,
     );
-    // The new process continues attempt 1 from the status: same attempt, deadline and power-on.
-    assert.equal(mid?.status?.boot?.attempt, 1);
-    assert.equal(mid?.status?.boot?.deadline, running.deadline);
-    assert.equal(mid?.status?.boot?.poweredOnAt, running.poweredOnAt);
-    assert.deepEqual(resets(s, uuid).slice(mark), ['On'], 'no second power-on after the restart');
 
-    // At the deadline the restarted manager continues with attempt 2 (one power cycle), then gives up.
-    const exhausted = await eventually('AttemptsExhausted after attempt 2', 90_000, async () => {
+    // The restarted manager continues with attempt 2 (one power cycle), then gives up.
+    const exhausted = await eventually('AttemptsExhausted after attempt 2', 120_000, async () => {
       const c = await getClaim(s, 'r');
       return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
     });
     assert.equal(exhausted.status?.boot?.attempt, 2);
     assert.match(cond(exhausted, 'Booted')!.message, /attempt 2\/2 timed out/);
-    assert.deepEqual(resets(s, uuid).slice(mark), ['On', 'ForceRestart']);
-    // Attempt 1 as recorded: powered on once (before the kill) and timed out at its own deadline.
+    assert.deepEqual(
+      resets(s, uuid).slice(mark),
+      ['On', 'ForceRestart'],
+      'no second power-on after the restart',
+    );
+    // Attempt 1 as recorded: powered on once (before the kill), timed out at its own deadline.
     const first = exhausted.status?.boot?.history?.find((h) => h.attempt === 1);
-    assert.equal(first?.poweredOnAt, running.poweredOnAt);
+    assert.equal(first?.poweredOnAt, running.poweredOnAt, 'the power-on of attempt 1 kept');
     assert.equal(first?.result, 'TimedOut');
+    const endedAt = Date.parse(first?.endedAt ?? '');
     assert.ok(
-      Date.parse(first?.endedAt ?? '') >= deadline,
-      `attempt 1 ended ${first?.endedAt}, not before its deadline ${running.deadline}`,
+      endedAt >= deadline,
+      `attempt 1 ended ${first?.endedAt}, before its deadline ${running.deadline}`,
+    );
+    // A manager that took a fresh deadline at its start would end attempt 1 30 s after it (≥ 12 s
+    // after the stored deadline); this one ends it at the stored deadline, or at its first reconcile
+    // when that had passed.
+    const bound = Math.max(deadline, reconciledAt) + 8_000;
+    assert.ok(
+      endedAt <= bound,
+      `attempt 1 ended ${first?.endedAt}, later than ${new Date(bound).toISOString()}: not at its stored deadline ${running.deadline}`,
     );
   } catch (err) {
     (err as Error).message += `\n--- manager output (tail) ---\n${m.output().slice(-4000)}`;
