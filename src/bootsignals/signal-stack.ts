@@ -15,6 +15,7 @@ import { type RegistryOptions, type RunningServer, startRegistry } from '../regi
 import { KubeClient } from '../runtime/client.js';
 import { EventRecorder } from '../runtime/events.js';
 import { Informer } from '../runtime/informer.js';
+import { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from './boot-target.js';
 
@@ -82,10 +83,15 @@ export interface SignalStack {
 
 /** Starts informers (waiting for their first LIST), then the requested servers. */
 export async function startSignalStack(opts: SignalStackOptions): Promise<SignalStack> {
-  const client = new KubeClient(opts.kubeConfig, { fieldManager: 'metal-signals' });
+  const metrics = opts.metrics ?? new Registry();
+  // Its API requests are counted as the manager's are (`metal_api_requests_total`, origin `other`),
+  // so a benchmark can add up the requests of every replica.
+  const client = new KubeClient(opts.kubeConfig, {
+    fieldManager: 'metal-signals',
+    metrics: new RuntimeMetrics(metrics),
+  });
   const sources = signalSources(client, opts.log);
   await Promise.all([sources.servers.start(), sources.sbcs.start(), sources.secrets.start()]);
-  const metrics = opts.metrics ?? new Registry();
   const registry = opts.registry
     ? await startRegistry({ ...sources, ...opts.registry, log: opts.log, metrics })
     : undefined;

@@ -1,10 +1,11 @@
 /**
  * End to end, UEFI HTTP boot on the bridged test network: a UEFI VM (OVMF) discovered over iPXE is
- * claimed with `bootMethod: HTTPBoot`. The claim controller sets the BMC override `UefiHttp` with
- * `Boot.HttpBootUri` at the attempt's boot file; the virtual BMC makes the firmware fetch that URI
- * (dnsmasq offers it to the VM's MAC); OVMF's HTTP boot client downloads the UKI built from the VM
- * kernel + initramfs with the attempt's command line; the booted OS fetches its ignition and posts
- * `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
+ * claimed with `bootMethod: HTTPBoot` and an OCI image of the local registry the stack runs. The
+ * claim controller sets the BMC override `UefiHttp` with `Boot.HttpBootUri` at the attempt's boot
+ * file; the virtual BMC makes the firmware fetch that URI (dnsmasq offers it to the VM's MAC);
+ * OVMF's HTTP boot client downloads the UKI the boot server built from the image's kernel and
+ * initramfs layers (pulled through its blob cache) with the attempt's command line; the booted OS
+ * fetches its ignition and posts `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
  * NetBootOnce a later power-on boots from disk. Each test establishes the claim it needs
  * (scenario.ts), so any test runs alone.
  */
@@ -17,7 +18,6 @@ import { httpBootFileUrl } from '../../src/api/v1alpha1/boot-method.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import type { TestNetwork } from '../../src/localstack/test-network.js';
-import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
 import {
   assertBootedAttempt1,
@@ -33,7 +33,8 @@ let stack: LocalStack;
 let net: TestNetwork;
 let dir: string;
 let server: Server;
-const HB_SPEC = { image: OS_IMAGE, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' };
+/** The claim the tests need Booted: HTTP boot of the OCI image in the stack's local registry. */
+const hbSpec = () => ({ image: stack.images.osImage, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' });
 
 describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { timeout: 15 * 60_000 }, () => {
   before(async () => {
@@ -56,17 +57,25 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('an HTTPBoot claim boots the UKI to Booted=True with all three signals for attempt 1', async () => {
+  it('an HTTPBoot claim of an OCI image boots the UKI to Booted=True with all three signals for attempt 1', async () => {
     const name = server.metadata.name!;
+    const image = stack.images.osImage;
+    assert.match(image, /^[^/]+:\d+\/metal\//, 'an OCI reference into the local registry');
     await deleteClaim(stack, 'hb', name);
     const since = Date.now();
-    await ensureBooted(stack, 'hb', name, HB_SPEC, 400_000);
+    await ensureBooted(stack, 'hb', name, hbSpec(), 400_000);
     const sbc = await assertBootedAttempt1(stack, 'hb', name, [
       'HTTPBootFileFetched',
       'IgnitionDataFetched',
       'BootStateReceived',
     ]);
     assert.equal(sbc.spec.bootMethod, 'HTTPBoot', 'copied from the claim');
+    assert.equal(sbc.status?.image?.reference, image, 'resolved as an OCI image');
+    assert.match(sbc.status?.image?.digest ?? '', /^sha256:/);
+    assert.ok(
+      sbc.status?.image?.kernel && sbc.status.image.initrd,
+      'kernel and initrd layers of the attempt',
+    );
     const lease = net.leases().find((l) => l.mac === stack.hosts[0]!.identity.macAddress)!;
     const served = managerLines(stack).filter(
       (l) => l.msg === 'HTTP boot file served' && l.systemUUID === server.spec.systemUUID,
@@ -83,7 +92,7 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
 
   it('the boot file fetched from another address gets 403 and no token', async () => {
     // Precondition established here: an HTTPBoot attempt with its token (the claim, Booted).
-    await ensureBooted(stack, 'hb', server.metadata.name!, HB_SPEC, 400_000);
+    await ensureBooted(stack, 'hb', server.metadata.name!, hbSpec(), 400_000);
     const sbc = (await sbcOf(stack, server.metadata.name!))!;
     const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
       Resources.Secret,
@@ -102,7 +111,7 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
   });
 
   it('NetBootOnce under UEFI HTTP boot: after Booted, a power-on boots from disk', async () => {
-    await ensureBooted(stack, 'hb', server.metadata.name!, HB_SPEC, 400_000);
+    await ensureBooted(stack, 'hb', server.metadata.name!, hbSpec(), 400_000);
     await assertNetBootOnceBootsFromDisk(stack, 'hb', server);
   });
 });
