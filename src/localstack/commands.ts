@@ -74,6 +74,8 @@ export interface MachineShape {
   firmware?: Firmware;
   bootMethod?: 'pxe' | 'http' | 'auto';
   network?: 'user' | 'bridge' | 'auto';
+  /** Cleanup boot on release with the pushed cleanup image (`--cleanup-image`). */
+  cleanup?: boolean;
 }
 
 export async function localServe(
@@ -118,6 +120,7 @@ export async function localServe(
       bootMethod: o.bootMethod ?? 'auto',
       network: o.network ?? 'auto',
       ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
+      ...(o.cleanup ? { cleanup: true } : {}),
     });
     stack = await starting;
     say(
@@ -217,6 +220,7 @@ export async function localUp(
         ...(o.firmware ? ['--firmware', o.firmware] : []),
         ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
         ...(o.network ? ['--network', o.network] : []),
+        ...(o.cleanup ? ['--cleanup'] : []),
         ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
