@@ -10,7 +10,9 @@
  * - MB/s (aggregate over all clients) through the boot server vs. direct (target ratio ≥ 0.8),
  * - boot server peak RSS (VmHWM).
  *
- *   node dist/bench/oci-pull.js [--servers 50] [--mib 200] [--runs 3]
+ *   node dist/bench/oci-pull.js [--servers 50] [--mib 200] [--runs 3] [--profile DIR]
+ *
+ * `--profile DIR` runs the boot server under `node --cpu-prof`, one `.cpuprofile` per run in DIR.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -32,6 +34,7 @@ const { values } = parseArgs({
     servers: { type: 'string', default: '50' },
     mib: { type: 'string', default: '200' },
     runs: { type: 'string', default: '3' },
+    profile: { type: 'string' },
   },
 });
 const SERVERS = Number(values.servers);
@@ -45,24 +48,31 @@ const stats = (xs: number[], r = r1) => {
   return { min: r(s[0]!), median: r(s[Math.floor((s.length - 1) / 2)]!), max: r(s[s.length - 1]!) };
 };
 
-/** Downloads every URL with `SERVERS` concurrent clients (one connection each); returns MB/s and bytes. */
+/**
+ * Downloads every URL with one client per entry of `urlsPerClient`, all at once, each client its own
+ * connection (its own undici Agent: an Agent's `connections` limit is per origin, so one shared Agent
+ * with `connections: 1` would put every client on one connection, one download at a time). The same
+ * code serves both sides of the comparison. Returns MB/s (aggregate), bytes and seconds.
+ */
 async function fetchAll(
   urlsPerClient: string[][],
 ): Promise<{ mbps: number; bytes: number; seconds: number }> {
-  const agent = new Agent({ connections: 1, pipelining: 0, bodyTimeout: 300_000, headersTimeout: 300_000 });
+  const agents = urlsPerClient.map(
+    () => new Agent({ connections: 1, pipelining: 0, bodyTimeout: 300_000, headersTimeout: 300_000 }),
+  );
   const t0 = performance.now();
   let bytes = 0;
   await Promise.all(
-    urlsPerClient.map(async (urls) => {
+    urlsPerClient.map(async (urls, i) => {
       for (const url of urls) {
-        const res = await request(url, { dispatcher: agent });
+        const res = await request(url, { dispatcher: agents[i] });
         if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${await res.body.text()}`);
         for await (const c of res.body) bytes += (c as Buffer).length;
       }
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
-  await agent.close();
+  await Promise.all(agents.map((a) => a.close()));
   return { mbps: bytes / 1e6 / seconds, bytes, seconds };
 }
 
@@ -139,6 +149,7 @@ async function main(): Promise<void> {
       const child = spawn(
         process.execPath,
         [
+          ...(values.profile ? ['--cpu-prof', `--cpu-prof-dir=${values.profile}`] : []),
           join(REPO_ROOT, 'dist', 'src', 'cmd', 'bootserver.js'),
           `--kubeconfig=${cp.kubeconfigPath}`,
           `--addr=127.0.0.1:${port}`,
