@@ -145,7 +145,7 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     if (wanted !== attempt)
       throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
     // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
-    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl());
+    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
     const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
     const cmdline = attemptKernelArgs({
       image,

@@ -164,7 +164,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     };
     notPinnedElsewhere(sbc);
     await intents.require(sbc, target.server);
-    const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl);
+    const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl, target.callback.token);
     const script = attemptScript({
       image,
       uuid,

@@ -78,7 +78,7 @@ export class BlobCache {
       maxBytes: number;
       registry: RegistryClient;
       log: pino.Logger;
-      /** Memory for shared read chunks (default 64 MiB). */
+      /** Memory for shared read chunks (default 32 MiB). */
       poolBytes?: number;
     },
   ) {

@@ -9,7 +9,7 @@
  *   unique per file incarnation (a download's temp file, or a verified blob's digest), so bytes of a
  *   download that later fails its digest check are never served under the blob's digest.
  * - Only whole chunks are pooled (the caller asks once the bytes are on disk); at most `maxBytes`
- *   (default 64 MiB), least recently used dropped first. Buffers handed out are shared and must not be
+ *   (default 32 MiB), least recently used dropped first. Buffers handed out are shared and must not be
  *   written to.
  * - A failed read rejects every waiter for that chunk and is not remembered.
  */
@@ -28,7 +28,7 @@ export class ChunkPool {
 
   constructor(o: { chunkBytes?: number; maxBytes?: number } = {}) {
     this.chunkBytes = o.chunkBytes ?? DEFAULT_CHUNK_BYTES;
-    this.maxBytes = o.maxBytes ?? 64 * this.chunkBytes;
+    this.maxBytes = o.maxBytes ?? 32 * this.chunkBytes;
   }
 
   /**
