@@ -112,7 +112,11 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
   /** The attempt's callback token, from the claim's SBC's callback Secret. */
   async function tokenOf(claim: string): Promise<string> {
     const sbc = (await getSbc(s, claim))!;
-    const secret = await s.client.get<SecretObject>(Resources.Secret, sbc.spec.callbackSecretRef!.name!, s.ns);
+    const secret = await s.client.get<SecretObject>(
+      Resources.Secret,
+      sbc.spec.callbackSecretRef!.name!,
+      s.ns,
+    );
     return decodeCallbackSecret(secret?.data)!.token;
   }
 
