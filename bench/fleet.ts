@@ -9,20 +9,24 @@
  * manager CPU seconds and RSS (from /proc). Each point runs `--runs` times (default 3) on a fresh
  * stack; the summary prints min / median / max of each figure.
  * `--sweep 100,500,2000` runs each size in turn and prints how each figure grows with N.
+ * `--bmcs 10` spreads the simulated systems over 10 virtual BMCs (10 BMC objects).
+ * `--replicas 2` runs the registry and the boot server as processes of their own, 2 replicas each,
+ * behind Service stand-ins (src/localstack/signal-replicas.ts), as deployed; requests per server then
+ * add up the manager's and every replica's requests, and the replicas' RSS is printed too.
  *
- * Usage: node dist/bench/fleet.js [--servers 100] [--sweep 100,500,2000] [--runs 3]
- *        [--manager-args "--workers=4 --kube-api-qps=300"]
+ * Usage: node dist/bench/fleet.js [--servers 100] [--sweep 100,500,2000] [--runs 3] [--bmcs 1]
+ *        [--replicas 0] [--manager-args "--workers=4 --kube-api-qps=300"]
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
-import type { Server } from '../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
 import { waitFor } from '../src/localstack/control-plane.js';
 import { LocalStack } from '../src/localstack/local-stack.js';
 import { OS_IMAGE } from '../src/localstack/vm-artefacts.js';
+import { Informer } from '../src/runtime/informer.js';
 import { Resources } from '../src/runtime/resource.js';
 import { pool, printTable } from './stats.js';
 
@@ -32,8 +36,34 @@ const o = new Command('fleet')
   .option('--manager-args <args>', 'extra manager flags, space-separated (e.g. "--workers=4")', '')
   .option('--runs <n>', 'runs per fleet size (min / median / max printed)', (v) => Number(v), 3)
   .option('--breakdown-top <n>', 'rows of the per-origin/resource breakdown printed', (v) => Number(v), 25)
+  .option('--bmcs <n>', 'virtual BMCs the systems are spread over', (v) => Number(v), 1)
+  .option(
+    '--replicas <n>',
+    'registry and boot server as own processes, this many replicas each (0: inside the manager)',
+    (v) => Number(v),
+    0,
+  )
   .parse()
-  .opts<{ servers: number; sweep?: string; managerArgs: string; runs: number; breakdownTop: number }>();
+  .opts<{
+    servers: number;
+    sweep?: string;
+    managerArgs: string;
+    runs: number;
+    breakdownTop: number;
+    bmcs: number;
+    replicas: number;
+  }>();
+
+/** `/metrics` of the manager and of every signal replica, with the origin prefix of the replica's rows. */
+function metricsSources(stack: LocalStack): { url: string; origin?: string }[] {
+  return [
+    { url: `${stack.metricsUrl}/metrics` },
+    ...(stack.signals?.replicas ?? []).map((r) => ({
+      url: `http://127.0.0.1:${r.metricsPort}/metrics`,
+      origin: r.name,
+    })),
+  ];
+}
 
 /** `origin resource verb` → requests, and the conflicts / no-op writes among them. */
 interface Breakdown {
@@ -44,20 +74,22 @@ interface Breakdown {
 
 /** Reads the manager's `metal_api_requests_total` and `metal_api_noop_writes_total`. */
 async function apiBreakdown(stack: LocalStack): Promise<Breakdown> {
-  const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
   const out: Breakdown = { requests: {}, conflicts: {}, noops: {} };
   const labels = (l: string) =>
     Object.fromEntries([...l.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-  for (const m of text.matchAll(/^metal_api_requests_total\{([^}]*)\} (\d+)/gm)) {
-    const l = labels(m[1]!);
-    const key = `${l.origin} ${l.resource} ${l.verb}`;
-    out.requests[key] = (out.requests[key] ?? 0) + Number(m[2]);
-    if (l.code === '409') out.conflicts[key] = (out.conflicts[key] ?? 0) + Number(m[2]);
-  }
-  for (const m of text.matchAll(/^metal_api_noop_writes_total\{([^}]*)\} (\d+)/gm)) {
-    const l = labels(m[1]!);
-    const key = `${l.origin} ${l.resource} ${l.verb}`;
-    out.noops[key] = (out.noops[key] ?? 0) + Number(m[2]);
+  for (const src of metricsSources(stack)) {
+    const text = await (await fetch(src.url)).text();
+    for (const m of text.matchAll(/^metal_api_requests_total\{([^}]*)\} (\d+)/gm)) {
+      const l = labels(m[1]!);
+      const key = `${src.origin ?? l.origin} ${l.resource} ${l.verb}`;
+      out.requests[key] = (out.requests[key] ?? 0) + Number(m[2]);
+      if (l.code === '409') out.conflicts[key] = (out.conflicts[key] ?? 0) + Number(m[2]);
+    }
+    for (const m of text.matchAll(/^metal_api_noop_writes_total\{([^}]*)\} (\d+)/gm)) {
+      const l = labels(m[1]!);
+      const key = `${src.origin ?? l.origin} ${l.resource} ${l.verb}`;
+      out.noops[key] = (out.noops[key] ?? 0) + Number(m[2]);
+    }
   }
   return out;
 }
@@ -78,13 +110,16 @@ function diffPerServer(
 /**
  * The manager's own API requests by verb (get, list, watch, create, update, patch, apply, delete),
  * from its `rest_client_request_duration_seconds_count` (controllers, registry and boot server share
- * the manager's client). The benchmark's own polling is not in it.
+ * the manager's client), plus those of every signal replica when they run on their own. The
+ * benchmark's own polling is not in it.
  */
 async function apiRequestsByVerb(stack: LocalStack): Promise<Record<string, number>> {
-  const text = await (await fetch(`${stack.metricsUrl}/metrics`)).text();
   const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^rest_client_request_duration_seconds_count\{verb="(\w+)"\} (\d+)/gm)) {
-    out[m[1]!] = (out[m[1]!] ?? 0) + Number(m[2]);
+  for (const src of metricsSources(stack)) {
+    const text = await (await fetch(src.url)).text();
+    for (const m of text.matchAll(/^rest_client_request_duration_seconds_count\{verb="(\w+)"\} (\d+)/gm)) {
+      out[m[1]!] = (out[m[1]!] ?? 0) + Number(m[2]);
+    }
   }
   return out;
 }
@@ -120,20 +155,28 @@ interface FleetResult {
   managerEndRssMiB: number;
   /** Per server: `origin resource verb` → requests, conflicts, no-op writes. */
   breakdown: Breakdown;
+  /** Signal replicas (with `--replicas`): name → RSS at the end, MiB. */
+  replicaRssMiB: Record<string, number>;
 }
 
 async function run(n: number): Promise<FleetResult> {
   const dir = mkdtempSync(join(tmpdir(), 'metal-fleet-'));
+  // Deadlines grow with the fleet: at 5,000 servers on a loaded machine one step takes longer than
+  // the 10 min the small points allow, and a timed-out attempt would be retried, not measured.
+  const minutes = Math.max(10, Math.ceil(n / 100));
+  const waitMs = Math.max(30, 2 * minutes) * 60_000;
   const stack = await LocalStack.start({
     servers: n,
     backend: 'sim',
     dir,
     managerArgs: [
-      '--boot-timeout=10m',
-      '--discovery-timeout=10m',
+      `--boot-timeout=${minutes}m`,
+      `--discovery-timeout=${minutes}m`,
       ...o.managerArgs.split(' ').filter(Boolean),
     ],
     simTiming: { firmwareMs: 200, kernelMs: 500 },
+    bmcs: o.bmcs,
+    signalReplicas: o.replicas,
     progress: (l) => console.error(`[fleet ${n}] ${l}`),
   });
   try {
@@ -141,19 +184,23 @@ async function run(n: number): Promise<FleetResult> {
     const before = await apiRequestsByVerb(stack);
     const breakdownBefore = await apiBreakdown(stack);
     const t0 = performance.now();
-    await stack.waitForDiscovery(n, 30 * 60_000, (servers) =>
+    const servers = await stack.waitForDiscovery(n, waitMs, (servers) =>
       console.error(
         `[fleet ${n}] available ${servers.filter((s) => s.status?.state === 'Available').length}/${n}`,
       ),
     );
     const tAvailable = (performance.now() - t0) / 1000;
-    const servers = (await stack.client.list<Server>(Resources.Server)).items;
     await stack.client.create(Resources.Secret, {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: { name: 'fleet-ignition', namespace: 'default' },
       data: { ignition: Buffer.from('{"ignition":{"version":"3.4.0"}}').toString('base64') },
     });
+    // Watched, not listed every 100 ms: the benchmark's polling must not load the API server it measures.
+    const claimWatch = new Informer<ServerClaim>(stack.client, Resources.ServerClaim, {
+      namespace: 'default',
+    });
+    await claimWatch.start();
     const t1 = performance.now();
     await pool(servers, 50, async (srv) => {
       await stack.client.create(Resources.ServerClaim, {
@@ -169,9 +216,8 @@ async function run(n: number): Promise<FleetResult> {
       });
     });
     let lastLog = 0;
-    await waitFor(`${n} claims Booted`, 30 * 60_000, async () => {
-      const claims = (await stack.client.list<ServerClaim>(Resources.ServerClaim, { namespace: 'default' }))
-        .items;
+    await waitFor(`${n} claims Booted`, waitMs, async () => {
+      const claims = claimWatch.list();
       const booted = claims.filter((c) =>
         c.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True'),
       ).length;
@@ -182,6 +228,7 @@ async function run(n: number): Promise<FleetResult> {
       return booted >= n;
     });
     const tBooted = (performance.now() - t1) / 1000;
+    claimWatch.stop();
     const after = await apiRequestsByVerb(stack);
     const breakdownAfter = await apiBreakdown(stack);
     const perServer: Record<string, number> = {};
@@ -189,7 +236,11 @@ async function run(n: number): Promise<FleetResult> {
       perServer[verb] = Math.round((((after[verb] ?? 0) - (before[verb] ?? 0)) / n) * 10) / 10;
     }
     const usage = processUsage(managerPid(stack));
+    const replicaRssMiB: Record<string, number> = {};
+    for (const r of stack.signals?.replicas ?? [])
+      replicaRssMiB[r.name] = processUsage(r.process.pid!).rssMiB;
     return {
+      replicaRssMiB,
       servers: n,
       secondsToAvailable: Math.round(tAvailable * 10) / 10,
       secondsToBooted: Math.round(tBooted * 10) / 10,
@@ -246,7 +297,9 @@ for (const n of sizes) {
   for (let i = 0; i < Math.max(1, o.runs); i++) {
     const r = await run(n);
     runs.push(r);
-    console.log(`\nN=${n} run ${i + 1}/${o.runs}`);
+    console.log(
+      `\nN=${n} run ${i + 1}/${o.runs} (${o.bmcs} virtual BMC(s), ${o.replicas ? `${o.replicas} replicas each of registry and boot server` : 'registry and boot server in the manager'})`,
+    );
     printTable([
       ['servers', r.servers],
       ['time to all Available (s)', r.secondsToAvailable],
@@ -263,6 +316,16 @@ for (const n of sizes) {
         `${r.managerIdleRssMiB} / ${r.managerPeakRssMiB} / ${r.managerEndRssMiB}`,
       ],
       ['RSS growth per server (KiB, peak − start)', rssGrowthKiB(r)],
+      ...(Object.keys(r.replicaRssMiB).length
+        ? [
+            [
+              'signal replicas RSS at end (MiB)',
+              Object.entries(r.replicaRssMiB)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(' '),
+            ] as [string, string],
+          ]
+        : []),
     ]);
     printBreakdown(r.breakdown);
     console.log(JSON.stringify({ bench: 'fleet', ...r }));

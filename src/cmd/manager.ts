@@ -193,6 +193,26 @@ function command(): Command {
         String(d.discoveryMaxAttempts),
       ),
     )
+    .option(
+      '--cleanup-image <image>',
+      'image (catalog name or OCI reference) booted after every release before the Server is Available again (automated cleaning); none: released Servers are Available at once',
+    )
+    .addOption(
+      dur(
+        '--cleanup-timeout <duration>',
+        'per-attempt deadline of the cleanup boot (Go duration)',
+        d.cleanupTimeoutMs,
+      ),
+    )
+    .addOption(
+      opt(
+        '--cleanup-max-attempts <n>',
+        'cleanup attempts before a released Server goes to Error (CleanupAttemptsExhausted)',
+        POSITIVE_INT,
+        d.cleanupMaxAttempts,
+        String(d.cleanupMaxAttempts),
+      ),
+    )
     .addOption(
       new Option(
         '--callback-auth <mode>',
@@ -236,10 +256,10 @@ function command(): Command {
     .addOption(
       new Option(
         '--script-client-identity <how>',
-        'who gets an attempt script: known-address (only the addresses the server registered; the first fetcher while none are known) or first-address (the first fetcher; for networks that NAT the hosts, and simulated hosts)',
+        "who gets an attempt script or HTTP-boot file: known-address (the server's own registered addresses where they identify it — unique and not behind a NAT —, never another server's address; else the first fetcher) or first-address (the first fetcher alone)",
       )
         .choices(['known-address', 'first-address'])
-        .default('first-address'),
+        .default('known-address'),
     )
     .option(
       '--bootserver-url <url>',
@@ -363,6 +383,9 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     bootMaxAttempts: number;
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
+    cleanupImage?: string;
+    cleanupTimeout: number;
+    cleanupMaxAttempts: number;
     callbackAuth: CallbackAuth;
     requireServerSelection: boolean;
     imageCatalog?: string;
@@ -438,6 +461,9 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       bootMaxAttempts: o.bootMaxAttempts,
       discoveryTimeoutMs: o.discoveryTimeout,
       discoveryMaxAttempts: o.discoveryMaxAttempts,
+      cleanupImage: o.cleanupImage || undefined,
+      cleanupTimeoutMs: o.cleanupTimeout,
+      cleanupMaxAttempts: o.cleanupMaxAttempts,
       powerActionResendMs: o.powerResendAfter,
       bmcResyncMs: o.bmcResync,
       bmcMaxSystems: o.bmcMaxSystems,

@@ -15,6 +15,8 @@
  *   False `DiscoveryAttemptsExhausted`. The annotation `metal.ironcore.dev/operation: retry` on a
  *   Server in Error starts discovery again.
  * - Available: kept powered off.
+ * - Cleaning: after a release, when the cleanup boot applies (cleanup.ts): Available only after the
+ *   cleanup image reported completion; exhausted attempts: state Error (`Cleaned=False`).
  * - Reserved: while `spec.serverClaimRef` is set; the ServerClaim controller drives power. The
  *   claim controller acts only after it sees Reserved, which this controller writes in a reconcile
  *   of its own: so an Available-state power-off can never race a claim's power-on.
@@ -52,6 +54,7 @@ import {
   type Wording,
 } from './boot-attempt/index.js';
 import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
+import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
@@ -92,9 +95,11 @@ class ServerReconciler {
   private readonly cfg: ControllerConfig;
   private readonly baseLog: pino.Logger;
   private readonly taints: TaintActions;
+  private readonly cleanup: CleanupActions;
 
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
+    this.cleanup = new CleanupActions({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'server' });
   }
@@ -121,6 +126,7 @@ class ServerReconciler {
     const ops: unknown[] = [{ op: 'test', path: '/status/state', value: cur.state }];
     if (cur.discovery !== undefined)
       ops.push({ op: 'test', path: '/status/discovery', value: cur.discovery });
+    if (cur.cleanup !== undefined) ops.push({ op: 'test', path: '/status/cleanup', value: cur.cleanup });
     for (const [k, v] of Object.entries(status)) {
       if (v === null) {
         if (cur[k] !== undefined) ops.push({ op: 'remove', path: `/status/${k}` });
@@ -162,6 +168,9 @@ class ServerReconciler {
 
     if (await this.o.duplicates.check(server)) return undefined;
     if (server.spec.serverClaimRef) return this.reserved(server, state, log);
+    // Released by its claim (which cleared serverClaimRef and bootConfigurationRef): before the
+    // maintenance rule, so a cordon cannot skip the cleanup boot.
+    if (state === 'Reserved') return this.cleanup.release(server, log);
     const maintenance = await this.taints.maintenance(server, state, log);
     if (maintenance) return maintenance;
     if (state === 'Maintenance') return undefined;
@@ -173,18 +182,8 @@ class ServerReconciler {
         return this.initial(server, log);
       case 'Discovery':
         return this.discovery(server, log);
-      case 'Reserved': {
-        // Released by its claim (which cleared serverClaimRef and bootConfigurationRef).
-        await this.patchStatus(server, { state: 'Available' });
-        log.info('released by its claim: Available');
-        this.o.events.event(
-          eventObject(server),
-          'Normal',
-          EventReason.Released,
-          'no longer claimed; Available',
-        );
-        return undefined;
-      }
+      case 'Cleaning':
+        return this.cleanup.run(server, log);
       case 'Available':
         return this.available(server);
       default:
@@ -206,11 +205,14 @@ class ServerReconciler {
       return undefined;
     }
     await this.removeDiscoveryConfiguration(server);
+    await this.cleanup.removeConfiguration(server);
     return undefined;
   }
 
   private async retry(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
-    if (state === 'Error' || state === 'Discovery') {
+    if (state === 'Error' && cleanupPending(server)) {
+      await this.cleanup.retry(server, log);
+    } else if (state === 'Error' || state === 'Discovery') {
       await this.removeDiscoveryConfiguration(server);
       await this.patchStatus(server, { state: 'Initial', discovery: null });
       log.info('retry requested: discovery starts again');
@@ -417,6 +419,7 @@ class ServerReconciler {
 
   private async available(server: Server): Promise<Result | undefined> {
     await this.removeDiscoveryConfiguration(server);
+    await this.cleanup.removeConfiguration(server);
     const p = await this.o.power.ensure(server, 'Off');
     return { requeueAfterMs: p.reached ? this.cfg.serverResyncMs : (p.requeueAfterMs ?? 5_000) };
   }

@@ -12,15 +12,17 @@ import type pino from 'pino';
 import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { KubeClient } from '../runtime/client.js';
+import { Informer } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
 import { type AccelChoice, type AccelVerdict, accelFromEnv, chooseAccel } from '../virtualbmc/accel-probe.js';
 import type { Host } from '../virtualbmc/host.js';
 import { resolveProfile, type VendorProfileName } from '../virtualbmc/profile.js';
 import { type Firmware, QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js';
-import { startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
+import { type RequestRecord, startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
 import { type LocalImages, startLocalImages } from './local-images.js';
+import { SignalReplicas } from './signal-replicas.js';
 import { bridgeNetworkProblem, TestNetwork } from './test-network.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
 
@@ -62,6 +64,18 @@ export interface LocalStackOptions {
    * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
    */
   silentVmMs?: number;
+  /** Sim back end only: the hosts spread evenly over this many virtual BMCs (BMC objects `local-bmc`, `local-bmc-1`, …). Default 1. */
+  bmcs?: number;
+  /**
+   * Run the registry and the boot server as processes of their own, this many replicas each, every
+   * kind behind a Service stand-in (signal-replicas.ts, service-proxy.ts), as deployed. 0 (default):
+   * the manager's in-process servers serve the hosts.
+   */
+  signalReplicas?: number;
+  /** Called with every request each virtual BMC answered (`bmc`: its index). */
+  onBmcRequest?: (bmc: number, r: RequestRecord) => void;
+  /** Run the cleanup boot on release: the manager gets `--cleanup-image` = the pushed `metal/cleanup:latest`. */
+  cleanup?: boolean;
 }
 
 /** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
@@ -88,15 +102,21 @@ export class LocalStack {
     readonly opts: LocalStackOptions,
     readonly cp: ControlPlane,
     readonly client: KubeClient,
+    /** The first (or only) virtual BMC; all of them: {@link vbmcs}. */
     readonly vbmc: VirtualBmc,
     readonly hosts: Host[],
-    readonly manager: ChildProcess,
+    /** The manager's current process ({@link killManager} / {@link startManager} replace it). */
+    public manager: ChildProcess,
+    private readonly managerCommand: string[],
     readonly managerLog: string,
     readonly registryUrl: string,
     readonly bootServerUrl: string,
     readonly metricsUrl: string,
     /** The local OCI registry and the images pushed to it (local-images.ts). */
     readonly images: LocalImages,
+    readonly vbmcs: VirtualBmc[],
+    /** The registry and boot server replicas, when `signalReplicas` > 0. */
+    readonly signals: SignalReplicas | undefined,
     /** The bridged test network, when the VMs are on it. */
     readonly network?: TestNetwork,
   ) {}
@@ -128,7 +148,7 @@ export class LocalStack {
     const cp = await ControlPlane.start({ garbageCollector: true });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
-      say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
+      say('starting the OCI registry on loopback and pushing the boot images (docker-registry)');
       const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
       cleanup.unshift(() => images.registry.stop());
       const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
@@ -137,7 +157,16 @@ export class LocalStack {
         kind: 'Namespace',
         metadata: { name: MANAGER_NAMESPACE },
       });
-      const [registryPort, bootPort, metricsPort] = (await freePorts(3)) as [number, number, number];
+      const [registryPort, bootPort, metricsPort, ownRegistryPort, ownBootPort] = (await freePorts(5)) as [
+        number,
+        number,
+        number,
+        number,
+        number,
+      ];
+      const replicas = opts.signalReplicas ?? 0;
+      if (replicas > 0 && opts.backend !== 'sim')
+        throw new Error('signal server replicas: sim back end only (VMs reach the host on other addresses)');
       let network: TestNetwork | undefined;
       if (opts.backend === 'qemu' && opts.network && opts.network !== 'user') {
         const problem = bridgeNetworkProblem();
@@ -208,63 +237,78 @@ export class LocalStack {
         closeFleet = () => fleet.close();
       }
       const password = Math.random().toString(36).slice(2);
-      const vbmc = await startVirtualBmc({
-        hosts,
-        username: BMC_USER,
-        password,
-        port: 0,
-        ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
-        logger: opts.log,
-      });
+      const bmcCount = Math.max(1, Math.min(opts.bmcs ?? 1, hosts.length || 1));
+      if (bmcCount > 1 && opts.backend !== 'sim') throw new Error('several virtual BMCs: sim back end only');
+      const per = Math.ceil(hosts.length / bmcCount);
+      const vbmcs: VirtualBmc[] = [];
       cleanup.unshift(async () => {
-        await vbmc.close();
+        await Promise.all(vbmcs.map((b) => b.close()));
         await closeFleet();
       });
+      for (let b = 0; b < bmcCount; b++) {
+        const onBmcRequest = opts.onBmcRequest;
+        vbmcs.push(
+          await startVirtualBmc({
+            hosts: hosts.slice(b * per, (b + 1) * per),
+            username: BMC_USER,
+            password,
+            port: 0,
+            ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
+            ...(onBmcRequest ? { onRequest: (r: RequestRecord) => onBmcRequest(b, r) } : {}),
+            logger: opts.log,
+          }),
+        );
+      }
+      const vbmc = vbmcs[0]!;
 
-      say('starting the manager (controllers, registry, boot server)');
+      let signals: SignalReplicas | undefined;
+      if (replicas > 0) {
+        say(`starting ${replicas} registry and ${replicas} boot server replicas behind Service stand-ins`);
+        signals = await SignalReplicas.start({
+          replicas,
+          dir: opts.dir,
+          kubeconfigPath: cp.kubeconfigPath,
+          registryPort,
+          bootServerPort: bootPort,
+          imageCatalog: catalog,
+          imageArgs: images.managerArgs,
+        });
+        const s = signals;
+        cleanup.unshift(() => s.stop());
+      }
+
+      say(`starting the manager (controllers${signals ? '' : ', registry, boot server'})`);
       const managerLog = join(opts.dir, 'manager.log');
-      const fd = openSync(managerLog, 'a');
-      const manager = spawn(
-        'setpriv',
-        [
-          '--pdeathsig',
-          'KILL',
-          '--',
-          process.execPath,
-          join(REPO_ROOT, 'dist', 'src', 'cmd', 'manager.js'),
-          `--kubeconfig=${cp.kubeconfigPath}`,
-          `--manager-namespace=${MANAGER_NAMESPACE}`,
-          `--image-catalog=${catalog}`,
-          `--probe-image=${PROBE_IMAGE}`,
-          `--registry-addr=${listenHost}:${registryPort}`,
-          `--registry-url=${registryUrl}`,
-          `--bootserver-addr=${listenHost}:${bootPort}`,
-          `--bootserver-url=${bootServerUrl}`,
-          `--metrics-port=${metricsPort}`,
-          `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
-          // On QEMU user networking every VM reaches the host as 127.0.0.1, not as the address it registered.
-          `--script-client-identity=${network ? 'known-address' : 'first-address'}`,
-          ...images.managerArgs,
-          ...(opts.managerArgs ?? []),
-        ],
-        { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
-      );
-      closeSync(fd);
-      cleanup.unshift(() => stopChild(manager));
+      // With replicas the manager's own servers listen on ports no host is told about; the URLs it
+      // renders (HTTP boot URIs, scripts) name the Services.
+      const managerCommand = [
+        `--kubeconfig=${cp.kubeconfigPath}`,
+        `--manager-namespace=${MANAGER_NAMESPACE}`,
+        `--image-catalog=${catalog}`,
+        `--probe-image=${PROBE_IMAGE}`,
+        `--registry-addr=${listenHost}:${signals ? ownRegistryPort : registryPort}`,
+        `--registry-url=${registryUrl}`,
+        `--bootserver-addr=${listenHost}:${signals ? ownBootPort : bootPort}`,
+        `--bootserver-url=${bootServerUrl}`,
+        `--metrics-port=${metricsPort}`,
+        `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
+        // The default --script-client-identity=known-address on every network: on QEMU user
+        // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
+        // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
+        ...images.managerArgs,
+        ...(opts.cleanup ? [`--cleanup-image=${images.cleanupImage}`] : []),
+        ...(opts.managerArgs ?? []),
+      ];
       const metricsUrl = `http://127.0.0.1:${metricsPort}`;
-      await waitFor('manager ready', 60_000, async () => {
-        if (manager.exitCode !== null)
-          throw new Error(`manager exited (${manager.exitCode}); see ${managerLog}`);
-        try {
-          return (await fetch(`${metricsUrl}/readyz`)).status === 200;
-        } catch {
-          return false;
-        }
-      }).catch((err) => {
-        throw new Error(`${String(err)}\n${tail(managerLog)}`);
-      });
+      const manager = spawnManager(managerCommand, managerLog);
+      cleanup.unshift(() => stopChild(manager));
+      await waitForManager(manager, metricsUrl, managerLog);
 
-      say(`creating BMC ${BMC_NAME} (Redfish at ${vbmc.url}) and its credentials`);
+      say(
+        vbmcs.length > 1
+          ? `creating ${vbmcs.length} BMCs ${BMC_NAME}, ${BMC_NAME}-1, … (${per} systems each) and their credentials`
+          : `creating BMC ${BMC_NAME} (Redfish at ${vbmc.url}) and its credentials`,
+      );
       await client.create(Resources.BMCSecret, {
         apiVersion: API_VERSION,
         kind: 'BMCSecret',
@@ -274,16 +318,18 @@ export class LocalStack {
           password: Buffer.from(password).toString('base64'),
         },
       });
-      await client.create(Resources.BMC, {
-        apiVersion: API_VERSION,
-        kind: 'BMC',
-        metadata: { name: BMC_NAME },
-        spec: {
-          access: { ip: '127.0.0.1' },
-          bmcSecretRef: { name: `${BMC_NAME}-credentials` },
-          protocol: { name: 'Redfish', port: Number(new URL(vbmc.url).port), scheme: 'http' },
-        },
-      });
+      for (const [b, v] of vbmcs.entries()) {
+        await client.create(Resources.BMC, {
+          apiVersion: API_VERSION,
+          kind: 'BMC',
+          metadata: { name: b === 0 ? BMC_NAME : `${BMC_NAME}-${b}` },
+          spec: {
+            access: { ip: '127.0.0.1' },
+            bmcSecretRef: { name: `${BMC_NAME}-credentials` },
+            protocol: { name: 'Redfish', port: Number(new URL(v.url).port), scheme: 'http' },
+          },
+        });
+      }
       return new LocalStack(
         opts,
         cp,
@@ -291,11 +337,14 @@ export class LocalStack {
         vbmc,
         hosts,
         manager,
+        managerCommand,
         managerLog,
         registryUrl,
         bootServerUrl,
         metricsUrl,
         images,
+        vbmcs,
+        signals,
         network,
       );
     } catch (err) {
@@ -317,25 +366,33 @@ export class LocalStack {
     let servers: Server[] = [];
     let last = 0;
     let silent: SilentVmError | undefined;
-    await waitFor(`${count} servers Available`, timeoutMs, async () => {
-      try {
-        await this.assertVmsAlive();
-      } catch (err) {
-        if (err instanceof SilentVmError) silent = err;
-        return true;
-      }
-      servers = (await this.client.list<Server>(Resources.Server)).items;
-      if (progress && Date.now() - last > 2_000) {
-        last = Date.now();
-        progress(servers);
-      }
-      const bad = servers.find((s) => s.status?.state === 'Error');
-      if (bad)
-        throw new Error(
-          `Server ${bad.metadata.name} is in Error: ${JSON.stringify(bad.status?.conditions ?? [])}`,
-        );
-      return servers.filter((s) => s.status?.state === 'Available').length >= count;
-    });
+    // A watch, not a LIST every 100 ms: at thousands of Servers the polling alone would load the
+    // API server the benchmarks measure. The returned Servers are complete (managedFields stripped).
+    const informer = new Informer<Server>(this.client, Resources.Server, {});
+    await informer.start();
+    try {
+      await waitFor(`${count} servers Available`, timeoutMs, async () => {
+        try {
+          await this.assertVmsAlive();
+        } catch (err) {
+          if (err instanceof SilentVmError) silent = err;
+          return true;
+        }
+        servers = informer.list();
+        if (progress && Date.now() - last > 2_000) {
+          last = Date.now();
+          progress(servers);
+        }
+        const bad = servers.find((s) => s.status?.state === 'Error');
+        if (bad)
+          throw new Error(
+            `Server ${bad.metadata.name} is in Error: ${JSON.stringify(bad.status?.conditions ?? [])}`,
+          );
+        return servers.filter((s) => s.status?.state === 'Available').length >= count;
+      });
+    } finally {
+      informer.stop();
+    }
     if (silent) throw silent;
     return servers;
   }
@@ -356,13 +413,31 @@ export class LocalStack {
     }
   }
 
+  /** SIGKILLs the manager (no graceful stop: in-flight reconciles and BMC calls die with it). */
+  async killManager(): Promise<void> {
+    const p = this.manager;
+    if (p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise((ok) => p.once('exit', ok));
+    p.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Starts the manager again with the same flags; resolves once it answers `/readyz`. */
+  async startManager(): Promise<void> {
+    if (this.manager.exitCode === null && this.manager.signalCode === null)
+      throw new Error('the manager is still running');
+    this.manager = spawnManager(this.managerCommand, this.managerLog);
+    await waitForManager(this.manager, this.metricsUrl, this.managerLog);
+  }
+
   /** Stops the manager, the VMs and the control plane; removes the control plane's files. */
   async stop(): Promise<void> {
     // Every step runs even when an earlier one failed: a failed VM close must not leave the test
     // network's namespace and dnsmasq (or the control plane) behind. The first error is rethrown.
     const steps: (() => Promise<unknown>)[] = [
       () => stopChild(this.manager),
-      () => this.vbmc.close(),
+      async () => this.signals?.stop(),
+      () => Promise.all(this.vbmcs.map((b) => b.close())),
       () => Promise.all(this.hosts.map((h) => h.close().catch(() => undefined))),
       async () => this.network?.close(),
       () => this.client.close(),
@@ -411,6 +486,38 @@ function describeFirmware(firmware: LocalStackOptions['firmware']): string {
 function firmwareOf(firmware: LocalStackOptions['firmware'], index: number): Firmware {
   if (Array.isArray(firmware)) return firmware[index % firmware.length] ?? 'bios';
   return firmware ?? 'bios';
+}
+
+/** The manager's node process under `setpriv --pdeathsig KILL` (setpriv execs: same pid), logging to `log`. */
+function spawnManager(args: string[], log: string): ChildProcess {
+  const fd = openSync(log, 'a');
+  const p = spawn(
+    'setpriv',
+    [
+      '--pdeathsig',
+      'KILL',
+      '--',
+      process.execPath,
+      join(REPO_ROOT, 'dist', 'src', 'cmd', 'manager.js'),
+      ...args,
+    ],
+    { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
+  );
+  closeSync(fd);
+  return p;
+}
+
+async function waitForManager(manager: ChildProcess, metricsUrl: string, log: string): Promise<void> {
+  await waitFor('manager ready', 60_000, async () => {
+    if (manager.exitCode !== null) throw new Error(`manager exited (${manager.exitCode}); see ${log}`);
+    try {
+      return (await fetch(`${metricsUrl}/readyz`)).status === 200;
+    } catch {
+      return false;
+    }
+  }).catch((err) => {
+    throw new Error(`${String(err)}\n${tail(log)}`);
+  });
 }
 
 async function stopChild(p: ChildProcess): Promise<void> {

@@ -70,6 +70,11 @@ export interface VirtualBmcOptions {
   /** PEM key and certificate: serve HTTPS instead of HTTP. */
   tls?: { key: string; cert: string };
   logger?: Logger;
+  /**
+   * Called with every request once its fate is known (status set; 0 for a dropped connection), before
+   * the response is sent. For long runs: the log of {@link VirtualBmc.requests} keeps only the last 10,000.
+   */
+  onRequest?: (r: RequestRecord) => void;
 }
 
 /** One request as the service saw it, for tests. Passwords in bodies are replaced by `***`. */
@@ -481,6 +486,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     const fate = faults.admit(rec.method, path);
     if (fate.kind === 'drop') {
       log.debug({ method: rec.method, path }, 'fault: dropping connection');
+      opts.onRequest?.(rec);
       req.socket.destroy();
       return;
     }
@@ -505,6 +511,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
     }
     rec.status = reply.status;
+    opts.onRequest?.(rec);
     const delay = faults.responseDelay(rec.method, path);
     if (delay > 0) await pause(delay);
     if (res.destroyed || res.writableEnded) return;

@@ -1,0 +1,537 @@
+/**
+ * Soak under faults: N simulated servers (default 200, over several virtual BMCs) are claimed and
+ * released in a loop for `--minutes` (default 20) while, at random intervals (exponential, mean
+ * `--fault-every` s), one of these faults is injected: the manager is SIGKILLed (and started again),
+ * kube-apiserver is restarted, a registry replica is SIGKILLed (and started again), a virtual BMC
+ * answers 503 / drops connections / answers slowly. The registry and the boot server run as 2
+ * replicas each behind Service stand-ins (src/localstack/signal-replicas.ts), as deployed.
+ *
+ * Half of the servers are claimed by `serverRef`, the others in pairs by `serverSelector` (two
+ * workers competing for two Servers), so that binding races happen.
+ *
+ * Invariants, checked as the run goes and printed at the end (exit status 1 on any violation):
+ * 1. every claim ends `Booted=True` or `Booted=False` reason `AttemptsExhausted`, with a reason, within
+ *    `maxAttempts × boot timeout` + 5 min;
+ * 2. no attempt gets two power actions: accepted (2xx) `ComputerSystem.Reset` POSTs per system, from
+ *    the virtual BMCs' request hook, attributed to the claim's attempts by `status.boot.history[].startedAt`;
+ * 3. no accepted callback is lost: every 2xx a sim host got for `/bootstate` is reflected in the
+ *    attempt it belongs to (`history[].signals.BootStateReceived`) and the claim ends Booted; every 2xx
+ *    for `/register` is followed by the Server reaching Available;
+ * 4. attempts never exceed maxAttempts (`status.boot.attempt − firstAttempt + 1`, every claim update);
+ * 5. no Server is bound to two claims (claims not being deleted with `Bound=True`, every claim update);
+ * 6. the manager's RSS at the end is within 10 % of its RSS after warm-up (same process: manager
+ *    SIGKILLs happen only in the first half of the run; warm-up = min(3 min, a quarter of the run)
+ *    after that process started).
+ * Times are not invariants: a loaded machine only makes the run do fewer cycles.
+ *
+ * Usage: node dist/bench/soak.js [--minutes 20] [--servers 200] [--fault-every 20] [--seed 1]
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command } from 'commander';
+import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import type { Server } from '../src/api/v1alpha1/server.js';
+import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
+import { LocalStack } from '../src/localstack/local-stack.js';
+import { OS_IMAGE } from '../src/localstack/vm-artefacts.js';
+import { isApiStatus } from '../src/runtime/client.js';
+import { Informer } from '../src/runtime/informer.js';
+import { Resources } from '../src/runtime/resource.js';
+import type { RequestRecord } from '../src/virtualbmc/server.js';
+import type { SimHost } from '../src/virtualbmc/sim.js';
+import { printTable } from './stats.js';
+
+const o = new Command('soak')
+  .option('--minutes <n>', 'duration of the claim loop and fault injection', Number, 20)
+  .option('--servers <n>', 'simulated servers', Number, 200)
+  .option('--bmcs <n>', 'virtual BMCs the servers are spread over', Number, 4)
+  .option('--fault-every <s>', 'mean seconds between injected faults (exponential)', Number, 20)
+  .option('--max-attempts <n>', 'the manager’s --boot-max-attempts', Number, 3)
+  .option('--boot-timeout <s>', 'the manager’s --boot-timeout, seconds', Number, 90)
+  .option(
+    '--pause-ms <ms>',
+    'a worker waits up to this long (uniform) between release and its next claim',
+    Number,
+    5000,
+  )
+  .option('--seed <n>', 'random seed (faults, pauses)', Number, 1)
+  .parse()
+  .opts<{
+    minutes: number;
+    servers: number;
+    bmcs: number;
+    faultEvery: number;
+    maxAttempts: number;
+    bootTimeout: number;
+    pauseMs: number;
+    seed: number;
+  }>();
+
+/** mulberry32: a small seeded PRNG, so a run's fault schedule can be repeated. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const random = rng(o.seed);
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+const between = (lo: number, hi: number) => Math.round(lo + random() * (hi - lo));
+
+const NS = 'default';
+const POWER_ON = new Set(['On', 'ForceOn', 'ForceRestart', 'GracefulRestart', 'PowerCycle']);
+const FAULTS = [
+  'manager-sigkill',
+  'apiserver-restart',
+  'registry-sigkill',
+  'bmc-503',
+  'bmc-drop',
+  'bmc-slow',
+] as const;
+type Fault = (typeof FAULTS)[number];
+
+interface Violation {
+  invariant: string;
+  detail: string;
+}
+const violations: Violation[] = [];
+const violate = (invariant: string, detail: string) => {
+  violations.push({ invariant, detail });
+  console.error(`[soak] VIOLATION ${invariant}: ${detail}`);
+};
+const say = (line: string) => console.error(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}`);
+
+/** Accepted power actions per system UUID (lower case): time of arrival and ResetType. */
+const powerLog = new Map<string, { at: number; type: string }[]>();
+function onBmcRequest(_bmc: number, r: RequestRecord): void {
+  if (r.method !== 'POST' || !r.path.endsWith('/Actions/ComputerSystem.Reset')) return;
+  if (r.status < 200 || r.status >= 300) return;
+  const m = /\/Systems\/([^/]+)\/Actions/.exec(r.path);
+  if (!m) return;
+  const uuid = decodeURIComponent(m[1]!).toLowerCase();
+  const type = String((r.body as { ResetType?: unknown } | undefined)?.ResetType ?? '?');
+  const list = powerLog.get(uuid) ?? [];
+  list.push({ at: r.at, type });
+  powerLog.set(uuid, list);
+}
+
+/** 2xx callbacks sim hosts got, by system UUID. */
+const accepted = new Map<string, { at: number; route: 'bootstate' | 'register' }[]>();
+
+/** One claim from creation to its end. */
+interface Cycle {
+  claim: string;
+  worker: number;
+  createdAt: number;
+  endedAt?: number;
+  server?: string;
+  uuid?: string;
+  booted?: boolean;
+  reason?: string;
+  final?: ServerClaim;
+}
+const cycles: Cycle[] = [];
+
+const dir = mkdtempSync(join(tmpdir(), 'metal-soak-'));
+const bootTimeoutMs = o.bootTimeout * 1000;
+const stack = await LocalStack.start({
+  servers: o.servers,
+  backend: 'sim',
+  dir,
+  bmcs: o.bmcs,
+  signalReplicas: 2,
+  onBmcRequest,
+  simTiming: { firmwareMs: 200, kernelMs: 500 },
+  managerArgs: [
+    `--boot-timeout=${o.bootTimeout}s`,
+    `--netboot-timeout=${Math.round(o.bootTimeout / 2)}s`,
+    `--boot-max-attempts=${o.maxAttempts}`,
+    '--discovery-timeout=10m',
+  ],
+  progress: (l) => say(l),
+});
+const faultCounts: Record<Fault, number> = Object.fromEntries(FAULTS.map((f) => [f, 0])) as Record<
+  Fault,
+  number
+>;
+let exitCode = 1;
+const informers: Informer<never>[] = [];
+try {
+  for (const h of stack.hosts as SimHost[]) {
+    h.onBootFinished((host, boot) => {
+      if (boot.callbackStatus === undefined || boot.callbackStatus >= 300 || boot.mode === undefined) return;
+      const uuid = host.identity.uuid.toLowerCase();
+      const list = accepted.get(uuid) ?? [];
+      list.push({ at: Date.now(), route: boot.mode === 'probe' ? 'register' : 'bootstate' });
+      accepted.set(uuid, list);
+    });
+  }
+  say(`waiting for ${o.servers} servers to be discovered`);
+  const discovered = await stack.waitForDiscovery(o.servers, 30 * 60_000);
+  const serverNames = discovered.map((s) => s.metadata.name).sort();
+  const uuidOf = new Map(discovered.map((s) => [s.metadata.name, s.spec.systemUUID.toLowerCase()]));
+  // Pairs for the selector workers: label soak-pair=<k> on two Servers each.
+  const half = Math.floor(serverNames.length / 2) & ~1;
+  for (let i = 0; i < half; i++) {
+    await stack.client.mergePatch(Resources.Server, serverNames[i]!, undefined, {
+      metadata: { labels: { 'soak-pair': `p${Math.floor(i / 2)}` } },
+    });
+  }
+  await stack.client.create(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'soak-ignition', namespace: NS },
+    data: { ignition: Buffer.from('{"ignition":{"version":"3.4.0"}}').toString('base64') },
+  });
+
+  const claimWatch = new Informer<ServerClaim>(stack.client, Resources.ServerClaim, { namespace: NS });
+  const serverWatch = new Informer<Server>(stack.client, Resources.Server, {});
+  informers.push(claimWatch as unknown as Informer<never>, serverWatch as unknown as Informer<never>);
+  /** Server name → the times it was seen Available (for the /register check). */
+  const availableSeen = new Map<string, number>();
+  serverWatch.on('update', (s) => {
+    if (s.status?.state === 'Available') availableSeen.set(s.metadata.name!, Date.now());
+  });
+  const reported = new Set<string>();
+  const checkClaims = () => {
+    const boundTo = new Map<string, string[]>();
+    for (const c of claimWatch.list()) {
+      const b = c.status?.boot;
+      if (b && b.attempt - (b.firstAttempt ?? 1) + 1 > o.maxAttempts) {
+        const key = `attempts/${c.metadata.name ?? ''}`;
+        if (!reported.has(key)) {
+          reported.add(key);
+          violate(
+            'attempts ≤ maxAttempts',
+            `${c.metadata.name}: attempt ${b.attempt}, firstAttempt ${b.firstAttempt ?? 1}, max ${o.maxAttempts}`,
+          );
+        }
+      }
+      const bound = c.status?.conditions?.some((x) => x.type === 'Bound' && x.status === 'True');
+      if (bound && !c.metadata.deletionTimestamp && c.spec.serverRef?.name) {
+        const l = boundTo.get(c.spec.serverRef.name) ?? [];
+        l.push(c.metadata.name ?? '');
+        boundTo.set(c.spec.serverRef.name, l);
+      }
+    }
+    for (const [server, claims] of boundTo) {
+      if (claims.length < 2) continue;
+      const key = `double/${server}/${claims.sort().join(',')}`;
+      if (reported.has(key)) continue;
+      reported.add(key);
+      violate('one claim per Server', `Server ${server} bound to ${claims.join(' and ')}`);
+    }
+  };
+  claimWatch.on('add', checkClaims);
+  claimWatch.on('update', checkClaims);
+  await Promise.all([claimWatch.start(), serverWatch.start()]);
+
+  const runMs = o.minutes * 60_000;
+  const t0 = Date.now();
+  const end = t0 + runMs;
+  const claimDeadlineMs = o.maxAttempts * bootTimeoutMs + 5 * 60_000;
+
+  // --- manager RSS, per process ---
+  let managerStartedAt = t0;
+  let warmRss: number | undefined;
+  let managerStarts = 0;
+  const warmupMs = Math.min(180_000, runMs / 4);
+  const rssOf = (pid: number) =>
+    Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  const rssTimer = setInterval(() => {
+    try {
+      if (warmRss === undefined && Date.now() - managerStartedAt >= warmupMs)
+        warmRss = rssOf(stack.manager.pid!);
+    } catch {
+      // the manager is being restarted
+    }
+  }, 5_000);
+
+  // --- faults ---
+  const inject = async (fault: Fault) => {
+    const bmc = pick(stack.vbmcs);
+    switch (fault) {
+      case 'manager-sigkill': {
+        say('fault: SIGKILL manager');
+        await stack.killManager();
+        await sleep(between(500, 5_000));
+        await stack.startManager();
+        managerStartedAt = Date.now();
+        warmRss = undefined;
+        managerStarts++;
+        return;
+      }
+      case 'apiserver-restart': {
+        say('fault: restart kube-apiserver');
+        await stack.cp.stopApiServer();
+        await sleep(between(500, 5_000));
+        await stack.cp.startApiServer();
+        return;
+      }
+      case 'registry-sigkill': {
+        const r = pick(stack.signals!.of('registry'));
+        say(`fault: SIGKILL ${r.name}`);
+        await stack.signals!.kill(r);
+        await sleep(between(500, 10_000));
+        await stack.signals!.startReplica(r);
+        return;
+      }
+      case 'bmc-503': {
+        const n = between(3, 30);
+        say(`fault: ${bmc.url} answers the next ${n} requests 503`);
+        bmc.setFaults({ unavailableRequests: n, retryAfterSeconds: between(0, 2) });
+        return;
+      }
+      case 'bmc-drop': {
+        const n = between(2, 15);
+        say(`fault: ${bmc.url} drops the next ${n} connections`);
+        bmc.setFaults({ dropConnections: n });
+        return;
+      }
+      case 'bmc-slow': {
+        const n = between(5, 40);
+        const ms = between(1_000, 8_000);
+        say(`fault: ${bmc.url} answers the next ${n} requests ${ms} ms late`);
+        bmc.setFaults({ slowRequests: n, slowResponseMs: ms });
+        return;
+      }
+    }
+  };
+
+  const faultLoop = (async () => {
+    while (Date.now() < end) {
+      await sleep(Math.min(-Math.log(1 - random()) * o.faultEvery * 1000, Math.max(0, end - Date.now())));
+      if (Date.now() >= end) break;
+      const managerKillAllowed = Date.now() < t0 + runMs / 2;
+      const fault = pick(managerKillAllowed ? FAULTS : FAULTS.filter((f) => f !== 'manager-sigkill'));
+      faultCounts[fault]++;
+      try {
+        await inject(fault);
+      } catch (err) {
+        say(`fault ${fault} failed to inject: ${String(err)}`);
+      }
+    }
+  })();
+  // --- claim loop ---
+  /** Retries an API call through API server restarts (bounded: 5 min). */
+  const retrying = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
+    const until = Date.now() + 5 * 60_000;
+    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        return await f();
+      } catch (err) {
+        if (Date.now() > until) throw new Error(`${what}: ${String(err)}`);
+        await sleep(delay);
+      }
+    }
+  };
+  const waitUntil = async (ms: number, check: () => boolean): Promise<boolean> => {
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      if (check()) return true;
+      await sleep(250);
+    }
+    return check();
+  };
+  const workers = serverNames.map((name, w) => ({
+    w,
+    serverRef: w >= half ? name : undefined,
+    pair: w < half ? `p${Math.floor(w / 2)}` : undefined,
+  }));
+  let completed = 0;
+  const worker = async (wk: (typeof workers)[number]) => {
+    for (let n = 0; Date.now() < end; n++) {
+      const name = `soak-${wk.w}-${n}`;
+      const cycle: Cycle = { claim: name, worker: wk.w, createdAt: Date.now() };
+      cycles.push(cycle);
+      await retrying(`create ${name}`, async () => {
+        try {
+          await stack.client.create(Resources.ServerClaim, {
+            apiVersion: API_VERSION,
+            kind: 'ServerClaim',
+            metadata: { name, namespace: NS },
+            spec: {
+              power: 'On',
+              image: OS_IMAGE,
+              ignitionSecretRef: { name: 'soak-ignition' },
+              ...(wk.serverRef
+                ? { serverRef: { name: wk.serverRef } }
+                : { serverSelector: { matchLabels: { 'soak-pair': wk.pair! } } }),
+            },
+          });
+        } catch (err) {
+          if (!isApiStatus(err, 409)) throw err; // created before the connection broke
+        }
+      });
+      const ended = await waitUntil(claimDeadlineMs, () => {
+        const c = claimWatch.get(name, NS);
+        const booted = c?.status?.conditions?.find((x) => x.type === 'Booted');
+        if (!c || !booted) return false;
+        if (booted.status === 'True' || booted.reason === 'AttemptsExhausted') {
+          cycle.endedAt = Date.now();
+          cycle.booted = booted.status === 'True';
+          cycle.reason = booted.reason;
+          cycle.final = structuredClone(c);
+          cycle.server = c.spec.serverRef?.name;
+          cycle.uuid = cycle.server ? uuidOf.get(cycle.server) : undefined;
+          return true;
+        }
+        return false;
+      });
+      if (!ended) {
+        const c = claimWatch.get(name, NS);
+        cycle.final = c;
+        violate(
+          'claim ends Booted or AttemptsExhausted',
+          `${name} after ${Math.round(claimDeadlineMs / 1000)} s: phase ${c?.status?.boot?.phase}, conditions ${JSON.stringify(c?.status?.conditions?.map((x) => [x.type, x.status, x.reason]))}`,
+        );
+      } else {
+        completed++;
+        if (!cycle.reason) violate('claim ends with a reason', `${name}: Booted condition without reason`);
+      }
+      await retrying(`delete ${name}`, async () => {
+        try {
+          await stack.client.delete(Resources.ServerClaim, name, NS);
+        } catch (err) {
+          if (!isApiStatus(err, 404)) throw err;
+        }
+      });
+      const gone = await waitUntil(10 * 60_000, () => claimWatch.get(name, NS) === undefined);
+      if (!gone) {
+        violate('claim released', `${name} still there 10 min after its deletion`);
+        return;
+      }
+      await sleep(random() * o.pauseMs);
+    }
+  };
+  say(`claim loop: ${workers.length} workers for ${o.minutes} min, a fault every ~${o.faultEvery} s`);
+  const progress = setInterval(() => {
+    say(
+      `claims completed ${completed}, faults ${JSON.stringify(faultCounts)}, violations ${violations.length}`,
+    );
+  }, 30_000);
+  await Promise.all([...workers.map(worker), faultLoop]);
+  clearInterval(progress);
+  for (const b of stack.vbmcs) b.setFaults({ unavailableRequests: 0, dropConnections: 0, slowRequests: 0 });
+  const endRss = rssOf(stack.manager.pid!);
+  clearInterval(rssTimer);
+
+  // --- invariants checked after the run ---
+  const attemptsOf = (c: ServerClaim) =>
+    (c.status?.boot?.history ?? []).filter((h) => h.attempt >= (c.status?.boot?.firstAttempt ?? 1));
+  const attemptAt = (c: ServerClaim, t: number) => {
+    let found: ReturnType<typeof attemptsOf>[number] | undefined;
+    for (const h of attemptsOf(c)) if (h.startedAt && Date.parse(h.startedAt) <= t) found = h;
+    return found ?? attemptsOf(c)[0];
+  };
+  let powerActions = 0;
+  let acceptedBootstates = 0;
+  for (const cy of cycles) {
+    if (!cy.final || !cy.uuid || cy.endedAt === undefined) continue;
+    const actions = (powerLog.get(cy.uuid) ?? []).filter(
+      (p) => p.at >= cy.createdAt && p.at <= cy.endedAt! && POWER_ON.has(p.type),
+    );
+    powerActions += actions.length;
+    const perAttempt = new Map<number, string[]>();
+    for (const p of actions) {
+      const a = attemptAt(cy.final, p.at)?.attempt ?? -1;
+      perAttempt.set(a, [...(perAttempt.get(a) ?? []), `${p.type}@${new Date(p.at).toISOString()}`]);
+    }
+    for (const [a, list] of perAttempt) {
+      if (list.length > 1)
+        violate(
+          'one power action per attempt',
+          `${cy.claim} (${cy.server}) attempt ${a}: ${list.join(', ')}`,
+        );
+    }
+    for (const cb of accepted.get(cy.uuid) ?? []) {
+      if (cb.route !== 'bootstate' || cb.at < cy.createdAt || cb.at > cy.endedAt + 2_000) continue;
+      acceptedBootstates++;
+      const a = attemptAt(cy.final, cb.at);
+      if (!cy.booted || !a?.signals?.['BootStateReceived'])
+        violate(
+          'no accepted callback lost',
+          `${cy.claim}: /bootstate answered 2xx at ${new Date(cb.at).toISOString()}, claim ${cy.booted ? 'Booted' : cy.reason}, attempt ${a?.attempt} signals ${JSON.stringify(a?.signals ?? {})}`,
+        );
+    }
+  }
+  let acceptedRegisters = 0;
+  for (const [uuid, list] of accepted) {
+    for (const cb of list) {
+      if (cb.route !== 'register') continue;
+      acceptedRegisters++;
+      const name = [...uuidOf].find(([, u]) => u === uuid)?.[0];
+      const server = name ? serverWatch.get(name) : undefined;
+      const availableAfter = name !== undefined && (availableSeen.get(name) ?? 0) >= cb.at;
+      const discoveredAtStart = cb.at < t0; // discovery of the warm-up: waitForDiscovery saw all Available
+      if (!discoveredAtStart && !availableAfter && server?.status?.state !== 'Available')
+        violate(
+          'no accepted callback lost',
+          `/register of ${uuid} at ${new Date(cb.at).toISOString()} answered 2xx, Server ${name} never Available afterwards`,
+        );
+    }
+  }
+  const rssOk = warmRss !== undefined && Math.abs(endRss - warmRss) <= warmRss * 0.1;
+  if (warmRss === undefined) violate('manager RSS', 'no warm-up sample of the last manager process');
+  else if (!rssOk)
+    violate(
+      'manager RSS',
+      `end ${endRss.toFixed(0)} MiB vs after warm-up ${warmRss.toFixed(0)} MiB (> 10 %)`,
+    );
+
+  const ended = cycles.filter((c) => c.endedAt !== undefined);
+  const booted = ended.filter((c) => c.booted).length;
+  const byInvariant = (name: string) => violations.filter((v) => v.invariant.startsWith(name)).length;
+  console.log(
+    `\nsoak: ${o.servers} servers, ${o.bmcs} virtual BMCs, 2 registry + 2 boot server replicas, ${o.minutes} min, seed ${o.seed}`,
+  );
+  printTable([
+    ...FAULTS.map((f) => [`faults injected: ${f}`, faultCounts[f]] as [string, number]),
+    ['manager processes started during the run', managerStarts],
+    [
+      'claims completed (Booted / AttemptsExhausted)',
+      `${ended.length} (${booted} / ${ended.length - booted})`,
+    ],
+    ['accepted power-on actions (2xx Reset)', powerActions],
+    ['accepted /bootstate callbacks during claims', acceptedBootstates],
+    ['accepted /register callbacks', acceptedRegisters],
+    ['manager RSS after warm-up / at end (MiB)', `${warmRss?.toFixed(0) ?? '-'} / ${endRss.toFixed(0)}`],
+    ['violations: claim ends Booted or AttemptsExhausted', byInvariant('claim')],
+    ['violations: one power action per attempt', byInvariant('one power')],
+    ['violations: no accepted callback lost', byInvariant('no accepted')],
+    ['violations: attempts ≤ maxAttempts', byInvariant('attempts')],
+    ['violations: one claim per Server', byInvariant('one claim')],
+    ['violations: manager RSS within 10 %', byInvariant('manager RSS')],
+    ['violations (total)', violations.length],
+  ]);
+  console.log(
+    JSON.stringify({
+      bench: 'soak',
+      servers: o.servers,
+      minutes: o.minutes,
+      seed: o.seed,
+      faults: faultCounts,
+      claimsCompleted: ended.length,
+      booted,
+      exhausted: ended.length - booted,
+      powerOnActions: powerActions,
+      acceptedBootstates,
+      acceptedRegisters,
+      managerRssMiB: { warm: warmRss, end: endRss },
+      violations,
+    }),
+  );
+  exitCode = violations.length === 0 ? 0 : 1;
+} finally {
+  for (const i of informers) i.stop();
+  await stack.stop().catch((err) => say(`stop: ${String(err)}`));
+  if (process.env.METAL_BENCH_KEEP) say(`kept ${dir}`);
+  else rmSync(dir, { recursive: true, force: true });
+}
+process.exit(exitCode);
