@@ -279,7 +279,6 @@ export const EventReason = {
   // Server
   Reserved: 'Reserved',
   DiscoveryRetry: 'DiscoveryRetry',
-  DiscoveryStarted: 'DiscoveryStarted',
   DiscoveryTimedOut: 'DiscoveryTimedOut',
   DiscoveryAttemptsExhausted: 'DiscoveryAttemptsExhausted',
   Discovered: 'Discovered',

@@ -36,6 +36,7 @@
 import { createReadStream, statSync } from 'node:fs';
 import { Registry } from 'prom-client';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { BootSignal, ConditionType, EventReason, SignalReason } from '../api/vocabulary.js';
 import { type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
@@ -49,6 +50,7 @@ import { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BlobCache } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
+import type { Informer } from '../runtime/informer.js';
 import {
   BOOT_CONFIGURATION_PENDING_RETRY_SECONDS,
   LiveBootConfigurationCheck,
@@ -70,6 +72,11 @@ export interface BootServerOptions extends SignalServerOptions {
   registryUrl: string;
   /** The current image catalog (a function, so a ConfigMap-backed catalog can change at run time). */
   catalog: () => ImageCatalog;
+  /**
+   * ServerClaims from a cache (the manager's informer when the boot server runs in its process): a
+   * claim that already shows the power-on of its attempt there is not read again (power-intent.ts).
+   */
+  claims?: Informer<ServerClaim>;
   /** Hand an attempt's script or HTTP-boot file only to the first client address that fetched it (default true). */
   pinScriptClient?: boolean;
   /**
@@ -101,7 +108,7 @@ const uuidParam = {
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
   const metrics = opts.metrics ?? new Registry();
   const resolver = new BootTargetResolver(opts, metrics);
-  const intents = new PowerIntentGate(opts.client);
+  const intents = new PowerIntentGate(opts.client, opts.claims);
   const liveCheck = new LiveBootConfigurationCheck(opts.client);
   const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;

@@ -15,7 +15,8 @@
  * never powers its server on, so there is no intent to wait for; the script pin still applies.
  *
  * The owner is read from the API (a cache may lag the intent by the time the host fetches; the
- * Server's cached copy is used when it already shows the intent); concurrent fetches for one SBC
+ * Server's cached copy is used when it already shows the intent, and so is the claim's when the
+ * boot server is given a claims cache); concurrent fetches for one SBC
  * share one read ({@link SingleFlight} without pacing: a remembered "not yet" could refuse the host
  * that fetches right after its power-on). Polling therefore costs at most one owner read per
  * concurrent flight; refusals do not spend the per-address 401 budget, because hosts behind one
@@ -26,6 +27,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import type { KubeClient } from '../runtime/client.js';
+import type { Informer } from '../runtime/informer.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import { apiFailure } from './boot-target.js';
 import { HttpError } from './http-error.js';
@@ -71,7 +73,11 @@ export function isDiscoveryAttempt(sbc: ServerBootConfiguration): boolean {
 export class PowerIntentGate {
   private readonly flights = new SingleFlight<KObject | undefined>(0);
 
-  constructor(private readonly client: KubeClient) {}
+  constructor(
+    private readonly client: KubeClient,
+    /** Cached claims: one that shows the intent already is not read again. */
+    private readonly claims?: Informer<ServerClaim>,
+  ) {}
 
   /**
    * Resolves when the power-on of `sbc`'s current attempt is recorded, or at once for a hand-made
@@ -83,6 +89,8 @@ export class PowerIntentGate {
     if (intentRecorded(sbc, cachedServer)) return;
     const ref = controllerOwner(sbc);
     if (ref?.kind !== 'Server' && ref?.kind !== 'ServerClaim') return;
+    if (ref.kind === 'ServerClaim' && intentRecorded(sbc, this.claims?.get(ref.name, sbc.metadata.namespace)))
+      return;
     const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
     const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
     const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {

@@ -593,6 +593,7 @@ export async function runManager(
   const bootServer = await startBootServer({
     ...sources,
     tls,
+    claims: setup.claims,
     log: log.child({ component: 'bootserver' }),
     host: cfg.bootServer.host,
     port: cfg.bootServer.port,

@@ -36,6 +36,7 @@ import {
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { conditionTransition } from '../runtime/condition-writer.js';
 import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -110,7 +111,52 @@ class ServerReconciler {
    * the registry's registration) change the resourceVersion all the time without invalidating the
    * decision. A failed precondition surfaces as a 409, which the controller retries quietly.
    */
-  private async patchStatus(s: Server, status: Record<string, unknown>): Promise<Server> {
+  private async patchStatus(
+    s: Server,
+    status: Record<string, unknown>,
+    cond?: { type: string; status: 'True' | 'False'; reason: string; message: string },
+  ): Promise<Server> {
+    // The first write is a merge patch guarded by the resourceVersion: no ops to ride along.
+    const together =
+      cond && s.status?.state !== undefined ? this.conditionOps(s, cond) : cond ? undefined : [];
+    if (cond && !together) {
+      // Not stored yet (or unchanged): its own server-side apply, first, as the other writers do.
+      await this.discovered(s, cond.status, cond.reason, cond.message);
+    }
+    return this.patchStatusOps(s, status, together ?? []);
+  }
+
+  /**
+   * JSON-patch ops replacing the stored condition of `cond.type` in place (a `test` of its type at
+   * that index guards against concurrent list changes): the condition rides in the status write of
+   * the same reconcile instead of a request of its own. `[]` when the stored one already says the
+   * same; undefined when there is none (the caller applies it on its own).
+   */
+  private conditionOps(
+    s: Server,
+    cond: { type: string; status: 'True' | 'False'; reason: string; message: string },
+  ): unknown[] | undefined {
+    const conds = s.status?.conditions ?? [];
+    const i = conds.findIndex((c) => c.type === cond.type);
+    if (i < 0) return undefined;
+    const generation = s.metadata.generation ?? 0;
+    const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());
+    if (lastTransitionTime === undefined) return [];
+    return [
+      { op: 'test', path: `/status/conditions/${i}/type`, value: cond.type },
+      {
+        op: 'replace',
+        path: `/status/conditions/${i}`,
+        value: { ...cond, observedGeneration: generation, lastTransitionTime },
+      },
+    ];
+  }
+
+  private async patchStatusOps(
+    s: Server,
+    status: Record<string, unknown>,
+    extra: unknown[],
+  ): Promise<Server> {
     const name = s.metadata.name ?? '';
     const cur = (s.status ?? {}) as Record<string, unknown>;
     if (cur.state === undefined) {
@@ -132,6 +178,7 @@ class ServerReconciler {
         if (cur[k] !== undefined) ops.push({ op: 'remove', path: `/status/${k}` });
       } else ops.push({ op: 'add', path: `/status/${k}`, value: v });
     }
+    ops.push(...extra);
     try {
       return await this.o.client.jsonPatch<Server>(Resources.Server, name, undefined, ops, {
         subresource: 'status',
@@ -187,8 +234,19 @@ class ServerReconciler {
       case 'Available':
         return this.available(server);
       default:
-        return undefined; // Error: stays until the retry annotation
+        return this.error(server); // Error: stays until the retry annotation
     }
+  }
+
+  /**
+   * State Error: nothing is started, but the power-off sent on the way here (exhausted discovery or
+   * cleanup) is seen through, so `PowerActionPending` does not stay True after the BMC reports Off.
+   */
+  private async error(server: Server): Promise<Result | undefined> {
+    if (findCondition(server.status?.conditions, ConditionType.PowerActionPending)?.status !== 'True')
+      return undefined;
+    const p = await this.o.power.ensure(server, 'Off');
+    return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs ?? 5_000 };
   }
 
   private async reserved(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
@@ -252,13 +310,8 @@ class ServerReconciler {
       discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
     });
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
+    // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
-    this.o.events.event(
-      eventObject(server),
-      'Normal',
-      EventReason.DiscoveryStarted,
-      `discovery attempt 1/${this.cfg.discoveryMaxAttempts}`,
-    );
     return undefined;
   }
 
@@ -290,7 +343,12 @@ class ServerReconciler {
       before: bookOf(d, this.cfg.discoveryTimeoutMs),
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) => this.o.power.boot(current, { netboot: true, observed }),
+        boot: (observed) =>
+          this.o.power.boot(current, {
+            netboot: true,
+            observed,
+            purpose: discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts),
+          }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -302,19 +360,20 @@ class ServerReconciler {
         // The phase alone is no reason to write: it rides along with the next real change.
         const next = discoveryOf(book);
         const stored = current.status?.discovery;
-        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
-          current = await this.patchStatus(current, { discovery: next });
         const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
         const waiting =
           step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
         if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
-        if (outcome)
-          await this.discovered(
-            current,
-            outcome.status === 'True' ? 'True' : 'False',
-            discoveryReason(step, outcome),
-            outcome.message,
-          );
+        const cond = outcome && {
+          type: DISCOVERED_CONDITION,
+          status: outcome.status === 'True' ? ('True' as const) : ('False' as const),
+          reason: discoveryReason(step, outcome),
+          message: outcome.message,
+        };
+        // One request for the book and the condition where the condition is stored already.
+        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
+          current = await this.patchStatus(current, { discovery: next }, cond);
+        else if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
       },
     });
     for (const e of carried.events) {
@@ -378,18 +437,17 @@ class ServerReconciler {
     log: pino.Logger,
   ): Promise<Result | undefined> {
     const hw = hardwareFromRegistration(server.status?.registration?.data);
-    // Condition first: whoever sees Available also sees why.
-    await this.discovered(
+    // Condition with the state (or first): whoever sees Available also sees why.
+    const updated = await this.patchStatus(
       server,
-      'True',
-      DiscoveredReason.Registered,
-      `registration received in attempt ${d.attempt}`,
+      { ...hw, state: 'Available', discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed } },
+      {
+        type: DISCOVERED_CONDITION,
+        status: 'True',
+        reason: DiscoveredReason.Registered,
+        message: `registration received in attempt ${d.attempt}`,
+      },
     );
-    const updated = await this.patchStatus(server, {
-      ...hw,
-      state: 'Available',
-      discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
-    });
     if (d.deadline) {
       const poweredOn = Date.parse(d.deadline) - this.cfg.discoveryTimeoutMs;
       this.o.bootMetrics.completionSeconds.observe(

@@ -184,33 +184,45 @@ class ServerBootConfigurationReconciler {
       server: sbc.spec.serverRef?.name,
     });
     await this.writeVerdict(sbc, v);
-    if (v.image && v.resolvedNow) {
-      l.info(
-        { image: v.image.reference, digest: v.image.digest, attempt: v.image.bootAttempt },
-        'image resolved for the attempt',
-      );
-      o.events.event(
-        { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
-        'Normal',
-        EventReason.ImageResolved,
-        `attempt ${v.image.bootAttempt}: ${v.image.reference} resolved to ${v.image.digest}`,
-      );
-    }
-    if (sbc.status?.state !== v.state) {
-      l.info({ state: v.state, reason: v.reason }, 'boot configuration evaluated');
-      o.events.event(
-        { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
-        v.state === 'Ready' ? 'Normal' : 'Warning',
-        v.state === 'Ready' ? 'BootConfigurationReady' : v.reason,
-        v.message,
-      );
-    }
+    this.recordEvents(sbc, v, l);
     const uid = sbc.metadata.uid ?? '';
     if (v.state === 'Ready' && !v.recheck) {
       if (this.readyFor.size >= 10_000) this.readyFor.delete(this.readyFor.keys().next().value!);
       this.readyFor.set(uid, this.verdictKey(sbc));
     } else this.readyFor.delete(uid);
     return v.recheck ? { requeueAfterMs: v.recheckMs ?? SECRET_RECHECK_MS } : undefined;
+  }
+
+  /**
+   * One Event per step: `ImageResolved` when the image was resolved for the attempt (saying Ready
+   * too when the state becomes Ready with it), else one for a changed state.
+   */
+  private recordEvents(sbc: ServerBootConfiguration, v: Verdict, l: pino.Logger): void {
+    const ev = { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' };
+    const changed = sbc.status?.state !== v.state;
+    if (changed) l.info({ state: v.state, reason: v.reason }, 'boot configuration evaluated');
+    if (v.image && v.resolvedNow) {
+      const img = v.image;
+      l.info(
+        { image: img.reference, digest: img.digest, attempt: img.bootAttempt },
+        'image resolved for the attempt',
+      );
+      const ready = changed && v.state === 'Ready' ? '; boot configuration Ready' : '';
+      this.o.events.event(
+        ev,
+        'Normal',
+        EventReason.ImageResolved,
+        `attempt ${img.bootAttempt}: ${img.reference} resolved to ${img.digest}${ready}`,
+      );
+      if (ready) return;
+    }
+    if (!changed) return;
+    this.o.events.event(
+      ev,
+      v.state === 'Ready' ? 'Normal' : 'Warning',
+      v.state === 'Ready' ? 'BootConfigurationReady' : v.reason,
+      v.message,
+    );
   }
 
   /** What a Ready verdict depends on besides Secrets (which are not watched): the spec and the catalog. */
