@@ -19,7 +19,7 @@
  *    for `/register` is followed by the Server reaching Available;
  * 4. attempts never exceed maxAttempts (`status.boot.attempt − firstAttempt + 1`, every claim update);
  * 5. no Server is bound to two claims (claims not being deleted with `Bound=True`, every claim update);
- * 6. the manager's RSS at the end is within 10 % of its RSS after warm-up (same process: manager
+ * 6. the manager's RSS at the end is at most 10 % above its RSS after warm-up (same process: manager
  *    SIGKILLs happen only in the first half of the run; warm-up = min(3 min, a quarter of the run)
  *    after that process started).
  * Times are not invariants: a loaded machine only makes the run do fewer cycles.
@@ -477,7 +477,8 @@ try {
         );
     }
   }
-  const rssOk = warmRss !== undefined && Math.abs(endRss - warmRss) <= warmRss * 0.1;
+  // Growth is what a leak shows; a smaller RSS at the end (a late GC) is no violation, and is printed.
+  const rssOk = warmRss !== undefined && endRss - warmRss <= warmRss * 0.1;
   if (warmRss === undefined) violate('manager RSS', 'no warm-up sample of the last manager process');
   else if (!rssOk)
     violate(

@@ -1,8 +1,10 @@
 /**
  * The whole system on one machine: a control plane (etcd + kube-apiserver on loopback), the CRDs,
- * the manager as its own process (controllers + registry + boot server), a virtual BMC whose
- * systems are QEMU VMs with iPXE firmware (`qemu`) or simulated hosts (`sim`), the BMC objects that
- * point at it and the image catalog of the local boot artefacts. Used by `metalctl local up`, the
+ * the manager as its own process (controllers + registry + boot server; with `signalReplicas` the
+ * registry and the boot server run as replicas of their own behind Service stand-ins instead), a
+ * virtual BMC (or, sim only, several) whose systems are QEMU VMs with iPXE firmware (`qemu`) or
+ * simulated hosts (`sim`), the BMC objects that point at it and the image catalog of the local boot
+ * artefacts. The manager can be SIGKILLed and started again (`killManager`, `startManager`). Used by `metalctl local up`, the
  * end-to-end tests and the benchmarks; `stop()` ends every process it started and removes its files.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -504,7 +506,7 @@ function spawnManager(args: string[], log: string): ChildProcess {
 }
 
 async function waitForManager(manager: ChildProcess, metricsUrl: string, log: string): Promise<void> {
-  await waitFor('manager ready', 60_000, async () => {
+  await waitFor('manager ready', 180_000, async () => {
     if (manager.exitCode !== null) throw new Error(`manager exited (${manager.exitCode}); see ${log}`);
     try {
       return (await fetch(`${metricsUrl}/readyz`)).status === 200;
