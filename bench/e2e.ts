@@ -157,9 +157,15 @@ async function benchShape(shape: Shape): Promise<Record<string, number[]>> {
         if (now - t0 > 300_000) throw new Error(`claim ${name} not Booted after 300 s`);
         await new Promise((ok) => setTimeout(ok, 20));
       }
-      const log = logTimes(stack, server.spec.systemUUID, t0);
-      for (const k of ['powerOn', 'script', 'ignition', 'bootstate'])
-        if (log[k] === undefined) throw new Error(`no ${k} log line`);
+      // The registry logs the callback after its write, so the claim can be Booted before that line
+      // reaches the log file (seen under load): wait for it, bounded.
+      const keys = ['powerOn', 'script', 'ignition', 'bootstate'];
+      let log = logTimes(stack, server.spec.systemUUID, t0);
+      for (const end = Date.now() + 10_000; keys.some((k) => log[k] === undefined) && Date.now() < end; ) {
+        await new Promise((ok) => setTimeout(ok, 100));
+        log = logTimes(stack, server.spec.systemUUID, t0);
+      }
+      for (const k of keys) if (log[k] === undefined) throw new Error(`no ${k} log line`);
       // Ours: everything before the power-on request, and from the callback to the claim's condition.
       const ours = log.powerOn! - t0 + (seen.booted - log.bootstate!);
       add('1 bind (claim created → Bound)', seen.bound! - t0);

@@ -3,30 +3,39 @@
  * kernel image (src/bootserver/uki.ts) to firmware told that URI by its BMC (`Boot.HttpBootUri`,
  * set by the claim controller for `bootMethod: HTTPBoot`; URL shape: `httpBootFileUrl`).
  *
- * Firmware cannot authenticate, so the client is identified by address, like ironcore's
- * boot-operator does for its HTTP boot route: the request must come from an address the Server is
- * known to have (`status.networkInterfaces[].ips`, from its registration). Answers:
+ * Firmware cannot authenticate and the UKI's command line carries the attempt token, so it is
+ * protected as the iPXE script is (server.ts): by the client's address (client-identity.ts, as
+ * ironcore's boot-operator identifies its HTTP-boot clients), by the power-on gate (served only
+ * once the manager recorded the power-on of this attempt, bootsignals/power-intent.ts) and by the
+ * first-address pin (attempt-pin.ts; the `HTTPBootFileFetched` write is the compare-and-swap).
+ * Answers:
  * - 200 `application/efi` with the UKI (command line with the attempt token); a GET sets
- *   `HTTPBootFileFetched` before the body is sent (OVMF sends HEAD first, which sets nothing);
+ *   `HTTPBootFileFetched` (the pin) before the body is sent (OVMF sends HEAD first, which sets
+ *   nothing and pins nothing);
  * - 400 malformed UUID or attempt; 404 unknown server, no boot configuration, or NetBootOnce after
  *   completion (`Provisioned`: the firmware then boots the next entry, the disk);
  * - 409 `NotHTTPBoot` (the configuration boots over PXE) or `StaleAttempt` (another attempt's URL);
- * - 403 `UnknownClient` when the address is not one of the Server's (checked first; logged with the address);
- * - 503 + `Retry-After` while the configuration is not Ready or is being rotated.
+ * - 403 `UnknownClient` (checked first; client-identity.ts) or `ScriptPinned` (this attempt's file
+ *   went to another address), logged with the address;
+ * - 503 + `Retry-After` while the configuration is not Ready or is being rotated, and
+ *   `AwaitingPowerOn` while the power-on of the attempt is not recorded.
  */
 import { createReadStream, statSync } from 'node:fs';
-import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
 import type { BootTargetResolver } from '../bootsignals/boot-target.js';
+import { clientAddress } from '../bootsignals/client-address.js';
 import type { HttpApp, SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
+import type { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { BlobCache } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { parseReference } from '../oci/reference.js';
 import { RegistryError } from '../oci/registry-client.js';
+import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { bootImageFor } from './boot-image.js';
+import type { ClientIdentity } from './client-identity.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptKernelArgs } from './ipxe-script.js';
 import type { UkiBuilder } from './uki.js';
@@ -39,6 +48,12 @@ export interface HttpBootRouteOptions {
   /** Field manager of the condition write. */
   component: string;
   registryUrl: string;
+  /** The power-on gate shared with the script route. */
+  intents: PowerIntentGate;
+  /** Who the client is (client-identity.ts), shared with the script route. */
+  identity: ClientIdentity;
+  /** The first-address pin (`BootServerOptions.pinScriptClient`). */
+  pin: boolean;
   /** The boot server's external base URL (rendered into the command line). */
   baseUrl: () => string;
   /** BootTargetResolver.parseUUID. */
@@ -79,22 +94,6 @@ async function localBootFiles(
   }
 }
 
-/** The addresses a Server is known to have: every `ips` entry (and legacy `ip`) of its NICs. */
-export function knownAddresses(server: Server): string[] {
-  const out = new Set<string>();
-  for (const nic of server.status?.networkInterfaces ?? []) {
-    for (const ip of nic.ips ?? []) out.add(ip);
-    if (nic.ip) out.add(nic.ip);
-  }
-  return [...out];
-}
-
-/** An IPv4-mapped IPv6 socket address (`::ffff:10.0.0.5`) as the IPv4 address it is. */
-export function clientAddress(raw: string | undefined): string {
-  if (!raw) return 'unknown';
-  return raw.startsWith('::ffff:') && raw.includes('.') ? raw.slice(7) : raw;
-}
-
 export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): void {
   const params = {
     type: 'object',
@@ -115,14 +114,7 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       log.info('HTTP boot without boot configuration: refused, local boot');
       throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
     }
-    const known = knownAddresses(target.server);
-    if (!known.includes(client)) {
-      log.warn(
-        { known, attempt: wanted },
-        'HTTP boot file requested from an address the server does not have; refused',
-      );
-      throw new HttpError(403, 'UnknownClient', 'the request does not come from an address of this server');
-    }
+    o.identity.check(target.server, client, log, 'HTTP boot file');
     if (
       target.sbc.spec.bootPolicy === 'NetBootOnce' &&
       countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
@@ -144,6 +136,9 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     const attempt = sbc.spec.bootAttempt ?? 1;
     if (wanted !== attempt)
       throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
+    const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
+    pinCheck?.(sbc);
+    await o.intents.require(sbc, target.server);
     // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
     const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl());
     const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
@@ -164,12 +159,19 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     }
     const size = statSync(file).size;
     if (req.method === 'GET') {
-      await recordSignal(o.client, o.component, sbc, {
-        type: BootSignal.HTTPBootFileFetched,
-        status: 'True',
-        reason: SignalReason.BootFileServed,
-        message: `boot file for attempt ${attempt} served to ${client}`,
-      });
+      // The pin is stored (compare-and-swap) before a byte of the file leaves.
+      await recordSignal(
+        o.client,
+        o.component,
+        sbc,
+        {
+          type: BootSignal.HTTPBootFileFetched,
+          status: 'True',
+          reason: SignalReason.BootFileServed,
+          message: pinMessage('boot file', attempt, client),
+        },
+        { check: pinCheck },
+      );
       log.info({ sbc: sbc.metadata.name, attempt, image: image.name, bytes: size }, 'HTTP boot file served');
     }
     return reply.type('application/efi').header('content-length', String(size)).send(createReadStream(file));

@@ -7,14 +7,14 @@
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
  *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
  *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
- *   cannot re-provision it. Only addresses the Server is known to have get a script (403
- *   `UnknownClient`; `scriptClientIdentity`). Firmware cannot authenticate, so the token in the script is protected
- *   twice (security review S3): the script is served only once the power-on of its attempt is
- *   recorded (503 `AwaitingPowerOn` before, see bootsignals/power-intent.ts), and with
- *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt
- *   (403 `ScriptPinned` for others). The pin is the `IPXEScriptFetched` write itself, a
- *   compare-and-swap on the SBC's resourceVersion: of two concurrent clients exactly one is pinned,
- *   and the script is sent only after its pin is stored.
+ *   cannot re-provision it. Firmware cannot authenticate, so the token in the script is protected
+ *   three times: the client must not be refused by its address (client-identity.ts: 403
+ *   `UnknownClient` from an address of another server, or not of this one where its addresses are
+ *   known), the script is served only once the power-on of its attempt is recorded (503
+ *   `AwaitingPowerOn` before, see bootsignals/power-intent.ts; security review S3), and with
+ *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt (403
+ *   `ScriptPinned` for others; attempt-pin.ts): the pin is the `IPXEScriptFetched` write itself, a
+ *   compare-and-swap on the SBC's resourceVersion, stored before the script is sent.
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON; Butane translated) with the
  *   `/bootstate` hook merged in, validated first (src/ignition/); 409 with the validator's report
  *   for an invalid config; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
@@ -34,14 +34,9 @@
 import { createReadStream, statSync } from 'node:fs';
 import { Registry } from 'prom-client';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
-import {
-  BootSignal,
-  ConditionType,
-  currentAttemptCondition,
-  EventReason,
-  SignalReason,
-} from '../api/vocabulary.js';
+import { BootSignal, ConditionType, EventReason, SignalReason } from '../api/vocabulary.js';
 import { type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
+import { clientAddress } from '../bootsignals/client-address.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { PowerIntentGate } from '../bootsignals/power-intent.js';
@@ -52,9 +47,11 @@ import { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BlobCache } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
+import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { registerBlobRoute } from './blob-route.js';
 import { bootImageFor } from './boot-image.js';
-import { clientAddress, knownAddresses, registerHttpBootRoute } from './http-boot.js';
+import { ClientIdentity, type ClientIdentityMode } from './client-identity.js';
+import { registerHttpBootRoute } from './http-boot.js';
 import { servedIgnition } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
@@ -67,16 +64,14 @@ export interface BootServerOptions extends SignalServerOptions {
   registryUrl: string;
   /** The current image catalog (a function, so a ConfigMap-backed catalog can change at run time). */
   catalog: () => ImageCatalog;
-  /** Hand an attempt's script only to the first client address that fetched it (default true). */
+  /** Hand an attempt's script or HTTP-boot file only to the first client address that fetched it (default true). */
   pinScriptClient?: boolean;
   /**
-   * Who may fetch a server's attempt script: `known-address` only the addresses its registration
-   * recorded (`status.networkInterfaces[].ips`), falling back to the first-address pin while none
-   * are known (first discovery); `first-address` (default) the pin alone, for networks that NAT the
-   * firmware (QEMU user networking) and simulated hosts, whose registered address is not the one
-   * they fetch from.
+   * Who may fetch a server's attempt script or HTTP-boot file (client-identity.ts): `known-address`
+   * (default) the server's own addresses where they identify it (unique, not behind a NAT), never
+   * an address of another server, else the first-address pin; `first-address` the pin alone.
    */
-  scriptClientIdentity?: 'known-address' | 'first-address';
+  scriptClientIdentity?: ClientIdentityMode;
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
   injectBootstateUnit?: boolean;
   /** Butane translation and Ignition validation (default: the `ignition-tools` binary, see src/ignition/). */
@@ -95,13 +90,6 @@ const uuidParam = {
   properties: { uuid: { type: 'string', maxLength: 16384 } },
   required: ['uuid'],
 };
-const CLIENT_IN_MESSAGE = / served to (\S+)$/;
-
-/** The client the current attempt's script was served to, per the SBC's `IPXEScriptFetched`. */
-function pinnedClient(sbc: ServerBootConfiguration): string | undefined {
-  const fetched = currentAttemptCondition(sbc, BootSignal.IPXEScriptFetched);
-  return fetched ? CLIENT_IN_MESSAGE.exec(fetched.message)?.[1] : undefined;
-}
 
 /** Starts the boot server; resolves once it listens. */
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
@@ -110,7 +98,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   const intents = new PowerIntentGate(opts.client);
   const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;
-  const byAddress = opts.scriptClientIdentity === 'known-address';
+  const identity = new ClientIdentity(opts.servers, opts.scriptClientIdentity ?? 'known-address');
   const inject = opts.injectBootstateUnit ?? true;
   const ignition = opts.ignition ?? new IgnitionRenderer(new IgnitionTools());
   let baseUrl = opts.externalUrl ?? '';
@@ -120,7 +108,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
 
   app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
-    const client = req.socket.remoteAddress ?? 'unknown';
+    const client = clientAddress(req.socket.remoteAddress);
     let target = resolver.resolve(uuid);
     const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
     if (!target.sbc) {
@@ -146,23 +134,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    const known = knownAddresses(target.server);
-    if (byAddress && known.length > 0 && !known.includes(clientAddress(client))) {
-      log.warn({ known, attempt }, 'script requested from an address the server does not have; refused');
-      throw new HttpError(403, 'UnknownClient', 'the request does not come from an address of this server');
-    }
-    /** Refuses when this attempt's script went to another client (run on every SBC version the pin is decided on). */
-    const notPinnedElsewhere = (current: ServerBootConfiguration) => {
-      const pinnedTo = pinnedClient(current);
-      if (!pin || !pinnedTo || pinnedTo === client) return;
-      log.warn({ pinnedTo, attempt }, 'script of this attempt was served to another client; refused');
-      throw new HttpError(
-        403,
-        'ScriptPinned',
-        'the script of this attempt was already served to another client',
-      );
-    };
-    notPinnedElsewhere(sbc);
+    identity.check(target.server, client, log, 'script');
+    const pinCheck = pin ? notPinnedElsewhere(BootSignal.IPXEScriptFetched, client, log) : undefined;
+    pinCheck?.(sbc);
     await intents.require(sbc, target.server);
     const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl);
     const script = attemptScript({
@@ -182,9 +156,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         type: BootSignal.IPXEScriptFetched,
         status: 'True',
         reason: SignalReason.ScriptServed,
-        message: `script for attempt ${attempt} served to ${client}`,
+        message: pinMessage('script', attempt, client),
       },
-      { check: notPinnedElsewhere },
+      { check: pinCheck },
     );
     log.info({ sbc: sbc.metadata.name, attempt, image: image.name }, 'iPXE script served');
     return reply.type('text/plain').send(script);
@@ -260,6 +234,9 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     uki,
     component: BOOTSERVER_COMPONENT,
     registryUrl: opts.registryUrl,
+    intents,
+    identity,
+    pin,
     baseUrl: () => baseUrl,
     parseUUID: (raw) => BootTargetResolver.parseUUID(raw),
     oci: opts.oci,

@@ -3,7 +3,7 @@
  * Prints one JSON log line with its URL once listening. SIGTERM/SIGINT close it.
  */
 import { readFileSync } from 'node:fs';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { KubeClient } from '../runtime/client.js';
@@ -30,6 +30,14 @@ const cmd = addImageOptions(new Command('bootserver'))
   .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
   .option('--image-catalog <file>', 'YAML image catalog (see src/bootserver/image-catalog.ts)')
   .option('--no-pin-script-client', 'serve an attempt script to any client, not only the first')
+  .addOption(
+    new Option(
+      '--script-client-identity <how>',
+      "who gets an attempt script or HTTP-boot file: known-address (the server's own addresses where they identify it, never another server's; else the first fetcher) or first-address (the first fetcher alone)",
+    )
+      .choices(['known-address', 'first-address'])
+      .default('known-address'),
+  )
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
   .parse();
 const o = cmd.opts<{
@@ -42,6 +50,7 @@ const o = cmd.opts<{
   registryUrl: string;
   imageCatalog?: string;
   pinScriptClient: boolean;
+  scriptClientIdentity: 'known-address' | 'first-address';
   injectBootstate: boolean;
 }>();
 const log = newLogger('bootserver');
@@ -80,6 +89,7 @@ const stack = await startSignalStack({
     registryUrl,
     catalog: () => catalog,
     pinScriptClient: o.pinScriptClient,
+    scriptClientIdentity: o.scriptClientIdentity,
     injectBootstateUnit: o.injectBootstate,
     ignition: oci.ignition,
     oci: { images: oci.images, cache: oci.cache },

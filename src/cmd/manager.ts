@@ -236,10 +236,10 @@ function command(): Command {
     .addOption(
       new Option(
         '--script-client-identity <how>',
-        'who gets an attempt script: known-address (only the addresses the server registered; the first fetcher while none are known) or first-address (the first fetcher; for networks that NAT the hosts, and simulated hosts)',
+        "who gets an attempt script or HTTP-boot file: known-address (the server's own registered addresses where they identify it — unique and not behind a NAT —, never another server's address; else the first fetcher) or first-address (the first fetcher alone)",
       )
         .choices(['known-address', 'first-address'])
-        .default('first-address'),
+        .default('known-address'),
     )
     .option(
       '--bootserver-url <url>',

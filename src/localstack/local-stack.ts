@@ -292,8 +292,9 @@ export class LocalStack {
         `--bootserver-url=${bootServerUrl}`,
         `--metrics-port=${metricsPort}`,
         `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
-        // On QEMU user networking every VM reaches the host as 127.0.0.1, not as the address it registered.
-        `--script-client-identity=${network ? 'known-address' : 'first-address'}`,
+        // The default --script-client-identity=known-address on every network: on QEMU user
+        // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
+        // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
         ...images.managerArgs,
         ...(opts.managerArgs ?? []),
       ];

@@ -4,7 +4,8 @@
  * - `POST /register` `{"systemUUID", "data": {...}}` + `Authorization: Bearer <token>` of the
  *   server's current DISCOVERY attempt (its SBC is controlled by the Server) → 201 stored (200 when
  *   identical to what is stored). The payload lands in `Server.status.registration` before the
- *   answer, and `RegistrationReceived` is set on the current SBC. A claim attempt's token is refused
+ *   answer, with the source address seen (`clientAddress`; the boot server tells a NAT from it,
+ *   bootserver/client-identity.ts), and `RegistrationReceived` is set on the current SBC. A claim attempt's token is refused
  *   (403 `NotDiscovery`): a tenant cannot rewrite the inventory (S11). Bodies over 64 KiB are 413,
  *   `data` nested deeper than {@link MAX_REGISTRATION_DEPTH} is 400 `TooDeep`.
  * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none).
@@ -31,6 +32,7 @@ import type { FastifyRequest } from 'fastify';
 import { Registry } from 'prom-client';
 import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
 import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
+import { clientAddress } from '../bootsignals/client-address.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
 import { isDiscoveryAttempt } from '../bootsignals/power-intent.js';
@@ -153,10 +155,12 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
       requireDiscovery(auth);
       const server = auth.target.server;
       const previous = server.status?.registration?.data;
+      const from = clientAddress(req.socket.remoteAddress);
       const changed = !isDeepStrictEqual(previous, body.data);
-      if (changed) {
+      if (changed || server.status?.registration?.clientAddress !== from) {
         const registration = {
           receivedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+          clientAddress: from,
           data: body.data,
         };
         const ops = server.status
@@ -169,7 +173,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
         } catch (err) {
           apiFailure(err, 'storing the registration');
         }
-        if (previous) {
+        if (previous && changed) {
           opts.events.event(
             { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
             'Normal',

@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { httpBootFileUrl } from '../../src/api/v1alpha1/boot-method.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { clientAddress, knownAddresses } from '../../src/bootserver/http-boot.js';
+import { knownAddresses } from '../../src/bootserver/client-identity.js';
 import { DEFAULT_EFI_STUB, UkiBuilder, ukiObjcopyArgs } from '../../src/bootserver/uki.js';
+import { clientAddress } from '../../src/bootsignals/client-address.js';
 
 const MiB = 1024 * 1024;
 

@@ -76,6 +76,8 @@ export async function seedBootTarget(
     withIgnition?: boolean;
     flow?: 'discovery' | 'claim';
     powerOnRecorded?: boolean;
+    /** `spec.bootMethod` of the SBC (default: none, i.e. PXE). */
+    bootMethod?: 'PXE' | 'HTTPBoot';
   } = {},
 ): Promise<Seeded> {
   const uuid = opts.uuid ?? randomUUID();
@@ -140,6 +142,7 @@ export async function seedBootTarget(
       image: opts.image ?? TEST_IMAGE,
       bootAttempt: 1,
       bootPolicy: opts.policy ?? 'NetBootAlways',
+      ...(opts.bootMethod ? { bootMethod: opts.bootMethod } : {}),
       callbackSecretRef: { name: secretName },
       ...(opts.withIgnition ? { ignitionSecretRef: { name: `${sbcName}-ignition` } } : {}),
     },

@@ -102,6 +102,8 @@ describe('end to end on the bridged test network (dnsmasq, BIOS + UEFI)', { time
     assert.ok(token.length >= 16, 'the attempt has a token');
     const res = net.requestFrom(leaseOf(b), `${net.bootServerUrl}/ipxe/${a.spec.systemUUID}`);
     assert.equal(res.status, 403, res.body);
+    // Refused for being B's address (client identity), not only because A's fetch pinned the script.
+    assert.match(res.body, /UnknownClient/);
     assert.ok(!res.body.includes(token), 'no token in the answer');
     const refused = managerLines(stack).filter(
       (l) => l.systemUUID === a.spec.systemUUID && l.client === leaseOf(b) && /refused/.test(l.msg ?? ''),

@@ -1,10 +1,11 @@
 /**
  * End to end, UEFI HTTP boot on the bridged test network: a UEFI VM (OVMF) discovered over iPXE is
- * claimed with `bootMethod: HTTPBoot`. The claim controller sets the BMC override `UefiHttp` with
- * `Boot.HttpBootUri` at the attempt's boot file; the virtual BMC makes the firmware fetch that URI
- * (dnsmasq offers it to the VM's MAC); OVMF's HTTP boot client downloads the UKI built from the VM
- * kernel + initramfs with the attempt's command line; the booted OS fetches its ignition and posts
- * `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
+ * claimed with `bootMethod: HTTPBoot` and an OCI image of the local registry the stack runs. The
+ * claim controller sets the BMC override `UefiHttp` with `Boot.HttpBootUri` at the attempt's boot
+ * file; the virtual BMC makes the firmware fetch that URI (dnsmasq offers it to the VM's MAC);
+ * OVMF's HTTP boot client downloads the UKI the boot server built from the image's kernel and
+ * initramfs layers (pulled through its blob cache) with the attempt's command line; the booted OS
+ * fetches its ignition and posts `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
  * NetBootOnce a later power-on boots from disk.
  */
 import assert from 'node:assert/strict';
@@ -16,7 +17,6 @@ import { httpBootFileUrl } from '../../src/api/v1alpha1/boot-method.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import type { TestNetwork } from '../../src/localstack/test-network.js';
-import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
 import {
   assertBootedAttempt1,
@@ -53,13 +53,15 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('an HTTPBoot claim boots the UKI to Booted=True with all three signals for attempt 1', async () => {
+  it('an HTTPBoot claim of an OCI image boots the UKI to Booted=True with all three signals for attempt 1', async () => {
     const name = server.metadata.name!;
+    const image = stack.images.osImage;
+    assert.match(image, /^[^/]+:\d+\/metal\//, 'an OCI reference into the local registry');
     await claimAndWaitBooted(
       stack,
       'hb',
       name,
-      { image: OS_IMAGE, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' },
+      { image, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' },
       400_000,
     );
     const sbc = await assertBootedAttempt1(stack, 'hb', name, [
@@ -68,6 +70,12 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
       'BootStateReceived',
     ]);
     assert.equal(sbc.spec.bootMethod, 'HTTPBoot', 'copied from the claim');
+    assert.equal(sbc.status?.image?.reference, image, 'resolved as an OCI image');
+    assert.match(sbc.status?.image?.digest ?? '', /^sha256:/);
+    assert.ok(
+      sbc.status?.image?.kernel && sbc.status.image.initrd,
+      'kernel and initrd layers of the attempt',
+    );
     const lease = net.leases().find((l) => l.mac === stack.hosts[0]!.identity.macAddress)!;
     const served = managerLines(stack).filter(
       (l) => l.msg === 'HTTP boot file served' && l.systemUUID === server.spec.systemUUID,

@@ -183,6 +183,13 @@ export const ServerStatus = Type.Object(
       Type.Object(
         {
           receivedAt: DateTime({ description: 'When the registry stored this payload.' }),
+          clientAddress: Type.Optional(
+            Type.String({
+              maxLength: 64,
+              description:
+                'The source address the registry saw the registration come from. When it is not one of the addresses the payload reports, a NAT sits between host and signal servers and the boot server does not identify the host by those addresses (it pins boot files to their first client instead).',
+            }),
+          ),
           data: Type.Unsafe<Record<string, unknown>>({
             type: 'object',
             'x-kubernetes-preserve-unknown-fields': true,
