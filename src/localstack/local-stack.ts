@@ -10,7 +10,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type pino from 'pino';
+import { pino } from 'pino';
 import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { KubeClient } from '../runtime/client.js';
@@ -367,7 +367,9 @@ export class LocalStack {
     let silent: SilentVmError | undefined;
     // A watch, not a LIST every 100 ms: at thousands of Servers the polling alone would load the
     // API server the benchmarks measure. The returned Servers are complete (managedFields stripped).
-    const informer = new Informer<Server>(this.client, Resources.Server, {});
+    const informer = new Informer<Server>(this.client, Resources.Server, {
+      log: this.opts.log ?? pino({ level: 'silent' }),
+    });
     await informer.start();
     try {
       await waitFor(`${count} servers Available`, timeoutMs, async () => {
