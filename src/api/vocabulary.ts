@@ -93,6 +93,8 @@ export const ConditionType = {
   Released: 'Released',
   // Server
   Discovered: 'Discovered',
+  /** The cleanup boot after the last release erased the disks (src/controllers/cleanup.ts). */
+  Cleaned: 'Cleaned',
   PowerActionPending: 'PowerActionPending',
   // ServerBootConfiguration (besides the boot signals)
   Ready: 'Ready',
@@ -200,6 +202,26 @@ export const DiscoveredReason = {
 } as const;
 
 /** Reasons of the Server's `PowerActionPending` condition (besides the BMC failure reasons). */
+/**
+ * Reasons of the Server's `Cleaned` condition (the cleanup boot on release, src/controllers/cleanup.ts;
+ * metal3's automated cleaning, MAAS's erase on release). False while the Server must not be bound.
+ */
+export const CleanedReason = {
+  /** Released; the cleanup attempt is under way. */
+  Cleaning: 'Cleaning',
+  WaitingForBootConfiguration: 'WaitingForBootConfiguration',
+  CleanupTimedOut: 'CleanupTimedOut',
+  NetbootNotObserved: 'NetbootNotObserved',
+  /** Every cleanup attempt timed out: state Error, not claimable until retried. */
+  CleanupAttemptsExhausted: 'CleanupAttemptsExhausted',
+  /** `automatedCleaningMode: metadata`, but the manager has no `--cleanup-image`: stays Cleaning. */
+  CleanupImageNotConfigured: 'CleanupImageNotConfigured',
+  /** The cleanup image reported completion (True). */
+  CleanupCompleted: 'CleanupCompleted',
+  /** Released without a cleanup boot (disabled): the disks are as the last tenant left them. */
+  CleanupDisabled: 'CleanupDisabled',
+} as const;
+
 export const PowerReason = {
   WaitingForPowerOn: 'WaitingForPowerOn',
   WaitingForPowerOff: 'WaitingForPowerOff',
@@ -257,10 +279,14 @@ export const EventReason = {
   // Server
   Reserved: 'Reserved',
   DiscoveryRetry: 'DiscoveryRetry',
-  DiscoveryStarted: 'DiscoveryStarted',
   DiscoveryTimedOut: 'DiscoveryTimedOut',
   DiscoveryAttemptsExhausted: 'DiscoveryAttemptsExhausted',
   Discovered: 'Discovered',
+  CleanupStarted: 'CleanupStarted',
+  CleanupTimedOut: 'CleanupTimedOut',
+  CleanupAttemptsExhausted: 'CleanupAttemptsExhausted',
+  CleanupCompleted: 'CleanupCompleted',
+  CleanupRetry: 'CleanupRetry',
   PowerOn: 'PowerOn',
   PowerOff: 'PowerOff',
   BootStarted: 'BootStarted',

@@ -5,7 +5,9 @@
  *   `/ipxe/${uuid}` (iPXE expands `${uuid}`).
  * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
- *   A local-boot script when the server has no boot configuration, and for a NetBootOnce
+ *   A local-boot script when the server has no boot configuration (confirmed by a live read; 503
+ *   `BootConfigurationPending` + `Retry-After` instead while the Server has an attempt in progress
+ *   whose SBC the cache does not show yet, see attempt-in-progress.ts), and for a NetBootOnce
  *   configuration whose claim completed (`BootCompleted`), so a BIOS boot order with network first
  *   cannot re-provision it. Firmware cannot authenticate, so the token in the script is protected
  *   three times: the client must not be refused by its address (client-identity.ts: 403
@@ -34,6 +36,7 @@
 import { createReadStream, statSync } from 'node:fs';
 import { Registry } from 'prom-client';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { BootSignal, ConditionType, EventReason, SignalReason } from '../api/vocabulary.js';
 import { type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
@@ -47,6 +50,11 @@ import { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BlobCache } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
+import type { Informer } from '../runtime/informer.js';
+import {
+  BOOT_CONFIGURATION_PENDING_RETRY_SECONDS,
+  LiveBootConfigurationCheck,
+} from './attempt-in-progress.js';
 import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { registerBlobRoute } from './blob-route.js';
 import { bootImageFor } from './boot-image.js';
@@ -64,6 +72,11 @@ export interface BootServerOptions extends SignalServerOptions {
   registryUrl: string;
   /** The current image catalog (a function, so a ConfigMap-backed catalog can change at run time). */
   catalog: () => ImageCatalog;
+  /**
+   * ServerClaims from a cache (the manager's informer when the boot server runs in its process): a
+   * claim that already shows the power-on of its attempt there is not read again (power-intent.ts).
+   */
+  claims?: Informer<ServerClaim>;
   /** Hand an attempt's script or HTTP-boot file only to the first client address that fetched it (default true). */
   pinScriptClient?: boolean;
   /**
@@ -95,7 +108,8 @@ const uuidParam = {
 export async function startBootServer(opts: BootServerOptions): Promise<RunningServer> {
   const metrics = opts.metrics ?? new Registry();
   const resolver = new BootTargetResolver(opts, metrics);
-  const intents = new PowerIntentGate(opts.client);
+  const intents = new PowerIntentGate(opts.client, opts.claims);
+  const liveCheck = new LiveBootConfigurationCheck(opts.client);
   const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;
   const identity = new ClientIdentity(opts.servers, opts.scriptClientIdentity ?? 'known-address');
@@ -112,11 +126,26 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     let target = resolver.resolve(uuid);
     const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
     if (!target.sbc) {
-      log.info('no boot configuration: local boot');
-      return reply.type('text/plain').send(localBootScript('no boot configuration'));
+      // The cache may lag the attempt this host was powered on for: ask the API server first.
+      const live = await liveCheck.read(target.server);
+      if (!live.sbc && live.attemptInProgress) {
+        log.info('boot configuration of the attempt in progress not visible yet: retry');
+        throw new HttpError(
+          503,
+          'BootConfigurationPending',
+          'the server has a boot attempt in progress whose boot configuration is not visible yet',
+          BOOT_CONFIGURATION_PENDING_RETRY_SECONDS,
+        );
+      }
+      if (!live.sbc) {
+        log.info('no boot configuration: local boot');
+        return reply.type('text/plain').send(localBootScript('no boot configuration'));
+      }
+      target = { uuid, server: live.server, sbc: live.sbc, callback: undefined };
     }
-    if (provisioned(target.sbc)) {
-      log.info({ sbc: target.sbc.metadata.name }, 'NetBootOnce configuration already booted: local boot');
+    const current = target.sbc;
+    if (current && provisioned(current)) {
+      log.info({ sbc: current.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
     if (!resolver.consistent(target)) target = await resolver.refresh(target);

@@ -8,22 +8,26 @@
  * attempt bookkeeping of the SBC's controller owner, whose `attempt` is the SBC's `spec.bootAttempt`
  * (one numbering, DESIGN.md §6a). The intent of the SBC's current attempt is recorded when
  * - owner Server (discovery): `status.discovery.poweredOnAt` is set and `status.discovery.attempt`
- *   equals `spec.bootAttempt`;
+ *   equals `spec.bootAttempt`; the same of `status.cleanup` for the cleanup boot after a release
+ *   (SBC label `metal.ironcore.dev/boot-purpose: cleanup`);
  * - owner ServerClaim: the same of `status.boot`.
  * A hand-made SBC (upstream's shape: no controller owner of these kinds) is not gated: this operator
  * never powers its server on, so there is no intent to wait for; the script pin still applies.
  *
  * The owner is read from the API (a cache may lag the intent by the time the host fetches; the
- * Server's cached copy is used when it already shows the intent); concurrent fetches for one SBC
+ * Server's cached copy is used when it already shows the intent, and so is the claim's when the
+ * boot server is given a claims cache); concurrent fetches for one SBC
  * share one read ({@link SingleFlight} without pacing: a remembered "not yet" could refuse the host
  * that fetches right after its power-on). Polling therefore costs at most one owner read per
  * concurrent flight; refusals do not spend the per-address 401 budget, because hosts behind one
  * address (NAT, a relay, simulated hosts) must not lock each other out of their scripts.
  */
+import { BOOT_PURPOSE_CLEANUP, BOOT_PURPOSE_LABEL } from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import type { KubeClient } from '../runtime/client.js';
+import type { Informer } from '../runtime/informer.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import { apiFailure } from './boot-target.js';
 import { HttpError } from './http-error.js';
@@ -36,9 +40,19 @@ function controllerOwner(sbc: ServerBootConfiguration) {
   return sbc.metadata.ownerReferences?.find((r) => r.controller);
 }
 
-/** The owner's bookkeeping of its current attempt (`status.discovery` of a Server, `status.boot` of a claim). */
-function attemptBook(kind: string, owner: KObject): { attempt?: number; poweredOnAt?: string } | undefined {
-  if (kind === 'Server') return (owner as Server).status?.discovery;
+/** True when the SBC is a Server's cleanup boot (label {@link BOOT_PURPOSE_LABEL}). */
+export function isCleanupAttempt(sbc: ServerBootConfiguration): boolean {
+  return sbc.metadata.labels?.[BOOT_PURPOSE_LABEL] === BOOT_PURPOSE_CLEANUP;
+}
+
+/** The owner's bookkeeping of its current attempt (`status.discovery` / `status.cleanup` of a Server, `status.boot` of a claim). */
+function attemptBook(
+  kind: string,
+  owner: KObject,
+  sbc: ServerBootConfiguration,
+): { attempt?: number; poweredOnAt?: string } | undefined {
+  if (kind === 'Server')
+    return isCleanupAttempt(sbc) ? (owner as Server).status?.cleanup : (owner as Server).status?.discovery;
   if (kind === 'ServerClaim') return (owner as ServerClaim).status?.boot;
   return undefined;
 }
@@ -47,19 +61,23 @@ function attemptBook(kind: string, owner: KObject): { attempt?: number; poweredO
 export function intentRecorded(sbc: ServerBootConfiguration, owner: KObject | undefined): boolean {
   const ref = controllerOwner(sbc);
   if (!ref || !owner || owner.metadata.uid !== ref.uid) return false;
-  const book = attemptBook(ref.kind, owner);
+  const book = attemptBook(ref.kind, owner, sbc);
   return !!book?.poweredOnAt && book.attempt === (sbc.spec.bootAttempt ?? 1);
 }
 
-/** True when the SBC's controller owner is a Server: the attempt is a discovery attempt. */
+/** True when the SBC's controller owner is a Server and it is no cleanup boot: a discovery attempt. */
 export function isDiscoveryAttempt(sbc: ServerBootConfiguration): boolean {
-  return controllerOwner(sbc)?.kind === 'Server';
+  return controllerOwner(sbc)?.kind === 'Server' && !isCleanupAttempt(sbc);
 }
 
 export class PowerIntentGate {
   private readonly flights = new SingleFlight<KObject | undefined>(0);
 
-  constructor(private readonly client: KubeClient) {}
+  constructor(
+    private readonly client: KubeClient,
+    /** Cached claims: one that shows the intent already is not read again. */
+    private readonly claims?: Informer<ServerClaim>,
+  ) {}
 
   /**
    * Resolves when the power-on of `sbc`'s current attempt is recorded, or at once for a hand-made
@@ -71,6 +89,8 @@ export class PowerIntentGate {
     if (intentRecorded(sbc, cachedServer)) return;
     const ref = controllerOwner(sbc);
     if (ref?.kind !== 'Server' && ref?.kind !== 'ServerClaim') return;
+    if (ref.kind === 'ServerClaim' && intentRecorded(sbc, this.claims?.get(ref.name, sbc.metadata.namespace)))
+      return;
     const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
     const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
     const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {

@@ -48,7 +48,7 @@ export interface SignalSources {
 
 /** Creates (not starts) the informers the signal servers read. */
 export function signalSources(client: KubeClient, log: Logger, events?: EventRecorder): SignalSources {
-  return {
+  const sources: SignalSources = {
     client,
     servers: new Informer<Server>(client, Resources.Server, {
       indexers: { [SERVER_UUID_INDEX]: serverUUIDIndexer },
@@ -62,6 +62,13 @@ export function signalSources(client: KubeClient, log: Logger, events?: EventRec
     }),
     events: events ?? new EventRecorder(client, 'metal-signals', { log }),
   };
+  // A callback right after another one of the same attempt then sees that write (no 409, no re-read).
+  client.onObject((obj) => {
+    sources.servers.observe(obj);
+    sources.sbcs.observe(obj);
+    sources.secrets.observe(obj);
+  });
+  return sources;
 }
 
 export interface SignalStackOptions {

@@ -193,6 +193,26 @@ function command(): Command {
         String(d.discoveryMaxAttempts),
       ),
     )
+    .option(
+      '--cleanup-image <image>',
+      'image (catalog name or OCI reference) booted after every release before the Server is Available again (automated cleaning); none: released Servers are Available at once',
+    )
+    .addOption(
+      dur(
+        '--cleanup-timeout <duration>',
+        'per-attempt deadline of the cleanup boot (Go duration)',
+        d.cleanupTimeoutMs,
+      ),
+    )
+    .addOption(
+      opt(
+        '--cleanup-max-attempts <n>',
+        'cleanup attempts before a released Server goes to Error (CleanupAttemptsExhausted)',
+        POSITIVE_INT,
+        d.cleanupMaxAttempts,
+        String(d.cleanupMaxAttempts),
+      ),
+    )
     .addOption(
       new Option(
         '--callback-auth <mode>',
@@ -363,6 +383,9 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     bootMaxAttempts: number;
     discoveryTimeout: number;
     discoveryMaxAttempts: number;
+    cleanupImage?: string;
+    cleanupTimeout: number;
+    cleanupMaxAttempts: number;
     callbackAuth: CallbackAuth;
     requireServerSelection: boolean;
     imageCatalog?: string;
@@ -438,6 +461,9 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       bootMaxAttempts: o.bootMaxAttempts,
       discoveryTimeoutMs: o.discoveryTimeout,
       discoveryMaxAttempts: o.discoveryMaxAttempts,
+      cleanupImage: o.cleanupImage || undefined,
+      cleanupTimeoutMs: o.cleanupTimeout,
+      cleanupMaxAttempts: o.cleanupMaxAttempts,
       powerActionResendMs: o.powerResendAfter,
       bmcResyncMs: o.bmcResync,
       bmcMaxSystems: o.bmcMaxSystems,
@@ -567,6 +593,7 @@ export async function runManager(
   const bootServer = await startBootServer({
     ...sources,
     tls,
+    claims: setup.claims,
     log: log.child({ component: 'bootserver' }),
     host: cfg.bootServer.host,
     port: cfg.bootServer.port,

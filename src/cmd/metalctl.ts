@@ -58,6 +58,10 @@ const machineOpts = () => [
     '--network <network>',
     'user: QEMU user networking; bridge: a namespace with a bridge and dnsmasq (needs root); default: bridge where allowed',
   ).choices(['user', 'bridge', 'auto']),
+  new Option(
+    '--cleanup',
+    "cleanup boot on release: the manager gets --cleanup-image with the pushed metal/cleanup:latest (erases each disk's first and last MiB)",
+  ),
 ];
 
 local
@@ -76,6 +80,7 @@ local
   .addOption(machineOpts()[0]!)
   .addOption(machineOpts()[1]!)
   .addOption(machineOpts()[2]!)
+  .addOption(machineOpts()[3]!)
   .addOption(
     new Option(
       '--bmc-profile <vendor>',
@@ -95,6 +100,7 @@ local
   .addOption(machineOpts()[0]!)
   .addOption(machineOpts()[1]!)
   .addOption(machineOpts()[2]!)
+  .addOption(machineOpts()[3]!)
   .addOption(new Option('--bmc-profile <vendor>').choices(Object.keys(VENDOR_PROFILES)))
   .action(async (o) => localServe(o));
 

@@ -48,6 +48,14 @@ export interface ControllerConfig {
   discoveryTimeoutMs: number;
   discoveryMaxAttempts: number;
   /**
+   * Image booted after every release (`--cleanup-image`, a catalog name or OCI reference); undefined:
+   * no cleanup boot unless a Server asks for one (src/controllers/cleanup.ts).
+   */
+  cleanupImage?: string;
+  /** Per-attempt deadline of the cleanup boot, ms. */
+  cleanupTimeoutMs: number;
+  cleanupMaxAttempts: number;
+  /**
    * How long a requested power state may take to show in the BMC's `PowerState` before the action is
    * sent again, ms. Longer than the slowest BMC transition (boot-flow case C09: 90 s).
    */
@@ -91,6 +99,8 @@ export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
   bootMaxAttempts: 3,
   discoveryTimeoutMs: 10 * 60_000,
   discoveryMaxAttempts: 3,
+  cleanupTimeoutMs: 30 * 60_000,
+  cleanupMaxAttempts: 3,
   powerActionResendMs: 120_000,
   bmcResyncMs: 10 * 60_000,
   bmcMaxSystems: DEFAULT_MAX_SYSTEMS_PER_BMC,

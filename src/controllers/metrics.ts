@@ -7,7 +7,7 @@ import * as prom from 'prom-client';
 const BOOT_BUCKETS = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800];
 
 /** Which flow an attempt belongs to. */
-export type BootFlow = 'claim' | 'discovery';
+export type BootFlow = 'claim' | 'discovery' | 'cleanup';
 
 export class BootMetrics {
   /** `metal_boot_signal_seconds{flow,signal}`: power-on of an attempt to a signal of that attempt. */

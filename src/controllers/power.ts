@@ -124,11 +124,12 @@ export class PowerActions {
       return { reached: false, state, requeueAfterMs: 2_000, pending };
     }
     const h = this.o.connections.forServer(server);
+    let after: PowerState | undefined;
     try {
       const res = goal === 'On' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.forceOff(h.systemUri);
       this.sent.set(name, { goal, at: now });
       this.log(server).info({ goal, sent: res.sent, observed: res.observed }, 'power action sent');
-      if (res.sent) await this.refresh(server);
+      if (res.sent) after = await this.refresh(server);
       if (res.sent)
         this.o.events.event(
           { ...server, ...SERVER_EVENT },
@@ -140,6 +141,11 @@ export class PowerActions {
       const f = classifyBmcFailure(err);
       if (f.maybeApplied) this.sent.set(name, { goal, at: now });
       return this.failed(server, `requesting ${goal}`, f);
+    }
+    // The BMC reports the goal already (most ForceOffs): nothing is pending, nothing to write twice.
+    if (after === goal) {
+      await this.setPending(server, undefined);
+      return { reached: true, state: after };
     }
     const pending = `${goal} requested at ${new Date(now).toISOString()}; BMC reports ${state}`;
     await this.setPending(server, { reason: waitingFor(goal), message: pending, since: now });
@@ -153,7 +159,13 @@ export class PowerActions {
    */
   async boot(
     server: Server,
-    opts: { netboot: boolean; observed: PowerState; via?: NetbootVia },
+    opts: {
+      netboot: boolean;
+      observed: PowerState;
+      via?: NetbootVia;
+      /** What the boot is for, leading the Event's message (`discovery attempt 1/3`). */
+      purpose?: string;
+    },
   ): Promise<BootActionResult> {
     const name = server.metadata.name ?? '';
     const refused = this.duplicate(server);
@@ -187,7 +199,7 @@ export class PowerActions {
         { ...server, ...SERVER_EVENT },
         'Normal',
         EventReason.BootStarted,
-        `${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
+        `${opts.purpose ? `${opts.purpose}: ` : ''}${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
       );
       return { ok: true, sent: res.sent, overrideSet };
     } catch (err) {
@@ -201,13 +213,15 @@ export class PowerActions {
 
   /**
    * Reads and records `PowerState` once right after an action, so `status.powerState` does not show
-   * the state before it until the next reconcile. Best effort: a failed read changes nothing.
+   * the state before it until the next reconcile. Best effort: a failed read changes nothing
+   * (undefined).
    */
-  private async refresh(server: Server): Promise<void> {
+  private async refresh(server: Server): Promise<PowerState | undefined> {
     try {
-      await this.observe(server);
+      return await this.observe(server);
     } catch (err) {
       this.log(server).debug({ err }, 'PowerState not re-read after the action');
+      return undefined;
     }
   }
 

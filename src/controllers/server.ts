@@ -15,6 +15,8 @@
  *   False `DiscoveryAttemptsExhausted`. The annotation `metal.ironcore.dev/operation: retry` on a
  *   Server in Error starts discovery again.
  * - Available: kept powered off.
+ * - Cleaning: after a release, when the cleanup boot applies (cleanup.ts): Available only after the
+ *   cleanup image reported completion; exhausted attempts: state Error (`Cleaned=False`).
  * - Reserved: while `spec.serverClaimRef` is set; the ServerClaim controller drives power. The
  *   claim controller acts only after it sees Reserved, which this controller writes in a reconcile
  *   of its own: so an Available-state power-off can never race a claim's power-on.
@@ -34,6 +36,7 @@ import {
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { conditionTransition } from '../runtime/condition-writer.js';
 import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -52,6 +55,7 @@ import {
   type Wording,
 } from './boot-attempt/index.js';
 import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
+import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
@@ -92,9 +96,11 @@ class ServerReconciler {
   private readonly cfg: ControllerConfig;
   private readonly baseLog: pino.Logger;
   private readonly taints: TaintActions;
+  private readonly cleanup: CleanupActions;
 
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
+    this.cleanup = new CleanupActions({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'server' });
   }
@@ -105,7 +111,52 @@ class ServerReconciler {
    * the registry's registration) change the resourceVersion all the time without invalidating the
    * decision. A failed precondition surfaces as a 409, which the controller retries quietly.
    */
-  private async patchStatus(s: Server, status: Record<string, unknown>): Promise<Server> {
+  private async patchStatus(
+    s: Server,
+    status: Record<string, unknown>,
+    cond?: { type: string; status: 'True' | 'False'; reason: string; message: string },
+  ): Promise<Server> {
+    // The first write is a merge patch guarded by the resourceVersion: no ops to ride along.
+    const together =
+      cond && s.status?.state !== undefined ? this.conditionOps(s, cond) : cond ? undefined : [];
+    if (cond && !together) {
+      // Not stored yet (or unchanged): its own server-side apply, first, as the other writers do.
+      await this.discovered(s, cond.status, cond.reason, cond.message);
+    }
+    return this.patchStatusOps(s, status, together ?? []);
+  }
+
+  /**
+   * JSON-patch ops replacing the stored condition of `cond.type` in place (a `test` of its type at
+   * that index guards against concurrent list changes): the condition rides in the status write of
+   * the same reconcile instead of a request of its own. `[]` when the stored one already says the
+   * same; undefined when there is none (the caller applies it on its own).
+   */
+  private conditionOps(
+    s: Server,
+    cond: { type: string; status: 'True' | 'False'; reason: string; message: string },
+  ): unknown[] | undefined {
+    const conds = s.status?.conditions ?? [];
+    const i = conds.findIndex((c) => c.type === cond.type);
+    if (i < 0) return undefined;
+    const generation = s.metadata.generation ?? 0;
+    const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());
+    if (lastTransitionTime === undefined) return [];
+    return [
+      { op: 'test', path: `/status/conditions/${i}/type`, value: cond.type },
+      {
+        op: 'replace',
+        path: `/status/conditions/${i}`,
+        value: { ...cond, observedGeneration: generation, lastTransitionTime },
+      },
+    ];
+  }
+
+  private async patchStatusOps(
+    s: Server,
+    status: Record<string, unknown>,
+    extra: unknown[],
+  ): Promise<Server> {
     const name = s.metadata.name ?? '';
     const cur = (s.status ?? {}) as Record<string, unknown>;
     if (cur.state === undefined) {
@@ -121,11 +172,13 @@ class ServerReconciler {
     const ops: unknown[] = [{ op: 'test', path: '/status/state', value: cur.state }];
     if (cur.discovery !== undefined)
       ops.push({ op: 'test', path: '/status/discovery', value: cur.discovery });
+    if (cur.cleanup !== undefined) ops.push({ op: 'test', path: '/status/cleanup', value: cur.cleanup });
     for (const [k, v] of Object.entries(status)) {
       if (v === null) {
         if (cur[k] !== undefined) ops.push({ op: 'remove', path: `/status/${k}` });
       } else ops.push({ op: 'add', path: `/status/${k}`, value: v });
     }
+    ops.push(...extra);
     try {
       return await this.o.client.jsonPatch<Server>(Resources.Server, name, undefined, ops, {
         subresource: 'status',
@@ -162,6 +215,9 @@ class ServerReconciler {
 
     if (await this.o.duplicates.check(server)) return undefined;
     if (server.spec.serverClaimRef) return this.reserved(server, state, log);
+    // Released by its claim (which cleared serverClaimRef and bootConfigurationRef): before the
+    // maintenance rule, so a cordon cannot skip the cleanup boot.
+    if (state === 'Reserved') return this.cleanup.release(server, log);
     const maintenance = await this.taints.maintenance(server, state, log);
     if (maintenance) return maintenance;
     if (state === 'Maintenance') return undefined;
@@ -173,18 +229,8 @@ class ServerReconciler {
         return this.initial(server, log);
       case 'Discovery':
         return this.discovery(server, log);
-      case 'Reserved': {
-        // Released by its claim (which cleared serverClaimRef and bootConfigurationRef).
-        await this.patchStatus(server, { state: 'Available' });
-        log.info('released by its claim: Available');
-        this.o.events.event(
-          eventObject(server),
-          'Normal',
-          EventReason.Released,
-          'no longer claimed; Available',
-        );
-        return undefined;
-      }
+      case 'Cleaning':
+        return this.cleanup.run(server, log);
       case 'Available':
         return this.available(server);
       default:
@@ -206,11 +252,14 @@ class ServerReconciler {
       return undefined;
     }
     await this.removeDiscoveryConfiguration(server);
+    await this.cleanup.removeConfiguration(server);
     return undefined;
   }
 
   private async retry(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
-    if (state === 'Error' || state === 'Discovery') {
+    if (state === 'Error' && cleanupPending(server)) {
+      await this.cleanup.retry(server, log);
+    } else if (state === 'Error' || state === 'Discovery') {
       await this.removeDiscoveryConfiguration(server);
       await this.patchStatus(server, { state: 'Initial', discovery: null });
       log.info('retry requested: discovery starts again');
@@ -250,13 +299,8 @@ class ServerReconciler {
       discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
     });
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
+    // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
-    this.o.events.event(
-      eventObject(server),
-      'Normal',
-      EventReason.DiscoveryStarted,
-      `discovery attempt 1/${this.cfg.discoveryMaxAttempts}`,
-    );
     return undefined;
   }
 
@@ -288,7 +332,12 @@ class ServerReconciler {
       before: bookOf(d, this.cfg.discoveryTimeoutMs),
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) => this.o.power.boot(current, { netboot: true, observed }),
+        boot: (observed) =>
+          this.o.power.boot(current, {
+            netboot: true,
+            observed,
+            purpose: discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts),
+          }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -300,19 +349,20 @@ class ServerReconciler {
         // The phase alone is no reason to write: it rides along with the next real change.
         const next = discoveryOf(book);
         const stored = current.status?.discovery;
-        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
-          current = await this.patchStatus(current, { discovery: next });
         const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
         const waiting =
           step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
         if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
-        if (outcome)
-          await this.discovered(
-            current,
-            outcome.status === 'True' ? 'True' : 'False',
-            discoveryReason(step, outcome),
-            outcome.message,
-          );
+        const cond = outcome && {
+          type: DISCOVERED_CONDITION,
+          status: outcome.status === 'True' ? ('True' as const) : ('False' as const),
+          reason: discoveryReason(step, outcome),
+          message: outcome.message,
+        };
+        // One request for the book and the condition where the condition is stored already.
+        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
+          current = await this.patchStatus(current, { discovery: next }, cond);
+        else if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
       },
     });
     for (const e of carried.events) {
@@ -376,18 +426,17 @@ class ServerReconciler {
     log: pino.Logger,
   ): Promise<Result | undefined> {
     const hw = hardwareFromRegistration(server.status?.registration?.data);
-    // Condition first: whoever sees Available also sees why.
-    await this.discovered(
+    // Condition with the state (or first): whoever sees Available also sees why.
+    const updated = await this.patchStatus(
       server,
-      'True',
-      DiscoveredReason.Registered,
-      `registration received in attempt ${d.attempt}`,
+      { ...hw, state: 'Available', discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed } },
+      {
+        type: DISCOVERED_CONDITION,
+        status: 'True',
+        reason: DiscoveredReason.Registered,
+        message: `registration received in attempt ${d.attempt}`,
+      },
     );
-    const updated = await this.patchStatus(server, {
-      ...hw,
-      state: 'Available',
-      discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
-    });
     if (d.deadline) {
       const poweredOn = Date.parse(d.deadline) - this.cfg.discoveryTimeoutMs;
       this.o.bootMetrics.completionSeconds.observe(
@@ -417,6 +466,7 @@ class ServerReconciler {
 
   private async available(server: Server): Promise<Result | undefined> {
     await this.removeDiscoveryConfiguration(server);
+    await this.cleanup.removeConfiguration(server);
     const p = await this.o.power.ensure(server, 'Off');
     return { requeueAfterMs: p.reached ? this.cfg.serverResyncMs : (p.requeueAfterMs ?? 5_000) };
   }

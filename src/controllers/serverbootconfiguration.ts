@@ -13,6 +13,12 @@
  * "no ignition configured" (the boot server then serves the callback-only config, see
  * `callbackOnlyIgnition`).
  *
+ * The verdict is written in one request (condition, state and image together) and only when it
+ * differs from the status. A Ready verdict is not re-evaluated until the SBC's generation (a new
+ * attempt or spec edit) or the image catalog changes: the signals rewrite the status several times
+ * per attempt and none of that changes it (Secrets are not watched either way; an Error verdict
+ * is rechecked on a timer).
+ *
  * A hand-made SBC (no `callbackSecretRef`) first gets its callback Secret and token
  * (handmade-boot-configuration.ts); it is evaluated once that is referenced.
  */
@@ -24,16 +30,18 @@ import { IgnitionTools } from '../ignition/ignition-tools.js';
 import { IgnitionError, IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { KubeClient } from '../runtime/client.js';
+import { conditionTransition } from '../runtime/condition-writer.js';
+import { findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
-import { Resources } from '../runtime/resource.js';
+import { apiVersionOf, Resources } from '../runtime/resource.js';
 import { SBC_READY_CONDITION } from './boot-configuration.js';
 import { resolveSbcImage } from './boot-image-resolution.js';
 import { isHandMade, issueCallbackSecret } from './handmade-boot-configuration.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
-import { applyOwnedCondition } from './owned-conditions.js';
+import { CONTROLLER_COMPONENT } from './owned-conditions.js';
 
 /** How often an SBC in Error because of a missing Secret is looked at again, ms (Secrets are not watched). */
 const SECRET_RECHECK_MS = 5_000;
@@ -76,6 +84,9 @@ class ServerBootConfigurationReconciler {
   /** Images resolved by this process and perhaps not in the informer yet (uid → image), so a quick
    *  second reconcile does not ask the registry again. */
   private readonly recent = new Map<string, SBCImageStatus>();
+  /** uid → `verdictKey` of the Ready verdict this process wrote (bounded, oldest out). */
+  private readonly readyFor = new Map<string, string>();
+  private catalogEpoch = 0;
   private readonly log: pino.Logger;
 
   constructor(private readonly o: ServerBootConfigurationControllerOptions) {
@@ -163,73 +174,117 @@ class ServerBootConfigurationReconciler {
       const issued = await issueCallbackSecret(o.client, sbc, o.labels ?? {});
       return issued ? undefined : { requeueAfterMs: SECRET_RECHECK_MS };
     }
+    // Signals change the status many times per attempt; none of that changes the verdict.
+    if (this.readyFor.get(sbc.metadata.uid ?? '') === this.verdictKey(sbc) && isReadyNow(sbc))
+      return undefined;
     const v = await this.evaluate(sbc);
     const l = this.log.child({
       namespace: sbc.metadata.namespace,
       name: sbc.metadata.name,
       server: sbc.spec.serverRef?.name,
     });
-    if (v.image && v.resolvedNow) await this.recordImage(sbc, v.image, l);
-    // Condition first: whoever sees the state also finds its reason.
-    await applyOwnedCondition(o.client, Resources.ServerBootConfiguration, sbc, {
-      type: SBC_READY_CONDITION,
-      status: v.state === 'Ready' ? 'True' : 'False',
-      reason: v.reason,
-      message: v.message,
-    });
-    if (sbc.status?.state !== v.state) {
-      await o.client.mergePatch(
-        Resources.ServerBootConfiguration,
-        req.name,
-        req.namespace,
-        { status: { state: v.state } },
-        { subresource: 'status' },
-      );
-      l.info({ state: v.state, reason: v.reason }, 'boot configuration evaluated');
-      o.events.event(
-        { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
-        v.state === 'Ready' ? 'Normal' : 'Warning',
-        v.state === 'Ready' ? 'BootConfigurationReady' : v.reason,
-        v.message,
-      );
-    }
+    await this.writeVerdict(sbc, v);
+    this.recordEvents(sbc, v, l);
+    const uid = sbc.metadata.uid ?? '';
+    if (v.state === 'Ready' && !v.recheck) {
+      if (this.readyFor.size >= 10_000) this.readyFor.delete(this.readyFor.keys().next().value!);
+      this.readyFor.set(uid, this.verdictKey(sbc));
+    } else this.readyFor.delete(uid);
     return v.recheck ? { requeueAfterMs: v.recheckMs ?? SECRET_RECHECK_MS } : undefined;
   }
 
-  /** Writes `status.image` (before the Ready condition, so a Ready SBC names its digests). */
-  private async recordImage(
-    sbc: ServerBootConfiguration,
-    image: SBCImageStatus,
-    l: pino.Logger,
-  ): Promise<void> {
-    const o = this.o;
-    const cleared = {
-      manifest: null,
-      kernel: null,
-      initrd: null,
-      squashfs: null,
-      uki: null,
-      commandLine: null,
-      pullSecret: null,
-    };
-    await o.client.mergePatch(
-      Resources.ServerBootConfiguration,
-      sbc.metadata.name ?? '',
-      sbc.metadata.namespace,
-      { status: { image: { ...cleared, ...image } } },
-      { subresource: 'status' },
-    );
-    l.info(
-      { image: image.reference, digest: image.digest, attempt: image.bootAttempt },
-      'image resolved for the attempt',
-    );
-    o.events.event(
-      { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' },
-      'Normal',
-      EventReason.ImageResolved,
-      `attempt ${image.bootAttempt}: ${image.reference} resolved to ${image.digest}`,
+  /**
+   * One Event per step: `ImageResolved` when the image was resolved for the attempt (saying Ready
+   * too when the state becomes Ready with it), else one for a changed state.
+   */
+  private recordEvents(sbc: ServerBootConfiguration, v: Verdict, l: pino.Logger): void {
+    const ev = { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' };
+    const changed = sbc.status?.state !== v.state;
+    if (changed) l.info({ state: v.state, reason: v.reason }, 'boot configuration evaluated');
+    if (v.image && v.resolvedNow) {
+      const img = v.image;
+      l.info(
+        { image: img.reference, digest: img.digest, attempt: img.bootAttempt },
+        'image resolved for the attempt',
+      );
+      const ready = changed && v.state === 'Ready' ? '; boot configuration Ready' : '';
+      this.o.events.event(
+        ev,
+        'Normal',
+        EventReason.ImageResolved,
+        `attempt ${img.bootAttempt}: ${img.reference} resolved to ${img.digest}${ready}`,
+      );
+      if (ready) return;
+    }
+    if (!changed) return;
+    this.o.events.event(
+      ev,
+      v.state === 'Ready' ? 'Normal' : 'Warning',
+      v.state === 'Ready' ? 'BootConfigurationReady' : v.reason,
+      v.message,
     );
   }
+
+  /** What a Ready verdict depends on besides Secrets (which are not watched): the spec and the catalog. */
+  private verdictKey(sbc: ServerBootConfiguration): string {
+    return `${sbc.metadata.generation ?? 0}/${this.catalogEpoch}`;
+  }
+
+  /** Forgets the Ready verdicts (the image catalog changed: names may resolve differently). */
+  catalogChanged(): void {
+    this.catalogEpoch++;
+    this.readyFor.clear();
+  }
+
+  /**
+   * Writes the verdict in one request: the `Ready` condition, `status.state` and `status.image`
+   * together (server-side apply, field manager `metal-operator-Ready`), so whoever sees the state
+   * also finds its reason and a Ready SBC names its digests. Nothing is sent when all three are
+   * already stored.
+   */
+  private async writeVerdict(sbc: ServerBootConfiguration, v: Verdict): Promise<void> {
+    const generation = sbc.metadata.generation ?? 0;
+    const cond = {
+      type: SBC_READY_CONDITION,
+      status: v.state === 'Ready' ? ('True' as const) : ('False' as const),
+      reason: v.reason,
+      message: v.message,
+    };
+    const lastTransitionTime = conditionTransition(sbc.status?.conditions, cond, generation, new Date());
+    const imageChanged = !!v.image && v.resolvedNow;
+    if (lastTransitionTime === undefined && sbc.status?.state === v.state && !imageChanged) return;
+    const stored = findCondition(sbc.status?.conditions, SBC_READY_CONDITION);
+    await this.o.client.apply(
+      Resources.ServerBootConfiguration,
+      {
+        apiVersion: apiVersionOf(Resources.ServerBootConfiguration),
+        kind: 'ServerBootConfiguration',
+        metadata: { name: sbc.metadata.name, namespace: sbc.metadata.namespace },
+        status: {
+          state: v.state,
+          ...(v.image ? { image: v.image } : {}),
+          conditions: [
+            {
+              ...cond,
+              observedGeneration: Math.max(generation, stored?.observedGeneration ?? 0),
+              lastTransitionTime: lastTransitionTime ?? stored?.lastTransitionTime,
+            },
+          ],
+        },
+      },
+      { subresource: 'status', fieldManager: `${CONTROLLER_COMPONENT}-${SBC_READY_CONDITION}`, force: true },
+    );
+  }
+}
+
+/** The status says Ready for the current generation (the condition and the state). */
+function isReadyNow(sbc: ServerBootConfiguration): boolean {
+  const c = findCondition(sbc.status?.conditions, SBC_READY_CONDITION);
+  return (
+    sbc.status?.state === 'Ready' &&
+    c?.status === 'True' &&
+    (c.observedGeneration ?? 0) >= (sbc.metadata.generation ?? 0)
+  );
 }
 
 export function newServerBootConfigurationController(
@@ -244,6 +299,7 @@ export function newServerBootConfigurationController(
   });
   c.watches(o.sbcs);
   o.catalog.onChange(() => {
+    r.catalogChanged();
     for (const s of o.sbcs.list())
       c.enqueue({ name: s.metadata.name ?? '', namespace: s.metadata.namespace });
   });

@@ -267,7 +267,7 @@ class ServerClaimReconciler {
     );
   }
 
-  /** The Server bound to `claim`: from the index, or — right after binding, before the cache caught up — read fresh. */
+  /** The Server bound to `claim`: from the index, else from the informer (its own-write view shows a binding made right now), else read fresh. */
   private async boundServer(claim: ServerClaim): Promise<Server | undefined> {
     const key = `${claim.metadata.namespace}/${claim.metadata.name}`;
     const [indexed] = this.o.servers.byIndex(SERVER_BY_CLAIM_INDEX, key);
@@ -277,6 +277,15 @@ class ServerClaimReconciler {
     }
     const ref = this.recentBinds.get(key) ?? claim.spec.serverRef?.name;
     if (!ref) return undefined;
+    // The informer's get() has this process's own binding write even while the watch lags it (and
+    // bindings of an earlier leader came with the first list): only a Server it lacks is read.
+    const known = this.o.servers.get(ref);
+    if (known) {
+      const k = known.spec.serverClaimRef;
+      if (k && `${k.namespace}/${k.name}` === key) return known;
+      this.recentBinds.delete(key);
+      return undefined;
+    }
     const fresh = await this.o.client.get<Server>(Resources.Server, ref);
     const r = fresh?.spec.serverClaimRef;
     if (r && `${r.namespace}/${r.name}` === key) return fresh;

@@ -12,7 +12,8 @@
  * - The taint {@link MAINTENANCE_TAINT_KEY} (any value, any effect; what `metalctl cordon` sets): an
  *   unclaimed Server in Available, Error or just released goes to state `Maintenance`, where nothing
  *   is powered, discovered or bound; without the taint (`metalctl uncordon`) it returns to
- *   `Available` (or `Initial` when it was never discovered). A claimed Server stays with its claim
+ *   `Available` (or `Initial` when it was never discovered, `Cleaning` when a cleanup boot is still
+ *   owed, cleanup.ts). A claimed Server stays with its claim
  *   until released, unless the effect is `Evict`.
  */
 import type pino from 'pino';
@@ -25,6 +26,7 @@ import type { Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import { Resources } from '../runtime/resource.js';
 import type { BootConfigurations } from './boot-configuration.js';
+import { cleanupPending } from './cleanup.js';
 import type { PowerActions } from './power.js';
 import { taintText, tolerates } from './server-selection.js';
 
@@ -61,7 +63,8 @@ export function maintenanceTransition(server: Server, state: ServerState): Serve
   if (tainted && (state === 'Available' || state === 'Error' || state === 'Reserved')) return 'Maintenance';
   if (!tainted && state === 'Maintenance') {
     const discovered = findCondition(server.status?.conditions, ConditionType.Discovered)?.status === 'True';
-    return discovered || server.status?.registration ? 'Available' : 'Initial';
+    if (!discovered && !server.status?.registration) return 'Initial';
+    return cleanupPending(server) ? 'Cleaning' : 'Available';
   }
   return undefined;
 }

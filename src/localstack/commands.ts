@@ -72,6 +72,8 @@ export interface MachineShape {
   firmware?: Firmware;
   bootMethod?: 'pxe' | 'http' | 'auto';
   network?: 'user' | 'bridge' | 'auto';
+  /** Cleanup boot on release with the pushed cleanup image (`--cleanup-image`). */
+  cleanup?: boolean;
 }
 
 export async function localServe(
@@ -107,6 +109,7 @@ export async function localServe(
       bootMethod: o.bootMethod ?? 'auto',
       network: o.network ?? 'auto',
       ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
+      ...(o.cleanup ? { cleanup: true } : {}),
     });
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
@@ -198,6 +201,7 @@ export async function localUp(
         ...(o.firmware ? ['--firmware', o.firmware] : []),
         ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
         ...(o.network ? ['--network', o.network] : []),
+        ...(o.cleanup ? ['--cleanup'] : []),
         ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },

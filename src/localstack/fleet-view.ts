@@ -76,7 +76,10 @@ export function serversTable(s: FleetSnapshot, now = Date.now(), opts: { wide?: 
     const claimObj = claim
       ? s.claims.find((c) => c.metadata.name === claim.name && c.metadata.namespace === claim.namespace)
       : undefined;
-    const poweredOn = claimObj?.status?.boot?.poweredOnAt;
+    // A Server's own boot (the cleanup after a release) counts from its own power-on.
+    const poweredOn =
+      claimObj?.status?.boot?.poweredOnAt ??
+      (srv.status?.state === 'Cleaning' ? srv.status.cleanup?.poweredOnAt : undefined);
     const r = base[i]!;
     // serverRows: NAME SYSTEMUUID BMC STATE POWER CLAIM [wide…] PROBLEM; the signal columns go before PROBLEM.
     return [

@@ -6,7 +6,9 @@
  *
  * - `<host>/metal/os:latest`, the example claim's image;
  * - `<host>/os-image:latest`, upstream's sample ServerClaim (`image: os-image:latest`) with only its
- *   image host rewritten.
+ *   image host rewritten;
+ * - `<host>/metal/cleanup:latest`, the cleanup image (same layers, `metal.erase=metadata` in its
+ *   `commandLine`: it erases the disks before it reports), for `--cleanup-image`.
  *
  * The image catalog stays as the plain-file alternative (`metal/os:latest` etc., vm-artefacts.ts).
  */
@@ -14,9 +16,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pushBootImage } from '../oci/push.js';
 import { OciRegistry } from './oci-registry.js';
+import { CLEANUP_CMDLINE } from './vm-artefacts.js';
 
 export const LOCAL_OS_REPOSITORY = 'metal/os';
 export const UPSTREAM_SAMPLE_REPOSITORY = 'os-image';
+export const LOCAL_CLEANUP_REPOSITORY = 'metal/cleanup';
 
 export interface LocalImages {
   registry: OciRegistry;
@@ -24,6 +28,8 @@ export interface LocalImages {
   osImage: string;
   /** `127.0.0.1:<port>/os-image:latest` */
   sampleImage: string;
+  /** `127.0.0.1:<port>/metal/cleanup:latest` */
+  cleanupImage: string;
   /** Manager flags that allow the registry (plain HTTP on loopback). */
   managerArgs: string[];
 }
@@ -51,10 +57,16 @@ export async function startLocalImages(
     };
     for (const repository of [LOCAL_OS_REPOSITORY, UPSTREAM_SAMPLE_REPOSITORY])
       await pushBootImage({ registryUrl: registry.url, repository }, image, 'latest');
+    await pushBootImage(
+      { registryUrl: registry.url, repository: LOCAL_CLEANUP_REPOSITORY },
+      { ...image, commandLine: `${commandLine}${CLEANUP_CMDLINE}` },
+      'latest',
+    );
     return {
       registry,
       osImage: `${registry.host}/${LOCAL_OS_REPOSITORY}:latest`,
       sampleImage: `${registry.host}/${UPSTREAM_SAMPLE_REPOSITORY}:latest`,
+      cleanupImage: `${registry.host}/${LOCAL_CLEANUP_REPOSITORY}:latest`,
       managerArgs: [
         `--allowed-registries=${registry.host}`,
         `--insecure-registries=${registry.host}`,

@@ -76,6 +76,8 @@ export interface LocalStackOptions {
   signalReplicas?: number;
   /** Called with every request each virtual BMC answered (`bmc`: its index). */
   onBmcRequest?: (bmc: number, r: RequestRecord) => void;
+  /** Run the cleanup boot on release: the manager gets `--cleanup-image` = the pushed `metal/cleanup:latest`. */
+  cleanup?: boolean;
 }
 
 /** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
@@ -148,7 +150,7 @@ export class LocalStack {
     const cp = await ControlPlane.start({ garbageCollector: true });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
-      say('starting the OCI registry on loopback and pushing the boot image (docker-registry)');
+      say('starting the OCI registry on loopback and pushing the boot images (docker-registry)');
       const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
       cleanup.unshift(() => images.registry.stop());
       const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
@@ -296,6 +298,7 @@ export class LocalStack {
         // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
         // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
         ...images.managerArgs,
+        ...(opts.cleanup ? [`--cleanup-image=${images.cleanupImage}`] : []),
         ...(opts.managerArgs ?? []),
       ];
       const metricsUrl = `http://127.0.0.1:${metricsPort}`;

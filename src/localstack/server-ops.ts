@@ -6,7 +6,8 @@
  *   an unclaimed Server goes to `Maintenance`; `Evict` also releases its claim): src/controllers/taints.ts.
  * - uncordon: removes that taint (back to `Available`).
  * - retry: annotation `metal.ironcore.dev/operation=retry` on a ServerClaim (a new series of boot
- *   attempts) or a Server (discovery starts again from Error).
+ *   attempts) or a Server (discovery starts again from Error; the cleanup boot, when its
+ *   attempts put the Server in Error).
  *
  * Every function resolves a one-line result or throws an `OpError` with the reason (exit code 1, or
  * 2 for bad input); the taint list is written with the Server's resourceVersion (a concurrent change

@@ -4,7 +4,8 @@
  *
  * - {@link binaryQuantity}: bytes as a Kubernetes binary quantity (`17179869184` → `16Gi`).
  * - {@link serverProblems}: the PROBLEM column: why a Server is not simply usable (a pending or
- *   failed power action, cordoned, tainted, unclaimable, a duplicated UUID, an unusable BMC, Error).
+ *   failed power action, cordoned, tainted, unclaimable, a duplicated UUID, an unusable BMC, Error
+ *   (its reason: discovery's or the cleanup boot's), a cleanup boot that is stuck).
  * - {@link serverRows}: `get servers` rows (`-o wide` adds hardware columns).
  * - {@link describeServer}: `describe server` text (hardware, NICs with MAC/IP/speed, disks, BMC,
  *   taints, conditions, last Events).
@@ -14,7 +15,7 @@ import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
-import { ConditionType } from '../api/vocabulary.js';
+import { CleanedReason, ConditionType } from '../api/vocabulary.js';
 import { MAINTENANCE_TAINT_KEY, taintText } from '../controllers/taints.js';
 
 /** A core/v1 Event as `describe` shows it. */
@@ -63,9 +64,19 @@ export function serverProblems(server: Server, bmc?: BMC): string[] {
   if (ready?.status === 'False') out.push(`bmc:${ready.reason}`);
   const pending = cond(c, ConditionType.PowerActionPending);
   if (pending?.status === 'True') out.push(`power:${pending.reason}`);
+  const cleaned = cond(c, ConditionType.Cleaned);
+  const cleanupFailed =
+    cleaned?.status === 'False' && cleaned.reason === CleanedReason.CleanupAttemptsExhausted;
   if (server.status?.state === 'Error') {
-    out.push(`error:${cond(c, ConditionType.Discovered)?.reason ?? 'unknown'}`);
+    out.push(`error:${(cleanupFailed ? cleaned : cond(c, ConditionType.Discovered))?.reason ?? 'unknown'}`);
   }
+  // A cleanup that is not simply under way (timed out, image missing, no image configured).
+  if (
+    server.status?.state === 'Cleaning' &&
+    cleaned?.status === 'False' &&
+    cleaned.reason !== CleanedReason.Cleaning
+  )
+    out.push(`cleanup:${cleaned.reason}`);
   for (const t of server.spec.taints ?? []) {
     out.push(
       t.key === MAINTENANCE_TAINT_KEY ? `cordoned${t.value ? `:${t.value}` : ''}` : `tainted:${taintText(t)}`,

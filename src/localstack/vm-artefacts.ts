@@ -1,8 +1,9 @@
 /**
  * Boot artefacts of the local test machines: runs `hack/install-packages.sh` (Debian packages, once)
  * and `hack/build-vm-artefacts.sh` (kernel + busybox initramfs, cached), and writes the image catalog
- * that names them: `metal/probe:latest` (discovery) and `metal/os:latest` (a claim's OS), the same
- * kernel and initramfs told apart by `metal.mode`.
+ * that names them: `metal/probe:latest` (discovery), `metal/os:latest` (a claim's OS) and
+ * `metal/cleanup:latest` (the cleanup boot on release: erases the disks, then reports), the same
+ * kernel and initramfs told apart by `metal.mode` and `metal.erase` (hack/vm/init).
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -13,6 +14,13 @@ export const PROBE_IMAGE = 'metal/probe:latest';
 export const OS_IMAGE = 'metal/os:latest';
 /** An OS that fetches its ignition but never reports `/bootstate` (for timeout and retry tests). */
 export const SILENT_OS_IMAGE = 'metal/os-silent:latest';
+/** The cleanup image: erases the first and last MiB of every disk, checks, then posts `/bootstate`. */
+export const CLEANUP_IMAGE = 'metal/cleanup:latest';
+/** Kernel arguments that make the initramfs the cleanup image (hack/vm/init `metal.erase`). */
+export const CLEANUP_CMDLINE = ' metal.erase=metadata';
+/** An OS that writes {@link DISK_MARKER} to its disk (a tenant's data, for the cleanup tests). */
+export const MARKER_OS_IMAGE = 'metal/os-disk-marker:latest';
+export const DISK_MARKER = 'metal-tenant-data-7f3c9a';
 
 /** Installs what is missing and returns the folder holding `vmlinuz` and `initramfs.cpio.gz`. */
 export function buildVmArtefacts(): string {
@@ -46,6 +54,10 @@ export function writeImageCatalog(dir: string, file: string): string {
       entry('os'),
       `  ${SILENT_OS_IMAGE}:`,
       entry('os', ' metal.callback=skip'),
+      `  ${CLEANUP_IMAGE}:`,
+      entry('os', CLEANUP_CMDLINE),
+      `  ${MARKER_OS_IMAGE}:`,
+      entry('os', ` metal.disk-marker=${DISK_MARKER}`),
       '',
     ].join('\n'),
   );

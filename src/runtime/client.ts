@@ -179,6 +179,8 @@ export class KubeClient {
    * bump the version of a no-op update or patch).
    */
   private readonly versions = new Map<string, string>();
+  /** Called with every object a single-object GET, create, update or patch answered (see {@link onObject}). */
+  private readonly objectListeners: ((obj: KObject) => void)[] = [];
 
   /**
    * Reads the current context of `kc`. Credentials and TLS material are loaded once (lazily, on the
@@ -200,6 +202,17 @@ export class KubeClient {
     this.dynamicAuth = !!(user?.authProvider || user?.exec);
     this.maxConnections = opts.maxConnections ?? 128;
     this.limiter = new TokenBucketRateLimiter({ qps: opts.qps ?? 0, burst: opts.burst });
+  }
+
+  /**
+   * Registers `fn` for every object this client receives from a single-object GET, create, update,
+   * patch or apply (not lists, watches or deletes): the Manager hands them to its informers, whose
+   * `get()` then serves the newest version this process has seen (client-go's `MutationCache`) —
+   * without it a reconcile that follows its own write reads the older cached version, writes again
+   * for nothing or is refused with 409. `fn` must not modify the object (it is the caller's answer).
+   */
+  onObject(fn: (obj: KObject) => void): void {
+    this.objectListeners.push(fn);
   }
 
   /** The object, or undefined on 404. */
@@ -594,6 +607,8 @@ export class KubeClient {
         this.limiter.succeeded();
         const out = text ? JSON.parse(text) : undefined;
         if (this.metrics) this.noteWrite(spec, out, origin);
+        if (spec.verb !== 'list' && spec.verb !== 'delete' && this.objectListeners.length)
+          this.tellObject(out);
         return out;
       }
       const err = httpError(spec.method, path, res.statusCode, text, res.headers);
@@ -605,6 +620,12 @@ export class KubeClient {
       }
       throw err;
     }
+  }
+
+  private tellObject(out: unknown): void {
+    const obj = out as KObject | undefined;
+    if (!obj?.metadata?.resourceVersion || !obj.kind || obj.kind.endsWith('List')) return;
+    for (const fn of this.objectListeners) fn(obj);
   }
 
   private observe(spec: RequestSpec, status: number, t0: number, origin: string): void {

@@ -20,13 +20,19 @@
  * {@link stripManagedFields}, as controller-runtime's `cache.TransformStripManagedFields`): the cache
  * holds what readers use, not the server's bookkeeping. A PUT of a cached object leaves
  * `managedFields` as they are (an absent field is not a reset; only `[]` resets them).
+ *
+ * `observe()` takes an object this process just received from the API server (a write's answer):
+ * `get()` returns it while the watch has not delivered that version yet (client-go's
+ * `MutationCache`), so a reconcile or a callback that follows a write in this process sees it and
+ * does not write again for nothing or get a 409. `list()`, `byIndex()` and the handlers see the
+ * watched versions only.
  */
 import type pino from 'pino';
 import { Backoff, sleep } from './backoff.js';
 import { ApiError, type KubeClient } from './client.js';
 import { newLogger } from './logger.js';
 import type { RuntimeMetrics } from './metrics.js';
-import { type KObject, objectKey, type ResourceType } from './resource.js';
+import { apiVersionOf, type KObject, objectKey, type ResourceType } from './resource.js';
 
 export type InformerEvent = 'add' | 'update' | 'delete';
 /**
@@ -69,6 +75,15 @@ export function stripManagedFields<T extends KObject>(obj: T): T {
   return obj;
 }
 
+/** Objects kept by `observe()` ahead of the watch, at most (oldest out); the watch normally drains them in ms. */
+const MAX_OBSERVED = 10_000;
+
+/** `a` is a later resourceVersion than `b` (etcd's are integers; anything else is never "later"). */
+function laterVersion(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d{1,30}$/.test(a) || !/^\d{1,30}$/.test(b)) return false;
+  return a.length !== b.length ? a.length > b.length : a > b;
+}
+
 /** Counters for tests and diagnostics. */
 export interface InformerStats {
   /** Completed full LISTs (the first sync included). */
@@ -84,6 +99,8 @@ export interface InformerStats {
 export class Informer<T extends KObject> {
   readonly stats: InformerStats = { lists: 0, watches: 0, gone: 0, errors: 0 };
   private readonly store = new Map<string, T>();
+  /** key → a later version than `store` has, from `observe()`; dropped once the watch catches up. */
+  private readonly observed = new Map<string, T>();
   private readonly byNamespace = new Map<string, Set<string>>();
   private readonly indexers = new Map<string, (obj: T) => string[]>();
   /** index → value → keys */
@@ -157,9 +174,38 @@ export class Informer<T extends KObject> {
     return this.rv;
   }
 
-  /** From the cache, no API call. `namespace` is ignored for cluster-scoped kinds. */
+  /**
+   * From the cache, no API call: the watched version, or a later one this process received
+   * (`observe()`). `namespace` is ignored for cluster-scoped kinds.
+   */
   get(name: string, namespace?: string): T | undefined {
-    return this.store.get(this.rt.namespaced && namespace ? `${namespace}/${name}` : name);
+    const key = this.rt.namespaced && namespace ? `${namespace}/${name}` : name;
+    const cached = this.store.get(key);
+    const later = this.observed.get(key);
+    if (!later) return cached;
+    if (cached && laterVersion(later.metadata.resourceVersion, cached.metadata.resourceVersion)) return later;
+    this.observed.delete(key);
+    return cached;
+  }
+
+  /**
+   * Offers an object received from the API server outside the watch (a write's answer). Kept for
+   * `get()` when it is a cached object of this kind (same key and uid) at a later resourceVersion; ignored
+   * otherwise (objects outside this informer's selector never enter). Not modified: a transformed
+   * copy is kept.
+   */
+  observe(obj: KObject): void {
+    if (obj.kind !== this.rt.kind || obj.apiVersion !== apiVersionOf(this.rt)) return;
+    const key = objectKey(obj);
+    const cached = this.store.get(key);
+    if (!cached || cached.metadata.uid !== obj.metadata.uid) return;
+    const newest = this.observed.get(key) ?? cached;
+    if (!laterVersion(obj.metadata.resourceVersion, newest.metadata.resourceVersion)) return;
+    const transform = this.opts.transform === undefined ? stripManagedFields : this.opts.transform;
+    const copy = structuredClone(obj) as T;
+    this.observed.delete(key);
+    this.observed.set(key, transform ? transform(copy) : copy);
+    if (this.observed.size > MAX_OBSERVED) this.observed.delete(this.observed.keys().next().value!);
   }
 
   /** Cached objects, of one namespace when given. */
@@ -375,6 +421,9 @@ export class Informer<T extends KObject> {
     const transform = this.opts.transform === undefined ? stripManagedFields : this.opts.transform;
     const obj = transform ? transform(received) : received;
     this.store.set(key, obj);
+    const later = this.observed.get(key);
+    if (later && !laterVersion(later.metadata.resourceVersion, obj.metadata.resourceVersion))
+      this.observed.delete(key);
     if (!old && this.rt.namespaced) {
       const ns = obj.metadata.namespace ?? '';
       const set = this.byNamespace.get(ns);
@@ -390,6 +439,7 @@ export class Informer<T extends KObject> {
     const cached = this.store.get(key);
     if (!cached) return;
     this.store.delete(key);
+    this.observed.delete(key);
     if (this.rt.namespaced) {
       const ns = cached.metadata.namespace ?? '';
       const set = this.byNamespace.get(ns);

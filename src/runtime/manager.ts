@@ -78,6 +78,9 @@ export class Manager {
       metrics: this.metrics,
     });
     this.events = new EventRecorder(this.client, opts.name, { log: this.log });
+    this.client.onObject((obj) => {
+      for (const inf of this.informers.values()) inf.observe(obj);
+    });
     const le = opts.leaderElection;
     if (le) {
       this.elector = new LeaderElector(this.client, {

@@ -254,7 +254,8 @@ export class QemuHost implements Host {
   readonly workDir: string;
   /** The VM's serial console (kernel and `metal:` lines of the test image), appended across power cycles. */
   readonly serialLogPath: string;
-  private readonly diskPath: string;
+  /** The raw disk image of the VM (sparse file). */
+  readonly diskPath: string;
   private readonly qmpPath: string;
   private readonly ownsWorkDir: boolean;
   private run: Run | undefined;

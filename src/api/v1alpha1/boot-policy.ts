@@ -21,3 +21,11 @@ export const OPERATION_RETRY = 'retry';
 
 /** Annotation on a ServerBootConfiguration: the owner's key of the attempt `spec.bootAttempt` currently is. */
 export const ATTEMPT_KEY_ANNOTATION = 'metal.ironcore.dev/attempt-key';
+
+/**
+ * Label on a ServerBootConfiguration owned by a Server: `cleanup` marks the cleanup boot after a
+ * release (bookkeeping in the Server's `status.cleanup`, no registration writes); without it a
+ * Server-owned SBC is a discovery boot (`status.discovery`).
+ */
+export const BOOT_PURPOSE_LABEL = 'metal.ironcore.dev/boot-purpose';
+export const BOOT_PURPOSE_CLEANUP = 'cleanup';

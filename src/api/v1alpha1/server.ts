@@ -3,7 +3,10 @@
  *
  * Additions to upstream (all optional): `status.registration` (the probe agent's registration
  * payload, persisted so it survives restarts; upstream keeps it in memory) and `status.discovery`
- * (the discovery attempt and its deadline, so bounded discovery survives manager restarts).
+ * (the discovery attempt and its deadline, so bounded discovery survives manager restarts),
+ * `spec.automatedCleaningMode` (metal3's BareMetalHost field and values: `metadata` | `disabled`),
+ * the state `Cleaning` and `status.cleanup` (the cleanup boot run on release, bookkept like
+ * discovery; src/controllers/cleanup.ts).
  */
 
 import { Protocol } from './bmc.js';
@@ -22,7 +25,7 @@ import {
   Type,
 } from './schema.js';
 
-/** Upstream server states (metal-operator `ServerState`). */
+/** Upstream server states (metal-operator `ServerState`), and `Cleaning`. */
 export const SERVER_STATES = [
   'Initial',
   'Discovery',
@@ -30,8 +33,14 @@ export const SERVER_STATES = [
   'Reserved',
   'Error',
   'Maintenance',
+  // Not upstream: the cleanup boot after a release (src/controllers/cleanup.ts).
+  'Cleaning',
 ] as const;
 export type ServerState = (typeof SERVER_STATES)[number];
+
+/** Values of `spec.automatedCleaningMode`, metal3's (`metadata`: erase, `disabled`: skip). */
+export const AUTOMATED_CLEANING_MODES = ['metadata', 'disabled'] as const;
+export type AutomatedCleaningMode = (typeof AUTOMATED_CLEANING_MODES)[number];
 
 const Taint = Type.Object(
   {
@@ -89,6 +98,12 @@ export const ServerSpec = Type.Object(
         default: 'Recycle',
         description:
           'Recycle: Available right after release; Retain: Released until serverClaimRef is removed.',
+      }),
+    ),
+    automatedCleaningMode: Type.Optional(
+      StringEnum(AUTOMATED_CLEANING_MODES, {
+        description:
+          "Cleanup boot on release (metal3's BareMetalHost field): metadata = boot the manager's --cleanup-image after every release and become Available only once it reported completion (refused while no cleanup image is configured); disabled = Available right after release, disks as the last tenant left them. Unset: metadata when the manager has a --cleanup-image, else disabled.",
       }),
     ),
     taints: Type.Optional(Type.Array(Taint, { description: 'Taints restricting which claims may bind.' })),
@@ -172,7 +187,9 @@ export const ServerStatus = Type.Object(
     powerState: Type.Optional(Type.String({ description: 'Observed power state (Redfish PowerState).' })),
     indicatorLED: Type.Optional(Type.String()),
     state: Type.Optional(
-      Type.String({ description: 'Initial, Discovery, Available, Reserved, Error or Maintenance.' }),
+      Type.String({
+        description: 'Initial, Discovery, Available, Reserved, Cleaning, Error or Maintenance.',
+      }),
     ),
     totalSystemMemory: Type.Optional(Quantity({ description: 'Memory in bytes.' })),
     networkInterfaces: Type.Optional(Type.Array(NetworkInterface)),
@@ -224,6 +241,30 @@ export const ServerStatus = Type.Object(
           ),
         },
         { description: 'Progress of bounded discovery.' },
+      ),
+    ),
+    cleanup: Type.Optional(
+      Type.Object(
+        {
+          attempt: Type.Integer({ minimum: 0, description: 'Cleanup attempt number, starting at 1.' }),
+          attemptStartedAt: Type.Optional(DateTime()),
+          poweredOnAt: Type.Optional(DateTime({ description: 'When the current attempt was powered on.' })),
+          netbootDeadline: Type.Optional(
+            DateTime({ description: 'When the current attempt must have fetched its script.' }),
+          ),
+          deadline: Type.Optional(DateTime({ description: 'When the current cleanup attempt times out.' })),
+          completedAt: Type.Optional(
+            DateTime({ description: 'When the cleanup image reported completion.' }),
+          ),
+          image: Type.Optional(Type.String({ description: 'The cleanup image booted.' })),
+          phase: Type.Optional(
+            Type.String({ description: 'Phase of the attempt (see ServerClaim status.boot.phase).' }),
+          ),
+        },
+        {
+          description:
+            'Progress of the cleanup boot after the last release (state Cleaning); kept once done, replaced at the next release.',
+        },
       ),
     ),
   },

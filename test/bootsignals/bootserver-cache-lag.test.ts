@@ -1,0 +1,104 @@
+/**
+ * The boot server's SBC cache lags the controllers (seen under load in bench:fleet: hosts powered on
+ * for a Ready SBC were sent to local boot and waited out the 10 min discovery timeout). Here the
+ * stack's SBC informer is stopped before the objects are made, so its cache never shows them: a host
+ * of an attempt in progress gets its script (the SBC read live) or 503 + Retry-After, never the
+ * local-boot script; a host without an attempt still gets local boot.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { KubeClient } from '../../src/runtime/client.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { waitFor } from '../harness/control-plane.js';
+import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+import {
+  deleteSeededServers,
+  newTestClient,
+  type Seeded,
+  seedBootTarget,
+  startTestStack,
+} from './fixture.js';
+
+// A file run on its own started a private control plane: stop it, or the process never exits.
+after(releaseSharedCluster);
+
+let client: KubeClient;
+let stack: Awaited<ReturnType<typeof startTestStack>>;
+let ns: { name: string; cleanup(): Promise<void> };
+
+/** Waits until the stack's (running) Server and Secret informers show the seeded objects and the power-on. */
+async function serverCached(s: Seeded): Promise<void> {
+  await waitFor(
+    'Server (with its power-on) and Secret cached',
+    10_000,
+    () =>
+      !!stack.sources.servers.get(s.server.metadata.name!)?.status?.discovery?.poweredOnAt &&
+      !!stack.sources.secrets.get(s.secretName, ns.name),
+  );
+}
+
+describe('boot server while its SBC cache lags', () => {
+  before(async () => {
+    const kc = (await sharedCluster()).kubeConfig();
+    client = newTestClient(kc);
+    ns = await testNamespace(kc, 'bootlag');
+    stack = await startTestStack(kc);
+    stack.sources.sbcs.stop();
+    await stack.sources.sbcs.stopped();
+  });
+  after(async () => {
+    await stack?.close();
+    if (ns && client) await deleteSeededServers(client, ns.name);
+    await ns?.cleanup();
+    await client?.close();
+  });
+
+  it('an attempt in progress whose SBC the cache lacks gets its script (the SBC read live)', async () => {
+    const s = await seedBootTarget(client, ns.name);
+    await serverCached(s);
+    assert.equal(stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name), undefined, 'cache lags');
+    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    assert.match(text, /^kernel /m);
+    assert.doesNotMatch(text, /^exit$/m);
+  });
+
+  it('an attempt in progress whose SBC is not readable yet: 503 BootConfigurationPending + Retry-After', async () => {
+    const s = await seedBootTarget(client, ns.name);
+    await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, ns.name);
+    await serverCached(s);
+    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const body = (await res.json()) as { reason: string };
+    assert.equal(res.status, 503);
+    assert.equal(body.reason, 'BootConfigurationPending');
+    assert.equal(res.headers.get('retry-after'), '2');
+  });
+
+  it('a claimed server whose claim recorded the power-on: 503, not local boot', async () => {
+    const s = await seedBootTarget(client, ns.name, { flow: 'claim' });
+    await client.mergePatch(Resources.Server, s.server.metadata.name!, undefined, {
+      spec: {
+        serverClaimRef: { name: s.claim!.metadata.name, namespace: ns.name },
+        bootConfigurationRef: null,
+      },
+    });
+    await waitFor(
+      'Server cached without its ref',
+      10_000,
+      () => !stack.sources.servers.get(s.server.metadata.name!)?.spec.bootConfigurationRef,
+    );
+    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    assert.equal(res.status, 503, await res.text());
+  });
+
+  it('no attempt in progress and no SBC: still the local-boot script', async () => {
+    const s = await seedBootTarget(client, ns.name, { powerOnRecorded: false });
+    await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, ns.name);
+    await waitFor('Server cached', 10_000, () => !!stack.sources.servers.get(s.server.metadata.name!));
+    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    assert.match(text, /^exit$/m);
+  });
+});

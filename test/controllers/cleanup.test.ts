@@ -1,0 +1,266 @@
+/**
+ * The cleanup boot on release (src/controllers/cleanup.ts) against the real API server with
+ * simulated hosts: a released Server runs the cleanup image through the boot-attempt engine and is
+ * Available (and bindable by a waiting claim) only after its completion signal; a cleanup image that
+ * never reports leaves the Server in Error, unclaimable, with the reason shown by `metalctl get
+ * servers`; `automatedCleaningMode: disabled` makes it Available at once, as without cleanup.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { serverProblems } from '../../src/localstack/server-view.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  cond,
+  createClaim,
+  eventsFor,
+  eventually,
+  getClaim,
+  OS_IMAGE,
+  PROBE_IMAGE,
+  type Stack,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+const CLEANUP_IMAGE = 'test/cleanup:1.0';
+/** A cleanup image whose agent boots but never posts /bootstate (a wipe that failed). */
+const SILENT_CLEANUP_IMAGE = 'test/cleanup-silent:1.0';
+
+/** The fixture's catalog plus the two cleanup images. */
+function cleanupCatalog(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'metal-cleanup-'));
+  writeFileSync(join(dir, 'vmlinuz'), randomBytes(1024));
+  writeFileSync(join(dir, 'initrd'), randomBytes(1024));
+  const entry = (mode: string, extra = '') =>
+    `    kernel: ${join(dir, 'vmlinuz')}\n    initrd: ${join(dir, 'initrd')}\n    cmdline: console=ttyS0${extra}\n    mode: ${mode}\n`;
+  const path = join(dir, 'images.yaml');
+  writeFileSync(
+    path,
+    [
+      'images:',
+      `  ${OS_IMAGE}:\n${entry('os')}`,
+      `  ${PROBE_IMAGE}:\n${entry('probe')}`,
+      `  ${CLEANUP_IMAGE}:\n${entry('os', ' metal.erase=metadata')}`,
+      `  ${SILENT_CLEANUP_IMAGE}:\n${entry('os', ' metal.erase=metadata metal.callback=skip')}`,
+    ].join('\n'),
+  );
+  return path;
+}
+
+const getServer = (s: Stack, name: string) => s.client.get<Server>(Resources.Server, name);
+
+/**
+ * Records every `status.state` the Server shows (polled every 50 ms, each change once) until the
+ * returned stop function is called (at most 90 s); resolves the list then.
+ */
+function watchStates(s: Stack, name: string): () => Promise<string[]> {
+  const seen: string[] = [];
+  let done = false;
+  // Bounded: a failed assertion ends the test before stop(), and the loop must not outlive it.
+  const end = Date.now() + 90_000;
+  const loop = (async () => {
+    while (!done && Date.now() < end) {
+      const st = (await getServer(s, name).catch(() => undefined))?.status?.state ?? '?';
+      if (seen[seen.length - 1] !== st) seen.push(st);
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+  })();
+  return async () => {
+    done = true;
+    await loop;
+    // The state the caller just saw may have come after the loop's last read.
+    const st = (await getServer(s, name))?.status?.state ?? '?';
+    if (seen[seen.length - 1] !== st) seen.push(st);
+    return seen;
+  };
+}
+
+/** Claims `server` and waits until it is Booted. */
+async function bootTenant(s: Stack, claim: string, server: string): Promise<void> {
+  await createClaim(s, claim, { serverRef: server });
+  await eventually(
+    `${claim} Booted`,
+    30_000,
+    async () => cond(await getClaim(s, claim), 'Booted')?.status === 'True',
+  );
+}
+
+test('release runs the cleanup boot; Available (and bound by the waiting claim) only after its completion signal', {
+  timeout: 120_000,
+}, async () => {
+  const s = await startStack('cleanup-ok', {
+    hosts: 1,
+    args: ['--image-catalog', cleanupCatalog(), '--cleanup-image', CLEANUP_IMAGE, '--cleanup-timeout', '20s'],
+  });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    await bootTenant(s, 'tenant', name);
+    // The next tenant waits for this very Server.
+    await createClaim(s, 'next', { serverRef: name, power: 'Off' });
+    const stop = watchStates(s, name);
+    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+
+    // During the cleanup: the SBC of the cleanup image, the Server not claimable.
+    const sbc = await eventually('cleanup SBC referenced by the Server', 20_000, async () => {
+      const x = await getServer(s, name);
+      const ref = x?.spec.bootConfigurationRef;
+      if (x?.status?.state !== 'Cleaning' || !ref?.name.startsWith('cleanup-')) return undefined;
+      return s.client.get<ServerBootConfiguration>(
+        Resources.ServerBootConfiguration,
+        ref.name,
+        ref.namespace,
+      );
+    });
+    assert.equal(sbc.spec.image, CLEANUP_IMAGE);
+    assert.equal(sbc.metadata.labels?.['metal.ironcore.dev/boot-purpose'], 'cleanup');
+    assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False', 'not bound while cleaning');
+
+    const cleaned = await eventually('Available after the cleanup', 30_000, async () => {
+      const x = await getServer(s, name);
+      return x?.status?.state === 'Available' ? x : undefined;
+    });
+    const states = await stop();
+    // (Then Reserved again: the waiting claim binds it.)
+    assert.deepEqual(
+      states.slice(0, 3),
+      ['Reserved', 'Cleaning', 'Available'],
+      `Reserved → Cleaning → Available, never Available before the cleanup: ${states.join(' → ')}`,
+    );
+    const c = cond(cleaned, 'Cleaned');
+    assert.equal(c?.status, 'True');
+    assert.equal(c?.reason, 'CleanupCompleted');
+    assert.match(c!.message, /test\/cleanup:1\.0 reported completion \(BootStateReceived\) in attempt 1/);
+    assert.equal(cleaned.status?.cleanup?.attempt, 1);
+    assert.ok(cleaned.status?.cleanup?.completedAt, 'status.cleanup.completedAt');
+    assert.ok(cleaned.status?.cleanup?.poweredOnAt, 'the cleanup attempt was powered on');
+    const reasons = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
+    assert.ok(reasons.includes('CleanupStarted') && reasons.includes('CleanupCompleted'), reasons.join(','));
+    assert.ok(!reasons.includes('Released'), 'no plain release to Available');
+
+    await eventually('the waiting claim binds the cleaned Server', 20_000, async () => {
+      const n = await getClaim(s, 'next');
+      return cond(n, 'Bound')?.status === 'True' && n?.spec.serverRef?.name === name;
+    });
+    assert.equal(
+      await s.client.get(Resources.ServerBootConfiguration, sbc.metadata.name!, sbc.metadata.namespace),
+      undefined,
+      'the cleanup SBC is deleted',
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+test('a cleanup that never reports: Error, unclaimable, reason in get servers; disabled + retry makes it Available', {
+  timeout: 120_000,
+}, async () => {
+  const s = await startStack('cleanup-fail', {
+    hosts: 1,
+    args: [
+      '--image-catalog',
+      cleanupCatalog(),
+      '--cleanup-image',
+      SILENT_CLEANUP_IMAGE,
+      '--cleanup-timeout',
+      '2s',
+      '--cleanup-max-attempts',
+      '2',
+    ],
+  });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    await bootTenant(s, 'tenant', name);
+    await createClaim(s, 'next', { serverRef: name, power: 'Off' });
+    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+
+    const failed = await eventually('Error after the cleanup attempts', 40_000, async () => {
+      const x = await getServer(s, name);
+      return x?.status?.state === 'Error' ? x : undefined;
+    });
+    const c = cond(failed, 'Cleaned');
+    assert.equal(c?.status, 'False');
+    assert.equal(c?.reason, 'CleanupAttemptsExhausted');
+    assert.match(c!.message, /cleanup attempt 2\/2 timed out after 2s/);
+    assert.match(c!.message, /missing \[BootStateReceived\]/);
+    assert.equal(failed.status?.cleanup?.attempt, 2);
+    assert.ok(
+      serverProblems(failed).includes('error:CleanupAttemptsExhausted'),
+      serverProblems(failed).join(','),
+    );
+    const ev = await eventsFor(s, 'Server', name, 'default');
+    assert.ok(
+      ev.some((e) => e.type === 'Warning' && e.reason === 'CleanupAttemptsExhausted'),
+      ev.map((e) => e.reason).join(','),
+    );
+    assert.ok(
+      ev.some((e) => e.reason === 'CleanupTimedOut'),
+      'attempt 1 timed out and was retried',
+    );
+    await eventually('powered off, cleanup SBC gone', 15_000, async () => {
+      const x = await getServer(s, name);
+      return x?.status?.powerState === 'Off' && !x.spec.bootConfigurationRef;
+    });
+    // Not handed to the next tenant.
+    await new Promise((ok) => setTimeout(ok, 1_500));
+    assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False');
+    assert.equal((await getServer(s, name))?.status?.state, 'Error');
+
+    // The operator's way out: skip the cleanup for this Server and retry.
+    await s.client.mergePatch(Resources.Server, name, undefined, {
+      metadata: { annotations: { 'metal.ironcore.dev/operation': 'retry' } },
+      spec: { automatedCleaningMode: 'disabled' },
+    });
+    const avail = await eventually('Available after disabled + retry', 20_000, async () => {
+      const x = await getServer(s, name);
+      return x?.status?.state === 'Available' ? x : undefined;
+    });
+    assert.equal(cond(avail, 'Cleaned')?.reason, 'CleanupDisabled', 'says the disks were not erased');
+    await eventually('the waiting claim binds', 20_000, async () => {
+      return cond(await getClaim(s, 'next'), 'Bound')?.status === 'True';
+    });
+  } finally {
+    await s.close();
+  }
+});
+
+test('automatedCleaningMode disabled: Available right after release, no cleanup boot', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('cleanup-off', {
+    hosts: 1,
+    args: ['--image-catalog', cleanupCatalog(), '--cleanup-image', CLEANUP_IMAGE],
+  });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    await s.client.mergePatch(Resources.Server, name, undefined, {
+      spec: { automatedCleaningMode: 'disabled' },
+    });
+    await bootTenant(s, 'tenant', name);
+    const stop = watchStates(s, name);
+    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+    await eventually('Available after release', 20_000, async () => {
+      return (await getServer(s, name))?.status?.state === 'Available';
+    });
+    const states = await stop();
+    assert.ok(!states.includes('Cleaning'), `no Cleaning state: ${states.join(' → ')}`);
+    const x = await getServer(s, name);
+    assert.equal(cond(x, 'Cleaned'), undefined, 'no Cleaned condition when cleanup never ran');
+    assert.equal(x?.status?.cleanup, undefined);
+    const reasons = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
+    assert.ok(reasons.includes('Released') && !reasons.includes('CleanupStarted'), reasons.join(','));
+  } finally {
+    await s.close();
+  }
+});
