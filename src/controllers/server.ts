@@ -234,8 +234,19 @@ class ServerReconciler {
       case 'Available':
         return this.available(server);
       default:
-        return undefined; // Error: stays until the retry annotation
+        return this.error(server); // Error: stays until the retry annotation
     }
+  }
+
+  /**
+   * State Error: nothing is started, but the power-off sent on the way here (exhausted discovery or
+   * cleanup) is seen through, so `PowerActionPending` does not stay True after the BMC reports Off.
+   */
+  private async error(server: Server): Promise<Result | undefined> {
+    if (findCondition(server.status?.conditions, ConditionType.PowerActionPending)?.status !== 'True')
+      return undefined;
+    const p = await this.o.power.ensure(server, 'Off');
+    return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs ?? 5_000 };
   }
 
   private async reserved(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
