@@ -93,6 +93,15 @@ for (const shape of shapes) {
 }
 console.log(JSON.stringify({ bench: 'e2e', runs: o.runs, shapes: results }));
 
+/** What a failed run leaves to read: the claim's and SBC's conditions are in the API, this is the rest. */
+async function diagnosis(stack: LocalStack): Promise<string> {
+  const manager = readFileSync(stack.managerLog, 'utf8').trim().split('\n').slice(-40).join('\n');
+  const vms = await Promise.all(
+    stack.hosts.map((h) => ('diagnosis' in h && typeof h.diagnosis === 'function' ? h.diagnosis(40) : '')),
+  );
+  return [`manager log (last 40 lines):`, manager, ...vms].join('\n');
+}
+
 /** Boots `--runs` claims on a fresh stack of `shape`; returns each phase's times in ms. */
 async function benchShape(shape: Shape): Promise<Record<string, number[]>> {
   const { firmware, bootMethod } = SHAPES[shape];
@@ -154,7 +163,10 @@ async function benchShape(shape: Shape): Promise<Record<string, number[]>> {
         }
         if (claim?.status?.conditions?.some((c) => c.type === 'Booted' && c.status === 'True'))
           seen.booted = now;
-        if (now - t0 > 300_000) throw new Error(`claim ${name} not Booted after 300 s`);
+        if (now - t0 > 300_000)
+          throw new Error(
+            `claim ${name} not Booted after 300 s: ${JSON.stringify(claim?.status)}\n${await diagnosis(stack)}`,
+          );
         await new Promise((ok) => setTimeout(ok, 20));
       }
       // The registry logs the callback after its write, so the claim can be Booted before that line

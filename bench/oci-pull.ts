@@ -8,18 +8,26 @@
  *
  * - registry blob requests per run through the boot server (target: 1 per layer),
  * - MB/s (aggregate over all clients) through the boot server vs. direct (target ratio ≥ 0.8),
- * - boot server peak RSS (VmHWM).
+ * - boot server peak RSS (VmHWM),
+ * - CPU seconds per GB served by the boot server (through) and by the registry (direct), and by the
+ *   clients in each phase: what each side costs, less sensitive to other load than MB/s.
  *
- *   node dist/bench/oci-pull.js [--servers 50] [--mib 200] [--runs 3]
+ *   node dist/bench/oci-pull.js [--servers 50] [--mib 200] [--runs 3] [--profile DIR]
+ *
+ * `--profile DIR` runs the boot server under `node --cpu-prof`, one `.cpuprofile` per run in DIR.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import type { ServerBootConfiguration } from '../src/api/v1alpha1/serverbootconfiguration.js';
+import { encodeCallbackSecret, initialCallbackData } from '../src/bootauth/callback-token.js';
+import { layerCapability } from '../src/bootauth/layer-capability.js';
+import { CALLBACK_SECRET_LABEL } from '../src/bootsignals/signal-stack.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from '../src/localstack/control-plane.js';
 import { OciRegistry } from '../src/localstack/oci-registry.js';
 import { pushBootImage } from '../src/oci/push.js';
@@ -32,6 +40,7 @@ const { values } = parseArgs({
     servers: { type: 'string', default: '50' },
     mib: { type: 'string', default: '200' },
     runs: { type: 'string', default: '3' },
+    profile: { type: 'string' },
   },
 });
 const SERVERS = Number(values.servers);
@@ -45,25 +54,46 @@ const stats = (xs: number[], r = r1) => {
   return { min: r(s[0]!), median: r(s[Math.floor((s.length - 1) / 2)]!), max: r(s[s.length - 1]!) };
 };
 
-/** Downloads every URL with `SERVERS` concurrent clients (one connection each); returns MB/s and bytes. */
+/**
+ * Downloads every URL with one client per entry of `urlsPerClient`, all at once, each client its own
+ * connection (its own undici Agent: an Agent's `connections` limit is per origin, so one shared Agent
+ * with `connections: 1` would put every client on one connection, one download at a time). The same
+ * code serves both sides of the comparison. Returns MB/s (aggregate), bytes and seconds.
+ */
 async function fetchAll(
   urlsPerClient: string[][],
 ): Promise<{ mbps: number; bytes: number; seconds: number }> {
-  const agent = new Agent({ connections: 1, pipelining: 0, bodyTimeout: 300_000, headersTimeout: 300_000 });
+  const agents = urlsPerClient.map(
+    () => new Agent({ connections: 1, pipelining: 0, bodyTimeout: 300_000, headersTimeout: 300_000 }),
+  );
   const t0 = performance.now();
   let bytes = 0;
   await Promise.all(
-    urlsPerClient.map(async (urls) => {
+    urlsPerClient.map(async (urls, i) => {
       for (const url of urls) {
-        const res = await request(url, { dispatcher: agent });
+        const res = await request(url, { dispatcher: agents[i] });
         if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${await res.body.text()}`);
         for await (const c of res.body) bytes += (c as Buffer).length;
       }
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
-  await agent.close();
+  await Promise.all(agents.map((a) => a.close()));
   return { mbps: bytes / 1e6 / seconds, bytes, seconds };
+}
+
+/** CPU seconds (user + system) process `pid` used so far (`/proc/<pid>/stat`, clock ticks at 100 Hz). */
+function cpuSeconds(pid: number | undefined): number {
+  if (!pid) return Number.NaN;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/** CPU seconds this (client) process used so far. */
+function ownCpuSeconds(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
 }
 
 function peakRss(p: ChildProcess): number {
@@ -95,17 +125,46 @@ async function main(): Promise<void> {
       })
     ).json()) as { layers: { digest: string }[] };
     const [kernel, initrd] = manifest.layers.map((l) => l.digest) as [string, string];
-    // 50 Servers, each with an SBC whose image the controller would have resolved for attempt 1.
-    const uuids: string[] = [];
+    // 50 Servers, each with an SBC whose image the controller would have resolved for attempt 1 and
+    // the attempt's callback Secret; the layer URLs carry their capabilities, as the script's do.
+    const layerPaths: string[][] = [];
     for (let i = 0; i < SERVERS; i++) {
       const uuid = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
-      uuids.push(uuid);
       const name = `bench-${i}`;
-      await client.create(Resources.ServerBootConfiguration, {
+      const callback = initialCallbackData(1);
+      const path = (layer: 'kernel' | 'initrd', digest: string) =>
+        `/oci/${uuid}/1/${layer}?cap=${layerCapability(callback.token, { uuid, attempt: 1, layer, digest })}`;
+      layerPaths.push([path('kernel', kernel), path('initrd', initrd)]);
+      const sbc = await client.create<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
         apiVersion: API_VERSION,
         kind: 'ServerBootConfiguration',
         metadata: { name, namespace: NS },
-        spec: { serverRef: { name }, image: `${reg.host}/bench/os:latest`, bootAttempt: 1 },
+        spec: {
+          serverRef: { name },
+          image: `${reg.host}/bench/os:latest`,
+          bootAttempt: 1,
+          callbackSecretRef: { name: `${name}-callback` },
+        },
+      });
+      // As the SBC controller issues it: labelled for the signal servers' cache, controlled by the SBC.
+      await client.create(Resources.Secret, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: `${name}-callback`,
+          namespace: NS,
+          labels: { [CALLBACK_SECRET_LABEL]: 'true' },
+          ownerReferences: [
+            {
+              apiVersion: API_VERSION,
+              kind: 'ServerBootConfiguration',
+              name,
+              uid: sbc.metadata.uid!,
+              controller: true,
+            },
+          ],
+        },
+        data: encodeCallbackSecret(callback),
       });
       await client.mergePatch(
         Resources.ServerBootConfiguration,
@@ -132,13 +191,23 @@ async function main(): Promise<void> {
         spec: { systemUUID: uuid, bootConfigurationRef: { name, namespace: NS } },
       });
     }
-    const runs: { through: number; direct: number; ratio: number; blobRequests: number; rss: number }[] = [];
+    const runs: {
+      through: number;
+      direct: number;
+      ratio: number;
+      blobRequests: number;
+      rss: number;
+      bootServerCpuPerGB: number;
+      registryCpuPerGB: number;
+      clientCpuPerGB: string;
+    }[] = [];
     for (let run = 1; run <= RUNS; run++) {
       const cache = mkdtempSync(join(tmpdir(), 'metal-bench-blobs-'));
       const [port] = (await freePorts(1)) as [number];
       const child = spawn(
         process.execPath,
         [
+          ...(values.profile ? ['--cpu-prof', `--cpu-prof-dir=${values.profile}`] : []),
           join(REPO_ROOT, 'dist', 'src', 'cmd', 'bootserver.js'),
           `--kubeconfig=${cp.kubeconfigPath}`,
           `--addr=127.0.0.1:${port}`,
@@ -169,27 +238,44 @@ async function main(): Promise<void> {
         }
       });
       const before = await registryBlobGets(reg);
-      const through = await fetchAll(
-        uuids.map((u) => [`${boot}/oci/${u}/1/kernel`, `${boot}/oci/${u}/1/initrd`]),
-      );
+      const cpu0 = { server: cpuSeconds(child.pid), client: ownCpuSeconds() };
+      const through = await fetchAll(layerPaths.map((paths) => paths.map((p) => `${boot}${p}`)));
+      const throughCpu = {
+        server: cpuSeconds(child.pid) - cpu0.server,
+        client: ownCpuSeconds() - cpu0.client,
+      };
       const blobRequests = (await registryBlobGets(reg)) - before;
       const rss = peakRss(child);
       child.kill('SIGTERM');
       await new Promise((ok) => child.once('exit', ok));
       rmSync(cache, { recursive: true, force: true });
+      const cpu1 = { server: cpuSeconds(reg.pid), client: ownCpuSeconds() };
       const direct = await fetchAll(
-        uuids.map(() => [`${reg.url}/v2/bench/os/blobs/${kernel}`, `${reg.url}/v2/bench/os/blobs/${initrd}`]),
+        layerPaths.map(() => [
+          `${reg.url}/v2/bench/os/blobs/${kernel}`,
+          `${reg.url}/v2/bench/os/blobs/${initrd}`,
+        ]),
       );
+      const directCpu = {
+        server: cpuSeconds(reg.pid) - cpu1.server,
+        client: ownCpuSeconds() - cpu1.client,
+      };
+      const gb = through.bytes / 1e9;
       const row = {
         through: r1(through.mbps),
         direct: r1(direct.mbps),
         ratio: Math.round((through.mbps / direct.mbps) * 100) / 100,
         blobRequests,
         rss: r1(rss),
+        // CPU seconds per GB served: the boot server (through) vs the registry (direct), and the
+        // clients in each phase. Less sensitive to other load on the machine than MB/s.
+        bootServerCpuPerGB: r2(throughCpu.server / gb),
+        registryCpuPerGB: r2(directCpu.server / (direct.bytes / 1e9)),
+        clientCpuPerGB: `${r2(throughCpu.client / gb)} / ${r2(directCpu.client / (direct.bytes / 1e9))}`,
       };
       runs.push(row);
       console.log(
-        `run ${run}: through boot server ${row.through} MB/s (${r1(through.seconds)} s), direct ${row.direct} MB/s (${r1(direct.seconds)} s), ratio ${row.ratio}, registry blob GETs ${blobRequests}, boot server peak RSS ${row.rss} MiB`,
+        `run ${run}: through boot server ${row.through} MB/s (${r1(through.seconds)} s), direct ${row.direct} MB/s (${r1(direct.seconds)} s), ratio ${row.ratio}, registry blob GETs ${blobRequests}, boot server peak RSS ${row.rss} MiB; CPU s/GB: boot server ${row.bootServerCpuPerGB}, registry ${row.registryCpuPerGB}, clients (through / direct) ${row.clientCpuPerGB}; load average ${loadavg()[0]!.toFixed(1)}`,
       );
     }
     const summary = {
@@ -205,6 +291,14 @@ async function main(): Promise<void> {
       ),
       registryBlobRequests: stats(runs.map((r) => r.blobRequests)),
       bootServerPeakRssMiB: stats(runs.map((r) => r.rss)),
+      bootServerCpuPerGB: stats(
+        runs.map((r) => r.bootServerCpuPerGB),
+        r2,
+      ),
+      registryCpuPerGB: stats(
+        runs.map((r) => r.registryCpuPerGB),
+        r2,
+      ),
     };
     const fmt = (s: { min: number; median: number; max: number }) => `${s.min} / ${s.median} / ${s.max}`;
     printTable([
@@ -214,6 +308,8 @@ async function main(): Promise<void> {
       ['direct from registry MB/s', fmt(summary.directMBps)],
       ['ratio (target >= 0.8)', fmt(summary.ratio)],
       ['boot server peak RSS MiB', fmt(summary.bootServerPeakRssMiB)],
+      ['CPU s per GB served: boot server (through)', fmt(summary.bootServerCpuPerGB)],
+      ['CPU s per GB served: registry (direct)', fmt(summary.registryCpuPerGB)],
     ]);
     console.log(JSON.stringify(summary));
   } finally {

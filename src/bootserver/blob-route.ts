@@ -4,18 +4,28 @@
  * the on-disk blob cache (src/oci/blob-cache.ts: one registry download per digest, verified while
  * streaming; a mismatch aborts the transfer and is logged).
  *
- * - Attempt-scoped: `attempt` must be the SBC's current `spec.bootAttempt` and the image resolved for
- *   it, else 409 `StaleAttempt` (a retag between attempts never mixes bytes of two digests).
+ * - Capability first (security): `?cap=` must be the HMAC of this UUID, attempt, layer and the
+ *   layer's digest under the attempt's callback token (src/bootauth/layer-capability.ts), which only
+ *   the attempt's script (and UKI) carry. Anything else is 403 `InvalidCapability` with nothing
+ *   streamed, also for an unknown UUID, a layer the image does not have, and every URL of an earlier
+ *   attempt (its token was rotated), so neither UUIDs nor images can be probed. The check runs on the
+ *   informer caches; a miss while the cache lags a rotation is re-checked once against the API
+ *   server (paced per SBC, as callbacks are), and 503 + `Retry-After` while the rotation is in flight.
+ * - Attempt-scoped: the capability names the SBC's current `spec.bootAttempt` and the digest resolved
+ *   for it (a retag between attempts never mixes bytes of two digests). 404 `Provisioned` once a
+ *   NetBootOnce claim completed that attempt (as the HTTP boot route: nothing is served again).
  * - `Range: bytes=a-b` (one range) → 206 with `Content-Range`; unsatisfiable → 416.
- * - 404 unknown server or a layer the image does not have; 403 `RegistryNotAllowed` when the
- *   image's registry is not (or no longer) in `--allowed-registries`; 503 + `Retry-After` when the
- *   registry cannot be reached or the API server is down.
+ * - 403 `RegistryNotAllowed` when the image's registry is not (or no longer) in
+ *   `--allowed-registries`; 503 + `Retry-After` when the registry cannot be reached or the API server
+ *   is down.
  * Headers: `Content-Length`, `Accept-Ranges: bytes`, `ETag: "<digest>"`, `Content-Type:
  * application/octet-stream`.
  */
-import { apiFailure, BootTargetResolver } from '../bootsignals/boot-target.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { CAPABILITY_PARAM, verifyLayerCapability } from '../bootauth/layer-capability.js';
+import { apiFailure, type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import type { createHttpApp } from '../bootsignals/http-app.js';
-import { HttpError } from '../bootsignals/http-error.js';
+import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import type { BlobCache, BlobRange } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { BOOT_LAYERS, type BootLayer } from '../oci/media-types.js';
@@ -45,6 +55,50 @@ export function parseRange(h: string | undefined, size?: number): BlobRange | un
   return { start: Number(m[1]), end: m[2] === '' ? Number.MAX_SAFE_INTEGER : Number(m[2]) };
 }
 
+const invalidCapability = () =>
+  new HttpError(403, 'InvalidCapability', 'missing or wrong capability for this layer URL');
+
+/** True when `cap` is the capability of `p` under the target's current attempt (see the file comment). */
+function capabilityHolds(t: BootTarget, p: { attempt: number; layer: BootLayer }, cap: string | undefined) {
+  const img = t.sbc?.status?.image;
+  const digest = img?.[p.layer];
+  if (!t.sbc || !t.callback || !img || !digest) return false;
+  if ((t.sbc.spec.bootAttempt ?? 1) !== p.attempt || img.bootAttempt !== p.attempt) return false;
+  return verifyLayerCapability(cap, t.callback.token, { uuid: t.uuid, ...p, digest });
+}
+
+/**
+ * The target whose current attempt `cap` proves (see the file comment). Throws 403
+ * `InvalidCapability`, 503 while a token rotation is in flight or the API server is down.
+ */
+async function authorize(
+  resolver: BootTargetResolver,
+  uuid: string,
+  p: { attempt: number; layer: BootLayer },
+  cap: string | undefined,
+  log: FastifyBaseLogger,
+): Promise<BootTarget> {
+  let t: BootTarget;
+  try {
+    t = resolver.resolve(uuid);
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 404) throw invalidCapability();
+    throw err;
+  }
+  if (!capabilityHolds(t, p, cap) || !resolver.consistent(t)) {
+    t = (await resolver.refreshPaced(t)).target;
+    if (!capabilityHolds(t, p, cap)) {
+      log.warn(
+        { server: t.server.metadata.name, systemUUID: uuid, layer: p.layer, attempt: p.attempt },
+        'image layer requested without a valid capability; refused',
+      );
+      throw invalidCapability();
+    }
+    if (!resolver.consistent(t)) throw unavailable('boot attempt is being rotated', 1);
+  }
+  return t;
+}
+
 export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: BlobRouteOptions): void {
   const params = {
     type: 'object',
@@ -57,25 +111,22 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
   };
   app.get('/oci/:uuid/:attempt/:layer', { schema: { params } }, async (req, reply) => {
     const p = req.params as { uuid: string; attempt: number; layer: BootLayer };
+    const cap = (req.query as Record<string, unknown>)[CAPABILITY_PARAM];
     const uuid = BootTargetResolver.parseUUID(p.uuid);
-    const target = o.resolver.resolve(uuid);
-    const sbc = target.sbc;
-    const img = sbc?.status?.image;
+    const target = await authorize(o.resolver, uuid, p, typeof cap === 'string' ? cap : undefined, req.log);
+    const sbc = target.sbc!;
+    const img = sbc.status!.image!;
+    const digest = img[p.layer]!;
     const log = req.log.child({
       server: target.server.metadata.name,
       systemUUID: uuid,
       layer: p.layer,
       attempt: p.attempt,
     });
-    if (!sbc || !img || (sbc.spec.bootAttempt ?? 1) !== p.attempt || img.bootAttempt !== p.attempt) {
-      throw new HttpError(
-        409,
-        'StaleAttempt',
-        `attempt ${p.attempt} is not the current attempt with a resolved image`,
-      );
+    if (provisioned(sbc)) {
+      log.info({ sbc: sbc.metadata.name }, 'NetBootOnce configuration already booted: layer refused');
+      throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): nothing is served again');
     }
-    const digest = img[p.layer];
-    if (!digest) throw new HttpError(404, 'LayerNotFound', `image ${img.reference} has no ${p.layer} layer`);
     const ref = parseReference(img.reference);
     let range = parseRange(req.headers.range);
     try {

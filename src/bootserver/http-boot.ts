@@ -140,7 +140,7 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     pinCheck?.(sbc);
     await o.intents.require(sbc, target.server);
     // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
-    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl());
+    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
     const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
     const cmdline = attemptKernelArgs({
       image,

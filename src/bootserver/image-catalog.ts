@@ -20,6 +20,11 @@ export interface ImageEntry {
   /** Absolute file path served by the boot server under `/images/{id}/kernel`, or an http(s) URL. */
   kernel: string;
   initrd: string;
+  /**
+   * URL of a squashfs root filesystem (an OCI image's squashfs layer), put on the kernel command line
+   * as upstream boot-operator does (ipxe-script.ts); none for catalog entries.
+   */
+  squashfs?: string;
   cmdline: string;
   mode: 'os' | 'probe';
 }

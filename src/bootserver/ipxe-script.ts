@@ -4,7 +4,8 @@
  *
  * Kernel command-line keys read by the agents (the busybox initramfs in `hack/vm/` and the simulated
  * host in `src/virtualbmc/sim.ts`): `metal.mode` (probe|os), `metal.uuid`, `metal.registry` (registry
- * base URL), `metal.token` (the attempt's callback token), `ignition.config.url`.
+ * base URL), `metal.token` (the attempt's callback token), `ignition.config.url`; for an image
+ * with a squashfs layer also gardenlinux's `gl.ovl`, `gl.url`, `gl.live` (see {@link liveRootArgs}).
  */
 import type { ImageEntry } from './image-catalog.js';
 
@@ -52,6 +53,7 @@ export function attemptKernelArgs(i: AttemptScriptInput): string[] {
   const ignitionUrl = `${i.bootServerUrl}/ignition/${i.uuid}?token=${encodeURIComponent(i.token)}`;
   return [
     i.image.cmdline,
+    ...(i.image.squashfs ? liveRootArgs(i.image.squashfs) : []),
     `metal.mode=${i.image.mode}`,
     `metal.uuid=${i.uuid}`,
     `metal.attempt=${i.attempt}`,
@@ -59,6 +61,15 @@ export function attemptKernelArgs(i: AttemptScriptInput): string[] {
     `metal.token=${i.token}`,
     `ignition.config.url=${ignitionUrl}`,
   ].filter(Boolean);
+}
+
+/**
+ * Kernel arguments that boot a squashfs root fetched over HTTP with a tmpfs overlay, as upstream
+ * boot-operator's iPXE template (`templates/ipxe-script.tpl`) passes them to gardenlinux's initramfs:
+ * `gl.ovl=/:tmpfs gl.url=<squashfs URL> gl.live=1`.
+ */
+export function liveRootArgs(squashfsUrl: string): string[] {
+  return ['gl.ovl=/:tmpfs', `gl.url=${squashfsUrl}`, 'gl.live=1'];
 }
 
 /** The attempt's script: kernel + initrd + a command line carrying the attempt token. */

@@ -167,7 +167,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     const pinCheck = pin ? notPinnedElsewhere(BootSignal.IPXEScriptFetched, client, log) : undefined;
     pinCheck?.(sbc);
     await intents.require(sbc, target.server);
-    const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl);
+    const image = bootImageFor(opts.catalog(), sbc, uuid, baseUrl, target.callback.token);
     const script = attemptScript({
       image,
       uuid,

@@ -4,7 +4,8 @@
  *
  * Lookup (two index reads, never a scan): the canonical UUID first, then its one alias, fields 1–3
  * byte-reversed (SMBIOS ≥ 2.6 little-endian, see src/api/system-uuid.ts). A match through the alias
- * is handed to the {@link UUIDAliasRecorder} (Server `status.smbiosUUIDAlias` and an Event). A UUID
+ * is handed to the {@link UUIDAliasRecorder} (Server `status.smbiosUUIDAlias` and an Event) once
+ * the request is authenticated (a request without the attempt's token records nothing). A UUID
  * whose canonical and byte-swapped forms name different Servers is 409 `AmbiguousServer`, as two
  * Servers with one UUID are.
  *
@@ -61,6 +62,8 @@ export interface SecretObject extends KObject {
 export interface BootTarget {
   uuid: string;
   server: Server;
+  /** True when `uuid` matched the Server's UUID with fields 1–3 byte-reversed (see {@link ServerMatch}). */
+  viaAlias?: boolean;
   sbc: ServerBootConfiguration | undefined;
   /** Decoded callback Secret; undefined when the SBC has none (or it is unreadable). */
   callback: CallbackSecretData | undefined;
@@ -178,18 +181,19 @@ export class BootTargetResolver {
     );
   }
 
-  /** The one Server with this UUID (see {@link match}); a match through the alias is recorded. */
-  server(uuid: string): Server {
-    let m: ServerMatch;
+  /**
+   * The one Server with this UUID (see {@link match}); an ambiguous UUID is reported. A match
+   * through the alias is NOT recorded here: only {@link authenticate} records it, once the request
+   * proved it holds the attempt's token (an unauthenticated request must not write the Server).
+   */
+  private serverMatch(uuid: string): ServerMatch {
     try {
-      m = this.match(uuid);
+      return this.match(uuid);
     } catch (err) {
       if (err instanceof HttpError && err.reason === 'AmbiguousServer')
         this.reportAmbiguous(uuid, err.message);
       throw err;
     }
-    if (m.viaAlias) this.aliases.note(m.server, uuid);
-    return m.server;
   }
 
   /** A Warning Event `AmbiguousServer` on every Server involved, at most once per interval per UUID. */
@@ -219,12 +223,12 @@ export class BootTargetResolver {
     }
   }
 
-  /** Server, current SBC and callback data from the caches. */
+  /** Server, current SBC and callback data from the caches. Writes nothing (see {@link authenticate}). */
   resolve(uuid: string): BootTarget {
-    const server = this.server(uuid);
+    const { server, viaAlias } = this.serverMatch(uuid);
     const ref = server.spec.bootConfigurationRef;
     const sbc = ref ? this.src.sbcs.get(ref.name, ref.namespace) : undefined;
-    return { uuid, server, sbc, callback: sbc ? this.cachedCallback(sbc) : undefined };
+    return { uuid, server, viaAlias, sbc, callback: sbc ? this.cachedCallback(sbc) : undefined };
   }
 
   private cachedCallback(sbc: ServerBootConfiguration): CallbackSecretData | undefined {
@@ -268,6 +272,8 @@ export class BootTargetResolver {
   /**
    * Authenticates a request for `uuid` with `token` (see {@link verify}); an unknown UUID is 401
    * `InvalidToken` like a wrong token (S13). 400 when `uuid` is not a UUID is the caller's check.
+   * Only after the token is verified is a match through the byte-swapped alias recorded
+   * (`status.smbiosUUIDAlias`, Event): the host proved it is the Server's.
    */
   async authenticate(uuid: string, token: string | undefined): Promise<BootTarget> {
     let target: BootTarget;
@@ -277,7 +283,9 @@ export class BootTargetResolver {
       if (err instanceof HttpError && err.status === 404) throw invalidToken();
       throw err;
     }
-    return this.verify(target, token);
+    const verified = await this.verify(target, token);
+    if (target.viaAlias) this.aliases.note(verified.server, uuid);
+    return verified;
   }
 
   /**

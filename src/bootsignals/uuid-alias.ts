@@ -5,7 +5,9 @@
  * - `Server.status.smbiosUUIDAlias` = the host's form (JSON patch of the status subresource);
  * - a Warning Event `SystemUUIDByteSwapped` on the Server, once per recorded change.
  *
- * Called from the signal servers' hot path, so it never blocks an answer: the write runs in the
+ * Called from the signal servers' hot path once a request through the alias is authenticated (its
+ * callback token verified: BootTargetResolver.authenticate; nothing unauthenticated writes the
+ * Server), so it never blocks an answer: the write runs in the
  * background, one at a time per Server and form, and is skipped when the Server (as cached) or this
  * process (recently) already recorded that form. A failed write is logged and tried again by the next
  * request through the alias; the request itself is served either way.

@@ -42,6 +42,8 @@ import {
 } from './local-state.js';
 import { OpError, requestRetry, setCordon } from './server-ops.js';
 import { describeServer, type EventView } from './server-view.js';
+import { shapeDifferences } from './stack-shape.js';
+import { removeStaleNamespaces } from './test-network.js';
 import { OS_IMAGE } from './vm-artefacts.js';
 
 export const EXAMPLE_CLAIM = 'example';
@@ -90,20 +92,29 @@ export async function localServe(
   const startedAt = new Date().toISOString();
   const say = (line: string) => appendFileSync(progressPath(o.dir), `${line}\n`);
   let stack: LocalStack | undefined;
+  let starting: Promise<LocalStack> | undefined;
   const stop = async () => {
     rmSync(statePath(o.dir), { force: true });
     rmSync(daemonPidPath(o.dir), { force: true });
-    await stack?.stop().catch(() => undefined);
+    // A signal during start stops what the start made once it is made (a failed start cleans up itself).
+    const made = stack ?? (await starting?.catch(() => undefined));
+    await made?.stop().catch(() => undefined);
     process.exit(0);
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  // What a stack that was SIGKILLed (or crashed) left: its test network's namespace with dnsmasq
+  // (dnsmasq clears the parent-death signal it was started with, so it outlives its daemon).
+  const stale = removeStaleNamespaces();
+  if (stale.length) say(`removed what a stopped stack left behind: ${stale.join(', ')}`);
   try {
-    stack = await LocalStack.start({
+    starting = LocalStack.start({
       servers: o.servers,
       backend: o.backend,
       dir: o.dir,
       progress: say,
+      // This daemon stops the stack on SIGTERM/SIGINT (stop above); nothing else may exit first.
+      handlesSignals: true,
       ...(o.accel ? { accel: o.accel } : {}),
       firmware: o.firmware ?? 'uefi',
       bootMethod: o.bootMethod ?? 'auto',
@@ -111,6 +122,7 @@ export async function localServe(
       ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
       ...(o.cleanup ? { cleanup: true } : {}),
     });
+    stack = await starting;
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
     );
@@ -131,6 +143,12 @@ export async function localServe(
       managerLog: stack.managerLog,
       startedAt,
       osImage: stack.images.osImage,
+      shape: {
+        firmware: o.firmware ?? 'uefi',
+        network: { requested: o.network ?? 'auto', resolved: stack.network ? 'bridge' : 'user' },
+        bootMethod: { requested: o.bootMethod ?? 'auto', resolved: stack.bootMethod },
+        bmcProfile: o.bmcProfile ?? 'none',
+      },
     });
     say('READY');
   } catch (err) {
@@ -171,9 +189,10 @@ export async function localUp(
     return 1;
   }
   const dirFlag = o.dir === defaultLocalDir() ? '' : ` --dir ${o.dir}`;
-  if (state && (state.backend !== o.backend || state.servers !== o.servers)) {
+  const differences = state ? shapeDifferences(state, o) : [];
+  if (differences.length) {
     console.error(
-      `a local stack with ${state.servers} ${state.backend} servers is already running in ${o.dir}; stop it first (npm run metalctl -- local down${dirFlag}) or pick another --dir`,
+      `a local stack of another shape is already running in ${o.dir} (pid ${state!.pid}):\n${differences.map((d) => `  ${d}`).join('\n')}\nstop it first (npm run metalctl -- local down${dirFlag}) or pick another --dir`,
     );
     return 1;
   }
@@ -323,7 +342,12 @@ async function applyExampleClaim(client: KubeClient, image: string): Promise<voi
   });
 }
 
-/** `local down`: SIGTERM to the daemon, which stops every process it started; SIGKILL after 60 s. */
+/**
+ * `local down`: SIGTERM to the daemon, which stops every process it started; after 60 s SIGKILL to
+ * its whole process group (the daemon is a group leader: `local up` starts it detached), which
+ * includes dnsmasq (it does not die with its parent). Then the test network of a daemon that did
+ * not finish its shutdown is removed (its namespace, and whatever still runs inside).
+ */
 export async function localDown(o: { dir: string }): Promise<number> {
   const pid = readLocalState(o.dir)?.pid ?? runningDaemon(o.dir);
   if (!pid) {
@@ -333,8 +357,16 @@ export async function localDown(o: { dir: string }): Promise<number> {
   process.kill(pid, 'SIGTERM');
   const end = Date.now() + 60_000;
   while (alive(pid) && Date.now() < end) await sleep(200);
-  // The daemon's children die with it (parent-death signal), whatever way it ends.
-  if (alive(pid)) process.kill(pid, 'SIGKILL');
+  if (alive(pid)) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      process.kill(pid, 'SIGKILL'); // not a group leader (started by hand as `local serve`)
+    }
+    while (alive(pid)) await sleep(100);
+  }
+  const stale = removeStaleNamespaces();
+  if (stale.length) console.log(`removed test network ${stale.join(', ')}`);
   rmSync(statePath(o.dir), { force: true });
   rmSync(daemonPidPath(o.dir), { force: true });
   console.log(`local stack (pid ${pid}) stopped`);

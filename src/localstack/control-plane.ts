@@ -26,14 +26,21 @@ import {
 } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { parse } from 'yaml';
+import { freePorts } from './ports.js';
 
 export interface ControlPlaneOptions {
+  /**
+   * Install SIGINT/SIGTERM handlers that kill every control plane and exit at once (default true:
+   * test runners). False when the caller stops the control plane itself on a signal (the local
+   * stack daemon): exiting from here would cut its shutdown short, leaving the test network's
+   * namespace and dnsmasq behind. The 'exit' hook is installed either way.
+   */
+  exitOnSignal?: boolean;
   /** Install `config/crd/*.yaml` and wait until each is Established (default true). */
   installCRDs?: boolean;
   /** Extra kube-apiserver flags (`--name=value`). */
@@ -49,23 +56,8 @@ export interface ControlPlaneOptions {
 /** Repo root, from this file's place in `dist/src/localstack/`. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-/** Returns free TCP ports on 127.0.0.1 (bound then released; used at once by the caller). */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<import('node:net').Server>((ok, fail) => {
-          const s = createServer();
-          s.once('error', fail);
-          s.listen(0, '127.0.0.1', () => ok(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
-  return ports;
-}
+/** Free loopback ports for child processes, outside the ephemeral range (ports.ts). */
+export { freePorts };
 
 /** Folder holding `etcd` and `kube-apiserver`, building them first if needed (minutes, once). */
 export function controlPlaneBinaries(): string {
@@ -79,12 +71,16 @@ export function controlPlaneBinaries(): string {
 
 const live = new Set<ControlPlane>();
 let exitHooked = false;
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.once('exit', () => {
-    for (const cp of live) cp.killNow();
-  });
+let signalsHooked = false;
+function hookExit(exitOnSignal: boolean): void {
+  if (!exitHooked) {
+    exitHooked = true;
+    process.once('exit', () => {
+      for (const cp of live) cp.killNow();
+    });
+  }
+  if (!exitOnSignal || signalsHooked) return;
+  signalsHooked = true;
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
       for (const cp of live) cp.killNow();
@@ -112,7 +108,7 @@ export class ControlPlane {
 
   /** Starts etcd and kube-apiserver, writes the kubeconfig and (by default) installs the CRDs. */
   static async start(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
-    hookExit();
+    hookExit(opts.exitOnSignal ?? true);
     const bin = controlPlaneBinaries();
     const cp = new ControlPlane(mkdtempSync(join(tmpdir(), 'metal-cp-')), bin, opts);
     live.add(cp);

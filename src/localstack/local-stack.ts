@@ -62,6 +62,13 @@ export interface LocalStackOptions {
   /** QEMU back end only: firmware of every VM, or per VM index (default `bios`). */
   firmware?: Firmware | Firmware[];
   /**
+   * True when the caller stops the stack itself on SIGTERM/SIGINT (the `local serve` daemon): the
+   * control plane then installs no signal handler of its own that would exit mid-shutdown.
+   */
+  handlesSignals?: boolean;
+  /** QEMU back end only: vCPUs (`-smp`) per VM index, repeated over the VMs (default 1 each). */
+  cpus?: number[];
+  /**
    * QEMU back end only: a VM network-booting for this long (ms) with nothing on its serial console
    * fails {@link LocalStack.waitForDiscovery} with a diagnosis instead of being waited on (default 150000).
    */
@@ -120,7 +127,9 @@ export class LocalStack {
     /** The registry and boot server replicas, when `signalReplicas` > 0. */
     readonly signals: SignalReplicas | undefined,
     /** The bridged test network, when the VMs are on it. */
-    readonly network?: TestNetwork,
+    readonly network: TestNetwork | undefined,
+    /** The boot method claims default to (the manager's `--default-boot-method`), as chosen. */
+    readonly bootMethod: 'pxe' | 'http',
   ) {}
 
   get kubeconfigPath(): string {
@@ -147,7 +156,7 @@ export class LocalStack {
       'starting etcd, kube-apiserver and the garbage collector (kube-controller-manager; built from their Go modules on first use), installing CRDs',
     );
     // The garbage collector: deleting a BMC removes its Servers (and their discovery SBCs) as in a cluster.
-    const cp = await ControlPlane.start({ garbageCollector: true });
+    const cp = await ControlPlane.start({ garbageCollector: true, exitOnSignal: !opts.handlesSignals });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     try {
       say('starting the OCI registry on loopback and pushing the boot images (docker-registry)');
@@ -216,13 +225,16 @@ export class LocalStack {
         hosts = Array.from(
           { length: opts.servers },
           (_, i) =>
-            new QemuHost(qemuHostIdentity(i), {
-              bootServerUrl: localBootUrl,
-              workDir: join(opts.dir, `vm-${i}`),
-              accel: chosen,
-              firmware: firmwareOf(opts.firmware, i),
-              ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
-            }),
+            new QemuHost(
+              qemuHostIdentity(i, opts.cpus?.length ? { cpus: opts.cpus[i % opts.cpus.length] } : {}),
+              {
+                bootServerUrl: localBootUrl,
+                workDir: join(opts.dir, `vm-${i}`),
+                accel: chosen,
+                firmware: firmwareOf(opts.firmware, i),
+                ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
+              },
+            ),
         );
       } else {
         const fleet = createSimFleet({
@@ -348,6 +360,7 @@ export class LocalStack {
         vbmcs,
         signals,
         network,
+        bootMethod,
       );
     } catch (err) {
       for (const c of cleanup) await c().catch(() => undefined);

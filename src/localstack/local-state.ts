@@ -5,6 +5,7 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { StackShape } from './stack-shape.js';
 
 export interface LocalState {
   pid: number;
@@ -19,6 +20,8 @@ export interface LocalState {
   startedAt: string;
   /** OCI reference of the example claim's image in the local registry (local-images.ts). */
   osImage?: string;
+  /** Firmware, network, boot method and BMC profile, as asked and as made (stack-shape.ts). */
+  shape?: StackShape;
 }
 
 /** Default folder of the local stack (`$METAL_CACHE/local`). */

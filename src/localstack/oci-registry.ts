@@ -113,6 +113,11 @@ ${auth}`,
     }
   }
 
+  /** Process id of the registry (setpriv execs it, so one process); undefined when stopped. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   /** Blob GETs answered so far (with `accessLog` only; a line may arrive just after its response). */
   blobGets(): number {
     return this.blobGetCount;

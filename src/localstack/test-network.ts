@@ -101,6 +101,8 @@ export class TestNetwork {
   private taps = 0;
   private readonly httpBootUris = new Map<string, string>();
   private dnsmasq: ChildProcess | undefined;
+  /** Serialises dnsmasq restarts (see {@link TestNetwork.setHttpBootUri}). */
+  private restarts: Promise<void> = Promise.resolve();
   private closed = false;
 
   private constructor(
@@ -178,7 +180,34 @@ export class TestNetwork {
     if (uri === undefined) this.httpBootUris.delete(key);
     else this.httpBootUris.set(key, uri);
     this.writeHostFiles();
-    this.dnsmasq?.kill('SIGHUP');
+    // Not SIGHUP: dnsmasq 2.90 (Debian 12) dies of a general protection fault in libc on its second
+    // reload of this tagged dhcp-optsfile (seen in `bench:e2e --shapes uefi-http`, run 2). A restart
+    // keeps the leases (dnsmasq reads its lease file at start) and takes well under the seconds
+    // OVMF spends before its DHCP request.
+    if (this.dnsmasq) this.restarts = this.restarts.then(() => this.restartDnsmasq());
+  }
+
+  /** Ends the running dnsmasq (SIGTERM, then SIGKILL after 3 s) and starts it again; errors go to stderr. */
+  private async restartDnsmasq(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.stopDnsmasq();
+      if (!this.closed) await this.spawnDnsmasq();
+    } catch (err) {
+      process.stderr.write(`test network ${this.netns}: restarting dnsmasq failed: ${firstLine(err)}\n`);
+    }
+  }
+
+  private async stopDnsmasq(): Promise<void> {
+    const d = this.dnsmasq;
+    if (!d || d.exitCode !== null || d.signalCode !== null) return;
+    const gone = new Promise((ok) => d.once('exit', ok));
+    d.kill('SIGTERM');
+    const timer = new Promise((ok) => setTimeout(ok, 3000).unref());
+    if ((await Promise.race([gone.then(() => true), timer.then(() => false)])) === false) {
+      d.kill('SIGKILL');
+      await gone;
+    }
   }
 
   /** dnsmasq's current leases (empty before the first). */
@@ -233,12 +262,8 @@ export class TestNetwork {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const d = this.dnsmasq;
-    if (d && d.exitCode === null && d.signalCode === null) {
-      const gone = new Promise((ok) => d.once('exit', ok));
-      d.kill('SIGTERM');
-      await Promise.race([gone, new Promise((ok) => setTimeout(ok, 3000))]);
-    }
+    await this.restarts;
+    await this.stopDnsmasq();
     if (listNamespaces().includes(this.netns)) {
       killNamespaceProcesses(this.netns);
       try {
@@ -304,8 +329,13 @@ export class TestNetwork {
       `dhcp-boot=tag:!ipxe,tag:!efi,tag:!httpclient,undionly.kpxe,,${this.dhcpAddress}`,
       '',
     ].join('\n');
-    const confFile = join(dir, 'dnsmasq.conf');
-    writeFileSync(confFile, conf);
+    writeFileSync(join(dir, 'dnsmasq.conf'), conf);
+    await this.spawnDnsmasq();
+  }
+
+  /** Starts dnsmasq on the written configuration; throws when it exits at once (configuration error). */
+  private async spawnDnsmasq(): Promise<void> {
+    const confFile = join(this.opts.dir, 'dnsmasq.conf');
     const proc = spawn(
       '/usr/bin/setpriv',
       [

@@ -10,14 +10,18 @@
  *
  * Bounds: `maxBytes` of verified files (least recently used evicted; open readers keep their file
  * handle, so eviction never cuts a transfer), registry timeouts as `RegistryClient`.
+ *
+ * Cost per served byte: a verified file is never hashed again; transfers read it in 1 MiB chunks
+ * through a shared {@link ChunkPool} (concurrent transfers of one blob share each read and Buffer)
+ * and respect the socket's backpressure (a chunk is read only when the previous one was taken).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { createReadStream } from 'node:fs';
 import { type FileHandle, mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type pino from 'pino';
+import { ChunkPool } from './chunk-pool.js';
 import type { RegistryCredentials } from './docker-config.js';
 import { formatReference, type ImageReference } from './reference.js';
 import { type RegistryClient, RegistryError } from './registry-client.js';
@@ -38,20 +42,26 @@ export interface OpenBlob {
   source: 'hit' | 'join' | 'miss';
 }
 
-interface Download {
-  tmp: string;
+/** A file being served: a verified blob (`done`, all `written`) or a download in flight. */
+interface SourceFile {
+  /** Unique per file incarnation: the chunk pool's key. */
+  id: string;
   size: number;
   written: number;
   done: boolean;
   failed?: Error;
+  /** Emits `progress` when `written`, `done` or `failed` changed (downloads only). */
+  events?: EventEmitter;
+}
+
+interface Download extends SourceFile {
+  tmp: string;
   events: EventEmitter;
   /** Resolves once the size is known (registry headers arrived); rejects when the fetch failed. */
   ready: Promise<void>;
 }
 
 const DIGEST = /^sha256:([a-f0-9]{64})$/;
-/** Read size of streamed files: large reads keep the per-chunk overhead small for 100 MiB layers. */
-const READ_CHUNK = 1024 * 1024;
 
 export class BlobCache {
   private readonly files = new Map<string, { size: number; used: number }>();
@@ -59,10 +69,21 @@ export class BlobCache {
   private total = 0;
   /** Registry blob downloads started (benchmarks and tests count them). */
   downloads = 0;
+  /** Chunks read from disk for transfers, shared by concurrent ones (tests count its `reads`). */
+  readonly pool: ChunkPool;
 
   constructor(
-    private readonly o: { dir: string; maxBytes: number; registry: RegistryClient; log: pino.Logger },
-  ) {}
+    private readonly o: {
+      dir: string;
+      maxBytes: number;
+      registry: RegistryClient;
+      log: pino.Logger;
+      /** Memory for shared read chunks (default 32 MiB). */
+      poolBytes?: number;
+    },
+  ) {
+    this.pool = new ChunkPool({ maxBytes: o.poolBytes });
+  }
 
   /** Creates the folders, drops partial files of an earlier run and indexes verified ones. */
   async init(): Promise<void> {
@@ -94,11 +115,17 @@ export class BlobCache {
     if (cached) {
       cached.used = Date.now();
       const r = clamp(range, cached.size);
-      const stream =
-        cached.size === 0
-          ? Readable.from([])
-          : createReadStream(this.path(digest), { ...r, highWaterMark: READ_CHUNK });
-      return { size: cached.size, source: 'hit', stream };
+      // Its own handle: eviction may unlink the file while this transfer still reads it.
+      const fh = await open(this.path(digest), 'r').catch(() => undefined);
+      if (fh) {
+        const file = { id: digest, size: cached.size, written: cached.size, done: true };
+        return { size: cached.size, source: 'hit', stream: tail(fh, file, r, this.pool) };
+      }
+      // Evicted between the lookup and the open: fetch it again.
+      if (this.files.get(digest) === cached) {
+        this.files.delete(digest);
+        this.total -= cached.size;
+      }
     }
     let d = this.inflight.get(digest);
     const source = d ? 'join' : 'miss';
@@ -111,7 +138,7 @@ export class BlobCache {
       if (this.files.has(digest)) return this.open(ref, digest, credentials, range);
       throw d.failed ?? new RegistryError('RegistryUnavailable', `blob ${digest} download failed`);
     }
-    return { size: d.size, source, stream: tail(fh, d, r) };
+    return { size: d.size, source, stream: tail(fh, d, r, this.pool) };
   }
 
   /**
@@ -150,7 +177,15 @@ export class BlobCache {
     const tmp = join(this.o.dir, 'tmp', `${hex}.${randomBytes(4).toString('hex')}`);
     const events = new EventEmitter();
     events.setMaxListeners(0);
-    const d: Download = { tmp, size: 0, written: 0, done: false, events, ready: Promise.resolve() };
+    const d: Download = {
+      id: tmp,
+      tmp,
+      size: 0,
+      written: 0,
+      done: false,
+      events,
+      ready: Promise.resolve(),
+    };
     this.inflight.set(digest, d);
     this.downloads++;
     const log = this.o.log.child({ image: formatReference(ref), digest });
@@ -189,19 +224,39 @@ export class BlobCache {
     log: pino.Logger,
   ): Promise<void> {
     const hash = createHash('sha256');
+    const CH = this.pool.chunkBytes;
+    // Bytes are written (and offered to transfers) in whole pool chunks: transfers at the growing
+    // edge take each chunk from memory once instead of re-reading every small network read.
+    let chunk = Buffer.allocUnsafeSlow(Math.min(CH, d.size));
+    let filled = 0;
+    let received = 0;
+    const flush = async () => {
+      await fh.write(chunk, 0, filled, d.written);
+      this.pool.put(d.id, d.written / CH, chunk.subarray(0, filled));
+      d.written += filled;
+      d.events.emit('progress');
+      chunk = Buffer.allocUnsafeSlow(Math.min(CH, d.size - d.written));
+      filled = 0;
+    };
     try {
-      for await (const chunk of body) {
-        const b = chunk as Buffer;
+      for await (const c of body) {
+        const b = c as Buffer;
+        received += b.length;
+        if (received > d.size) break; // more than Content-Length: mismatch below, nothing more written
         hash.update(b);
-        await fh.write(b, 0, b.length, d.written);
-        d.written += b.length;
-        d.events.emit('progress');
+        for (let off = 0; off < b.length; ) {
+          const n = b.copy(chunk, filled, off);
+          filled += n;
+          off += n;
+          if (filled === chunk.length) await flush();
+        }
       }
+      body.destroy();
       await fh.close();
       const got = `sha256:${hash.digest('hex')}`;
-      if (got !== digest || d.written !== d.size) {
+      if (got !== digest || received !== d.size) {
         throw new DigestMismatch(
-          `blob ${digest}: received ${d.written} bytes with digest ${got}; transfer aborted`,
+          `blob ${digest}: received ${received} bytes with digest ${got}; transfer aborted`,
         );
       }
       await rename(d.tmp, this.path(digest));
@@ -242,20 +297,22 @@ function clamp(range: BlobRange | undefined, size: number): BlobRange {
 }
 
 /**
- * A stream of bytes `r` of a file that `d` is still writing. Its final byte is only emitted once
- * the download is verified (see the file comment).
+ * A stream of bytes `r` of `d` (a verified file, or one a download is still writing), read in the
+ * pool's chunks. Of a download its final byte is only emitted once the download is verified (see the
+ * file comment). Closes `fh` when it ends or is destroyed.
  */
-function tail(fh: FileHandle, d: Download, r: BlobRange): Readable {
+function tail(fh: FileHandle, d: SourceFile, r: BlobRange, pool: ChunkPool): Readable {
+  const CH = pool.chunkBytes;
   let pos = r.start;
   let reading = false;
   let pending = false;
   const out = new Readable({
-    highWaterMark: READ_CHUNK,
+    highWaterMark: CH,
     read() {
       void pump();
     },
     destroy(err, cb) {
-      d.events.off('progress', onProgress);
+      d.events?.off('progress', onProgress);
       fh.close().then(
         () => cb(err),
         () => cb(err),
@@ -263,7 +320,7 @@ function tail(fh: FileHandle, d: Download, r: BlobRange): Readable {
     },
   });
   const onProgress = () => void pump();
-  d.events.on('progress', onProgress);
+  d.events?.on('progress', onProgress);
   async function pump(): Promise<void> {
     if (out.destroyed) return;
     if (reading) {
@@ -287,12 +344,16 @@ function tail(fh: FileHandle, d: Download, r: BlobRange): Readable {
           return;
         }
         if (pos >= limit) return; // wait for progress
-        const n = Math.min(READ_CHUNK, limit - pos);
-        const buf = Buffer.allocUnsafe(n);
-        const { bytesRead } = await fh.read(buf, 0, n, pos);
-        if (bytesRead === 0) return;
-        pos += bytesRead;
-        if (!out.push(buf.subarray(0, bytesRead))) return;
+        const index = Math.floor(pos / CH);
+        const chunkStart = index * CH;
+        const chunkEnd = Math.min(chunkStart + CH, d.size);
+        // A download offers whole chunks only (see fill).
+        if (d.written < chunkEnd) return;
+        const chunk = await pool.chunk(d.id, index, chunkEnd - chunkStart, fh);
+        const piece = chunk.subarray(pos - chunkStart, Math.min(limit, chunkEnd) - chunkStart);
+        if (out.destroyed) return;
+        pos += piece.length;
+        if (!out.push(piece)) return;
       }
     } catch (err) {
       out.destroy(err as Error);

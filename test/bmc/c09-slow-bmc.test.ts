@@ -142,8 +142,13 @@ describe('C09 slow and failing BMC', () => {
         sent: undefined,
         skipped: 'in-progress',
       });
-      await sleep(500);
-      assert.equal(await f.bmc.powerState(f.uri()), 'On');
+      // The transition ends 400 ms after the request: wait for On (bounded), then count the resets.
+      let state: PowerState | undefined;
+      for (const end = performance.now() + 10_000; performance.now() < end; await sleep(50)) {
+        state = await f.bmc.powerState(f.uri());
+        if (state === 'On') break;
+      }
+      assert.equal(state, 'On');
       assert.equal(f.vbmc.requests().filter((r) => r.path.endsWith('ComputerSystem.Reset')).length, 1);
     } finally {
       await f.close();

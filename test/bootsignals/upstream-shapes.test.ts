@@ -150,6 +150,76 @@ describe('upstream-shaped hosts and requests', () => {
     assert.ok(events[0]!.message.includes(host) && events[0]!.message.includes(s.uuid), events[0]!.message);
   });
 
+  it('an unauthenticated request through the byte-swapped form records nothing: no smbiosUUIDAlias, no Event', async () => {
+    const s = await seedBootTarget(client, ns.name, { uuid: asymmetricUUID(), withIgnition: true });
+    // Two controls whose aliases authenticated requests record, one per server process: once both
+    // are recorded, every write the requests before them could have started has had its turn.
+    const viaBoot = await seedBootTarget(client, ns.name, { uuid: asymmetricUUID(), withIgnition: true });
+    const viaRegistry = await seedBootTarget(client, ns.name, { uuid: asymmetricUUID() });
+    for (const x of [s, viaBoot, viaRegistry]) await waitCached(stack, x);
+    const host = byteSwappedSystemUUID(s.uuid);
+    const wrong = randomBytes(24).toString('hex');
+    const answers: [string, number][] = [];
+    const note = async (what: string, r: Promise<Response | { status: number }>) => {
+      answers.push([what, (await r).status]);
+    };
+    // Routes that identify no one (firmware routes, the layer route) and token routes without or
+    // with a wrong token.
+    await note('GET /ipxe', fetch(`${stack.bootUrl}/ipxe/${host}`));
+    await note('GET /oci', fetch(`${stack.bootUrl}/oci/${host}/1/kernel`));
+    await note('GET /httpboot', fetch(`${stack.bootUrl}/httpboot/${host}/1/uki.efi`));
+    await note('GET /ignition no token', fetch(`${stack.bootUrl}/ignition/${host}`));
+    await note('GET /ignition wrong token', fetch(`${stack.bootUrl}/ignition/${host}?token=${wrong}`));
+    await note('GET /systems no token', fetch(`${stack.registryUrl}/systems/${host}`));
+    await note(
+      'GET /systems wrong token',
+      fetch(`${stack.registryUrl}/systems/${host}`, { headers: bearer(wrong) }),
+    );
+    await note(
+      'POST /bootstate wrong token',
+      postJson(`${stack.registryUrl}/bootstate`, { systemUUID: host, booted: true }, bearer(wrong)),
+    );
+    await note(
+      'POST /register no token',
+      postJson(`${stack.registryUrl}/register`, { systemUUID: host, data: {} }),
+    );
+    for (const [what, status] of answers.slice(3)) assert.equal(status, 401, what);
+
+    const control1 = byteSwappedSystemUUID(viaBoot.uuid);
+    assert.equal((await fetch(`${stack.bootUrl}/ignition/${control1}?token=${viaBoot.token}`)).status, 200);
+    const control2 = byteSwappedSystemUUID(viaRegistry.uuid);
+    const bs = await postJson(
+      `${stack.registryUrl}/bootstate`,
+      { systemUUID: control2, booted: true },
+      bearer(viaRegistry.token),
+    );
+    assert.equal(bs.status, 200, bs.text);
+    for (const [c, form] of [
+      [viaBoot, control1],
+      [viaRegistry, control2],
+    ] as const) {
+      await eventually(`control ${form} recorded`, 10_000, async () => {
+        const srv = await client.get<Server>(Resources.Server, c.server.metadata.name!);
+        return srv?.status?.smbiosUUIDAlias === form ? srv : undefined;
+      });
+      await eventually(`control ${form} Event`, 10_000, async () => {
+        const e = (await serverEvents(c.server.metadata.name!)).filter(
+          (x) => x.reason === SYSTEM_UUID_BYTE_SWAPPED_REASON,
+        );
+        return e.length ? e : undefined;
+      });
+    }
+    const srv = await client.get<Server>(Resources.Server, s.server.metadata.name!);
+    assert.equal(srv?.status?.smbiosUUIDAlias, undefined, `answers ${JSON.stringify(answers)}`);
+    assert.deepEqual(
+      (await serverEvents(s.server.metadata.name!)).filter(
+        (x) => x.reason === SYSTEM_UUID_BYTE_SWAPPED_REASON,
+      ),
+      [],
+      'no SystemUUIDByteSwapped Event',
+    );
+  });
+
   it('a permuted-characters form is no alias: 404 on /ipxe, 401 on the authenticated routes, nothing recorded', async () => {
     const s = await seedBootTarget(client, ns.name, { uuid: asymmetricUUID() });
     await waitCached(stack, s);

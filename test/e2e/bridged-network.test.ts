@@ -16,7 +16,14 @@ import { LocalStack } from '../../src/localstack/local-stack.js';
 import type { TestNetwork } from '../../src/localstack/test-network.js';
 import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
-import { assertBootedAttempt1, claimAndWaitBooted, managerLines, sbcOf } from './scenario.js';
+import {
+  assertBootedAttempt1,
+  claimAndWaitBooted,
+  deleteClaim,
+  discoverSettled,
+  managerLines,
+  sbcOf,
+} from './scenario.js';
 
 let stack: LocalStack;
 let net: TestNetwork;
@@ -45,9 +52,7 @@ describe('end to end on the bridged test network (dnsmasq, BIOS + UEFI)', { time
       progress: (l) => console.log(`# ${l}`),
     });
     net = stack.network!;
-    const t0 = Date.now();
-    const found = await stack.waitForDiscovery(2, 400_000);
-    console.log(`# discovery of 2 VMs on the bridge took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const found = await discoverSettled(stack, 2, 400_000);
     const byUuid = (uuid: string) => found.find((s) => s.spec.systemUUID === uuid)!;
     servers = [byUuid(stack.hosts[0]!.identity.uuid), byUuid(stack.hosts[1]!.identity.uuid)];
   });
@@ -75,58 +80,68 @@ describe('end to end on the bridged test network (dnsmasq, BIOS + UEFI)', { time
   it("BIOS + iPXE and UEFI + iPXE claims boot to Booted=True; A's script fetched from B's address gets 403 and no token", async () => {
     const [a, b] = servers as [Server, Server];
     const signals = ['IPXEScriptFetched', 'IgnitionDataFetched', 'BootStateReceived'];
-    const booted = claimAndWaitBooted(
-      stack,
-      'br-bios',
-      a.metadata.name!,
-      { image: OS_IMAGE, bootPolicy: 'NetBootOnce' },
-      400_000,
-    );
-    // While A boots, B is powered off after discovery: its address is free to impersonate.
-    await waitFor('A fetched its script', 300_000, async () => {
-      const sbc = await sbcOf(stack, a.metadata.name!);
-      const c = sbc?.status?.conditions?.find((x) => x.type === 'IPXEScriptFetched');
-      return (
-        !!sbc?.spec.callbackSecretRef &&
-        c?.status === 'True' &&
-        (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 1)
-      );
-    });
-    const sbc = (await sbcOf(stack, a.metadata.name!))!;
-    const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
-      Resources.Secret,
-      sbc.spec.callbackSecretRef!.name!,
-      sbc.metadata.namespace,
-    );
-    const token = Buffer.from(secret!.data!.token!, 'base64').toString('utf8');
-    assert.ok(token.length >= 16, 'the attempt has a token');
-    const res = net.requestFrom(leaseOf(b), `${net.bootServerUrl}/ipxe/${a.spec.systemUUID}`);
-    assert.equal(res.status, 403, res.body);
-    // Refused for being B's address (client identity), not only because A's fetch pinned the script.
-    assert.match(res.body, /UnknownClient/);
-    assert.ok(!res.body.includes(token), 'no token in the answer');
-    const refused = managerLines(stack).filter(
-      (l) => l.systemUUID === a.spec.systemUUID && l.client === leaseOf(b) && /refused/.test(l.msg ?? ''),
-    );
-    assert.ok(refused.length >= 1, "the refusal is logged with B's address");
-
-    await Promise.all([
-      booted,
-      claimAndWaitBooted(
+    try {
+      const booted = claimAndWaitBooted(
         stack,
-        'br-uefi',
-        b.metadata.name!,
+        'br-bios',
+        a.metadata.name!,
         { image: OS_IMAGE, bootPolicy: 'NetBootOnce' },
         400_000,
-      ),
-    ]);
-    for (const [name, srv] of [
-      ['br-bios', a],
-      ['br-uefi', b],
-    ] as const) {
-      const done = await assertBootedAttempt1(stack, name, srv.metadata.name!, signals);
-      const fetched = done.status?.conditions?.find((c) => c.type === 'IPXEScriptFetched');
-      assert.match(fetched?.message ?? '', new RegExp(` served to ${leaseOf(srv).replaceAll('.', '\\.')}$`));
+      );
+      booted.catch(() => undefined); // awaited below; a failure before that must not be unhandled
+      // While A boots, B is powered off after discovery: its address is free to impersonate.
+      await waitFor('A fetched its script', 300_000, async () => {
+        const sbc = await sbcOf(stack, a.metadata.name!);
+        const c = sbc?.status?.conditions?.find((x) => x.type === 'IPXEScriptFetched');
+        return (
+          !!sbc?.spec.callbackSecretRef &&
+          c?.status === 'True' &&
+          (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 1)
+        );
+      });
+      const sbc = (await sbcOf(stack, a.metadata.name!))!;
+      const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
+        Resources.Secret,
+        sbc.spec.callbackSecretRef!.name!,
+        sbc.metadata.namespace,
+      );
+      const token = Buffer.from(secret!.data!.token!, 'base64').toString('utf8');
+      assert.ok(token.length >= 16, 'the attempt has a token');
+      const res = net.requestFrom(leaseOf(b), `${net.bootServerUrl}/ipxe/${a.spec.systemUUID}`);
+      assert.equal(res.status, 403, res.body);
+      // Refused for being B's address (client identity), not only because A's fetch pinned the script.
+      assert.match(res.body, /UnknownClient/);
+      assert.ok(!res.body.includes(token), 'no token in the answer');
+      const refused = managerLines(stack).filter(
+        (l) => l.systemUUID === a.spec.systemUUID && l.client === leaseOf(b) && /refused/.test(l.msg ?? ''),
+      );
+      assert.ok(refused.length >= 1, "the refusal is logged with B's address");
+
+      await Promise.all([
+        booted,
+        claimAndWaitBooted(
+          stack,
+          'br-uefi',
+          b.metadata.name!,
+          { image: OS_IMAGE, bootPolicy: 'NetBootOnce' },
+          400_000,
+        ),
+      ]);
+      for (const [name, srv] of [
+        ['br-bios', a],
+        ['br-uefi', b],
+      ] as const) {
+        const done = await assertBootedAttempt1(stack, name, srv.metadata.name!, signals);
+        const fetched = done.status?.conditions?.find((c) => c.type === 'IPXEScriptFetched');
+        assert.match(
+          fetched?.message ?? '',
+          new RegExp(` served to ${leaseOf(srv).replaceAll('.', '\\.')}$`),
+        );
+      }
+    } finally {
+      // Claims made here are deleted (and their Servers released) whatever the outcome.
+      await deleteClaim(stack, 'br-bios', a.metadata.name!).catch(() => undefined);
+      await deleteClaim(stack, 'br-uefi', b.metadata.name!).catch(() => undefined);
     }
   });
 });

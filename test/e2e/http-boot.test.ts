@@ -6,7 +6,8 @@
  * OVMF's HTTP boot client downloads the UKI the boot server built from the image's kernel and
  * initramfs layers (pulled through its blob cache) with the attempt's command line; the booted OS
  * fetches its ignition and posts `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
- * NetBootOnce a later power-on boots from disk.
+ * NetBootOnce a later power-on boots from disk. Each test establishes the claim it needs
+ * (scenario.ts), so any test runs alone.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -21,7 +22,9 @@ import { type KObject, Resources } from '../../src/runtime/resource.js';
 import {
   assertBootedAttempt1,
   assertNetBootOnceBootsFromDisk,
-  claimAndWaitBooted,
+  deleteClaim,
+  discoverSettled,
+  ensureBooted,
   managerLines,
   sbcOf,
 } from './scenario.js';
@@ -30,6 +33,8 @@ let stack: LocalStack;
 let net: TestNetwork;
 let dir: string;
 let server: Server;
+/** The claim the tests need Booted: HTTP boot of the OCI image in the stack's local registry. */
+const hbSpec = () => ({ image: stack.images.osImage, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' });
 
 describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { timeout: 15 * 60_000 }, () => {
   before(async () => {
@@ -44,11 +49,10 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
       progress: (l) => console.log(`# ${l}`),
     });
     net = stack.network!;
-    const t0 = Date.now();
-    [server] = (await stack.waitForDiscovery(1, 400_000)) as [Server];
-    console.log(`# discovery took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    [server] = (await discoverSettled(stack, 1, 400_000)) as [Server];
   });
   after(async () => {
+    if (stack && server) await deleteClaim(stack, 'hb', server.metadata.name!).catch(() => undefined);
     await stack?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -57,13 +61,9 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
     const name = server.metadata.name!;
     const image = stack.images.osImage;
     assert.match(image, /^[^/]+:\d+\/metal\//, 'an OCI reference into the local registry');
-    await claimAndWaitBooted(
-      stack,
-      'hb',
-      name,
-      { image, bootPolicy: 'NetBootOnce', bootMethod: 'HTTPBoot' },
-      400_000,
-    );
+    await deleteClaim(stack, 'hb', name);
+    const since = Date.now();
+    await ensureBooted(stack, 'hb', name, hbSpec(), 400_000);
     const sbc = await assertBootedAttempt1(stack, 'hb', name, [
       'HTTPBootFileFetched',
       'IgnitionDataFetched',
@@ -83,12 +83,16 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
     assert.deepEqual([...new Set(served.map((l) => l.client))], [lease.ip], "served to the VM's own address");
     const patches = stack.vbmc
       .requests()
-      .filter((r) => r.method === 'PATCH' && JSON.stringify(r.body ?? {}).includes('"UefiHttp"'));
+      .filter(
+        (r) => r.at >= since && r.method === 'PATCH' && JSON.stringify(r.body ?? {}).includes('"UefiHttp"'),
+      );
     assert.ok(patches.length >= 1, 'UefiHttp override sent to the BMC');
     assert.match(JSON.stringify(patches[0]!.body), /"HttpBootUri":"http:\/\/10\.251\.\d+\.1:\d+\/httpboot\//);
   });
 
   it('the boot file fetched from another address gets 403 and no token', async () => {
+    // Precondition established here: an HTTPBoot attempt with its token (the claim, Booted).
+    await ensureBooted(stack, 'hb', server.metadata.name!, hbSpec(), 400_000);
     const sbc = (await sbcOf(stack, server.metadata.name!))!;
     const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
       Resources.Secret,
@@ -107,6 +111,7 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
   });
 
   it('NetBootOnce under UEFI HTTP boot: after Booted, a power-on boots from disk', async () => {
+    await ensureBooted(stack, 'hb', server.metadata.name!, hbSpec(), 400_000);
     await assertNetBootOnceBootsFromDisk(stack, 'hb', server);
   });
 });

@@ -1,8 +1,12 @@
 /**
- * Steps the end-to-end tests share: claim a server and wait for `Booted=True`, check that every
- * expected SBC condition is True for attempt 1, and check that a NetBootOnce server boots from disk
- * after completion. They read the real system only (API objects, the manager's JSON log, the
- * virtual BMC's request log), and throw with the evidence when an expectation fails.
+ * Steps the end-to-end tests share: discover the VMs once per file (the expensive part, in a
+ * `before` hook), claim a server and wait for `Booted=True` (or establish that precondition when a
+ * test needs a booted claim: {@link ensureBooted}), check that every expected SBC condition is True
+ * for attempt 1, check that a NetBootOnce server boots from disk after completion, and delete a claim
+ * once done with it ({@link deleteClaim}). No test relies on what another test did: each one either
+ * creates what it needs or establishes it here, so a test run alone (`--test-name-pattern`) passes.
+ * They read the real system only (API objects, the manager's JSON log, the virtual BMC's request
+ * log), and throw with the evidence when an expectation fails.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -62,6 +66,72 @@ function vmTail(stack: LocalStack, uuid: string): string {
   } catch {
     return '';
   }
+}
+
+/**
+ * The shared precondition of every test of a file: `count` Servers discovered, `Available` and
+ * powered Off (discovery ends with a power-off that the Server status observes on a later BMC read;
+ * a claim made before that would start with another power action). Returns them.
+ */
+export async function discoverSettled(
+  stack: LocalStack,
+  count: number,
+  timeoutMs: number,
+): Promise<Server[]> {
+  const t0 = Date.now();
+  await stack.waitForDiscovery(count, timeoutMs);
+  let servers: Server[] = [];
+  await waitFor(`${count} Available servers powered off`, 120_000, async () => {
+    servers = (await stack.client.list<Server>(Resources.Server)).items;
+    return (
+      servers.length === count &&
+      servers.every((x) => x.status?.state === 'Available' && x.status?.powerState === 'Off')
+    );
+  });
+  console.log(`# discovery of ${count} VM(s) took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return servers;
+}
+
+/**
+ * A test's precondition "claim `name` on `serverName` is Booted=True": a claim found Booted is
+ * used as it is; otherwise it is created (if missing) and waited for. Tests that need a booted claim
+ * call this instead of relying on an earlier test having booted it.
+ */
+export async function ensureBooted(
+  stack: LocalStack,
+  name: string,
+  serverName: string,
+  spec: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<void> {
+  const existing = await stack.client.get<ServerClaim>(Resources.ServerClaim, name, NS);
+  if (!existing) {
+    await claimAndWaitBooted(stack, name, serverName, spec, timeoutMs);
+    return;
+  }
+  assert.equal(existing.spec.serverRef?.name, serverName, `claim ${name} is for ${serverName}`);
+  await waitFor(`claim ${name} Booted`, timeoutMs, async () => {
+    const c = await getClaim(stack, name);
+    return c.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') ?? false;
+  });
+}
+
+/**
+ * Deletes claim `name` (when it exists) and waits until it is gone and `serverName` is Available
+ * again: the claim is released once the BMC reports the Server Off.
+ */
+export async function deleteClaim(
+  stack: LocalStack,
+  name: string,
+  serverName: string,
+  timeoutMs = 120_000,
+): Promise<void> {
+  await stack.client.delete(Resources.ServerClaim, name, NS).catch(() => undefined);
+  await waitFor(`claim ${name} deleted and ${serverName} Available`, timeoutMs, async () => {
+    if (await stack.client.get<ServerClaim>(Resources.ServerClaim, name, NS)) return false;
+    const srv = await stack.client.get<Server>(Resources.Server, serverName);
+    return srv?.status?.state === 'Available' && !srv.spec.serverClaimRef;
+  });
 }
 
 /** Creates claim `name` (power On) for `serverName` and waits for `Booted=True`; returns the seconds it took. */

@@ -3,7 +3,8 @@
  * discovered, claimed to `Booted=True` with all three signals of attempt 1, and under NetBootOnce a
  * later power-on boots from disk (the firmware still asks the boot server, which answers with a
  * local-boot script, and no network override is set at the BMC). Runs on QEMU user networking: the
- * fallback network, where no namespaces are needed.
+ * fallback network, where no namespaces are needed. Each test establishes the claim it needs
+ * (scenario.ts), so any test runs alone.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,7 +15,13 @@ import type { Server } from '../../src/api/v1alpha1/server.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
 import type { QemuHost } from '../../src/virtualbmc/qemu.js';
-import { assertBootedAttempt1, assertNetBootOnceBootsFromDisk, claimAndWaitBooted } from './scenario.js';
+import {
+  assertBootedAttempt1,
+  assertNetBootOnceBootsFromDisk,
+  deleteClaim,
+  discoverSettled,
+  ensureBooted,
+} from './scenario.js';
 
 let stack: LocalStack;
 let dir: string;
@@ -31,11 +38,11 @@ describe('end to end under UEFI (OVMF + iPXE) on user networking', { timeout: 15
       managerArgs: ['--boot-timeout=180s', '--discovery-timeout=240s'],
       progress: (l) => console.log(`# ${l}`),
     });
-    const t0 = Date.now();
-    servers = await stack.waitForDiscovery(1, 400_000);
-    console.log(`# UEFI discovery took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    servers = await discoverSettled(stack, 1, 400_000);
   });
   after(async () => {
+    if (stack && servers)
+      await deleteClaim(stack, 'uefi-boot', servers[0]!.metadata.name!).catch(() => undefined);
     await stack?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -50,13 +57,8 @@ describe('end to end under UEFI (OVMF + iPXE) on user networking', { timeout: 15
 
   it('a claim boots the UEFI VM to Booted=True with all three signals for attempt 1', async () => {
     const target = servers[0]!.metadata.name!;
-    await claimAndWaitBooted(
-      stack,
-      'uefi-boot',
-      target,
-      { image: OS_IMAGE, bootPolicy: 'NetBootOnce' },
-      300_000,
-    );
+    await deleteClaim(stack, 'uefi-boot', target);
+    await ensureBooted(stack, 'uefi-boot', target, { image: OS_IMAGE, bootPolicy: 'NetBootOnce' }, 300_000);
     await assertBootedAttempt1(stack, 'uefi-boot', target, [
       'IPXEScriptFetched',
       'IgnitionDataFetched',
@@ -65,6 +67,9 @@ describe('end to end under UEFI (OVMF + iPXE) on user networking', { timeout: 15
   });
 
   it('NetBootOnce under UEFI PXE: after Booted, a power-on boots from disk', async () => {
+    // Precondition established here, not taken from the test above.
+    const target = servers[0]!.metadata.name!;
+    await ensureBooted(stack, 'uefi-boot', target, { image: OS_IMAGE, bootPolicy: 'NetBootOnce' }, 300_000);
     await assertNetBootOnceBootsFromDisk(stack, 'uefi-boot', servers[0]!);
   });
 });

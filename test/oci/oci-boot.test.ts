@@ -6,7 +6,9 @@
  * Covers: tag and digest references, an index with amd64 and arm64 entries, a gardenlinux-style
  * index with `cname` annotations and legacy media types, a pull secret (htpasswd registry), a
  * retag between two attempts, a corrupted blob (digest mismatch → transfer aborted), a registry
- * that is down (SBC Error, no power action), and layers streamed with Range.
+ * that is down (SBC Error, no power action), layers streamed with Range, the capabilities of layer
+ * URLs (403 without one, with another layer's or attempt's, or for an unknown UUID; 404 after a
+ * NetBootOnce claim completed), and a squashfs layer on the kernel command line (`gl.url=`).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -15,6 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
+import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
+import { layerCapability } from '../../src/bootauth/layer-capability.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
 import { PULL_SECRET_ANNOTATION } from '../../src/oci/boot-images.js';
@@ -72,7 +76,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     downReg = await new OciRegistry().start();
     const hosts = [reg.host, authReg.host, downReg.host].join(',');
     s = await startStack('oci', {
-      hosts: 9,
+      hosts: 11,
       args: [
         '--allowed-registries',
         hosts,
@@ -85,7 +89,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
         '60s',
       ],
     });
-    pool = await availableServers(s, 9, 60_000);
+    pool = await availableServers(s, 11, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -105,8 +109,40 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     });
   }
 
-  async function layer(uuid: string, attempt: number, which: string, headers: Record<string, string> = {}) {
-    return fetch(`${s.op!.bootServerUrl}/oci/${uuid}/${attempt}/${which}`, { headers });
+  /** The attempt's callback token, from the claim's SBC's callback Secret. */
+  async function tokenOf(claim: string): Promise<string> {
+    const sbc = (await getSbc(s, claim))!;
+    const secret = await s.client.get<SecretObject>(
+      Resources.Secret,
+      sbc.spec.callbackSecretRef!.name!,
+      s.ns,
+    );
+    return decodeCallbackSecret(secret?.data)!.token;
+  }
+
+  /**
+   * GET of layer `which` of `claim`'s server at `attempt`, with the capability the attempt's script
+   * carries (computed here from the current token and the recorded digest; `cap` overrides it).
+   */
+  async function layer(
+    claim: string,
+    uuid: string,
+    attempt: number,
+    which: 'kernel' | 'initrd' | 'squashfs',
+    o: { headers?: Record<string, string>; cap?: string } = {},
+  ) {
+    const digest = (await getSbc(s, claim))!.status!.image![which] ?? 'sha256:none';
+    const cap = o.cap ?? layerCapability(await tokenOf(claim), { uuid, attempt, layer: which, digest });
+    return fetch(`${s.op!.bootServerUrl}/oci/${uuid}/${attempt}/${which}?cap=${cap}`, {
+      headers: o.headers ?? {},
+    });
+  }
+
+  /** The URL after `key` in an iPXE script (`kernel`, `initrd --name initrd.img`, `gl.url=`). */
+  function urlIn(script: string, key: string): string {
+    const m = new RegExp(`${key.replace(/[.]/g, '\\.')}[ =]?(http\\S+)`).exec(script);
+    assert.ok(m, `${key} URL in ${script}`);
+    return m[1]!;
   }
 
   it('a tag reference: resolved once to its digest, recorded, booted; layers streamed, with Range', async () => {
@@ -122,24 +158,87 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     assert.equal(sbc.status?.image?.bootAttempt, 1);
     const uuid = srv.spec.systemUUID!;
     const script = await (await fetch(`${s.op!.bootServerUrl}/ipxe/${uuid}`)).text();
-    assert.match(script, new RegExp(`^kernel \\S+/oci/${uuid}/1/kernel console=ttyS0 metal.test=oci `, 'm'));
-    assert.match(script, new RegExp(`^initrd --name initrd.img \\S+/oci/${uuid}/1/initrd$`, 'm'));
-    const k = await layer(uuid, 1, 'kernel');
+    const CAP = '\\?cap=[A-Za-z0-9_-]{43}';
+    assert.match(
+      script,
+      new RegExp(`^kernel \\S+/oci/${uuid}/1/kernel${CAP} console=ttyS0 metal.test=oci `, 'm'),
+    );
+    assert.match(script, new RegExp(`^initrd --name initrd.img \\S+/oci/${uuid}/1/initrd${CAP}$`, 'm'));
+    assert.doesNotMatch(script, /gl\.url=/, 'no squashfs layer, no live root');
+    // The script's own URLs, as firmware fetches them.
+    const k = await fetch(urlIn(script, 'kernel'));
     assert.equal(k.status, 200);
     assert.equal(k.headers.get('etag'), `"${sbc.status?.image?.kernel}"`);
     assert.ok(Buffer.from(await k.arrayBuffer()).equals(img.kernel));
-    const part = await layer(uuid, 1, 'initrd', { range: 'bytes=0-9' });
+    const part = await fetch(urlIn(script, 'initrd --name initrd.img'), { headers: { range: 'bytes=0-9' } });
     assert.equal(part.status, 206);
     assert.equal(part.headers.get('content-range'), `bytes 0-9/${img.initrd.length}`);
     assert.equal(Buffer.from(await part.arrayBuffer()).toString(), img.initrd.subarray(0, 10).toString());
-    assert.equal((await layer(uuid, 1, 'squashfs')).status, 404, 'a layer the image does not have');
-    assert.equal((await layer(uuid, 2, 'kernel')).status, 409, 'not the current attempt');
+    assert.equal((await layer('tag', uuid, 1, 'initrd')).status, 200, "the test's own capability");
+  });
+
+  it('layer URLs without the capability of their attempt and layer: 403, nothing streamed', async () => {
+    const img = bootImage('capability');
+    await pushBootImage(target(reg, 'metal/private-layers'), img.image, '1.0');
+    const srv = take();
+    const uuid = srv.spec.systemUUID!;
+    await createClaim(s, 'cap', {
+      serverRef: srv.metadata.name!,
+      image: `${reg.host}/metal/private-layers:1.0`,
+    });
+    await booted('cap');
+    const base = `${s.op!.bootServerUrl}/oci/${uuid}/1`;
+    const kernelUrl = urlIn(await (await fetch(`${s.op!.bootServerUrl}/ipxe/${uuid}`)).text(), 'kernel');
+    const kernelCap = new URL(kernelUrl).searchParams.get('cap')!;
+    const refused = async (url: string, why: string) => {
+      const res = await fetch(url);
+      const body = await res.text();
+      assert.equal(res.status, 403, why);
+      assert.equal(JSON.parse(body).reason, 'InvalidCapability', why);
+      assert.ok(!body.includes('kernel capability'), `${why}: no layer bytes`);
+    };
+    await refused(`${base}/kernel`, 'no capability (knowing the UUID is not enough)');
+    await refused(`${base}/kernel?cap=${'A'.repeat(43)}`, 'a made-up capability');
+    await refused(`${base}/initrd?cap=${kernelCap}`, "the kernel's capability for the initrd");
+    await refused(`${base}/squashfs?cap=${kernelCap}`, 'a layer the image does not have');
+    await refused(`${s.op!.bootServerUrl}/oci/${uuid}/2/kernel?cap=${kernelCap}`, 'another attempt');
+    await refused(
+      `${s.op!.bootServerUrl}/oci/00000000-0000-4000-8000-00000000beef/1/kernel?cap=${kernelCap}`,
+      'an unknown UUID answers as a wrong capability (no probing)',
+    );
+    const forged = layerCapability('not-the-token', {
+      uuid,
+      attempt: 1,
+      layer: 'kernel',
+      digest: (await getSbc(s, 'cap'))!.status!.image!.kernel!,
+    });
+    await refused(`${base}/kernel?cap=${forged}`, 'an HMAC under another key');
+    assert.equal((await fetch(kernelUrl)).status, 200, 'the script URL itself still works');
     const events = await eventsFor(s, 'ServerBootConfiguration', 'tag');
     assert.equal(
       events.filter((e) => e.reason === 'ImageResolved').length,
       1,
       'resolved once for the attempt',
     );
+  });
+
+  it('a NetBootOnce claim that completed: its layer URLs answer 404 Provisioned, nothing streamed', async () => {
+    await pushBootImage(target(reg, 'metal/once'), bootImage('once').image, '1.0');
+    const srv = take();
+    const uuid = srv.spec.systemUUID!;
+    await createClaim(s, 'once', {
+      serverRef: srv.metadata.name!,
+      image: `${reg.host}/metal/once:1.0`,
+      bootPolicy: 'NetBootOnce',
+    });
+    await booted('once');
+    const res = await eventually('Provisioned', 15_000, async () => {
+      const r = await layer('once', uuid, 1, 'kernel');
+      const body = await r.text();
+      return r.status === 404 ? body : undefined;
+    });
+    assert.equal(JSON.parse(res).reason, 'Provisioned');
+    assert.equal((await layer('once', uuid, 1, 'kernel', { cap: 'x'.repeat(43) })).status, 403);
   });
 
   it('a digest reference boots the manifest it names', async () => {
@@ -153,7 +252,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     await booted('digest');
     const sbc = (await getSbc(s, 'digest'))!;
     assert.equal(sbc.status?.image?.digest, m.digest);
-    const k = await layer(srv.spec.systemUUID!, 1, 'kernel');
+    const k = await layer('digest', srv.spec.systemUUID!, 1, 'kernel');
     assert.ok(Buffer.from(await k.arrayBuffer()).equals(img.kernel));
   });
 
@@ -178,7 +277,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     assert.equal(sbc.status?.image?.reference, `${reg.host}/metal/multi:latest`);
     assert.equal(sbc.status?.image?.digest, idx.digest);
     assert.equal(sbc.status?.image?.manifest, amdDesc.digest);
-    const k = await layer(srv.spec.systemUUID!, 1, 'kernel');
+    const k = await layer('multi', srv.spec.systemUUID!, 1, 'kernel');
     assert.ok(Buffer.from(await k.arrayBuffer()).equals(amd.kernel));
   });
 
@@ -186,11 +285,12 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     const t = target(reg, 'gardenlinux');
     const kernel = randomBytes(8192);
     const initrd = randomBytes(4096);
+    const squashfs = randomBytes(1024);
     const pxe = await pushBootImage(t, {
       layers: [
         { mediaType: 'application/io.gardenlinux.kernel', data: kernel },
         { mediaType: 'application/io.gardenlinux.initrd', data: initrd },
-        { mediaType: 'application/io.gardenlinux.squashfs', data: randomBytes(1024) },
+        { mediaType: 'application/io.gardenlinux.squashfs', data: squashfs },
       ],
     });
     const other = await pushBootImage(t, bootImage('kvm').image);
@@ -212,8 +312,21 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     const img = (await getSbc(s, 'gl'))!.status!.image!;
     assert.equal(img.manifest, pxe.digest);
     assert.ok(img.squashfs);
-    const k = await layer(srv.spec.systemUUID!, 1, 'kernel');
+    const k = await layer('gl', srv.spec.systemUUID!, 1, 'kernel');
     assert.ok(Buffer.from(await k.arrayBuffer()).equals(kernel));
+    // The squashfs layer boots as upstream boot-operator's template passes it: a live root over HTTP.
+    const uuid = srv.spec.systemUUID!;
+    const script = await (await fetch(`${s.op!.bootServerUrl}/ipxe/${uuid}`)).text();
+    const kernelLine = script.split('\n').find((l) => l.startsWith('kernel '))!;
+    assert.match(
+      kernelLine,
+      new RegExp(
+        ` gl\\.ovl=/:tmpfs gl\\.url=\\S+/oci/${uuid}/1/squashfs\\?cap=[A-Za-z0-9_-]{43} gl\\.live=1 `,
+      ),
+    );
+    const sq = await fetch(urlIn(kernelLine, 'gl.url='));
+    assert.equal(sq.status, 200);
+    assert.ok(Buffer.from(await sq.arrayBuffer()).equals(squashfs), 'the squashfs layer streamed');
   });
 
   it('a pull secret named on the claim: resolved and streamed with its credentials; without it RegistryUnauthorized, no power-on', async () => {
@@ -259,7 +372,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     await booted('private');
     const sbc = (await getSbc(s, 'private'))!;
     assert.equal(sbc.status?.image?.pullSecret, `${s.ns}/pull`);
-    const k = await layer(srv.spec.systemUUID!, 1, 'kernel');
+    const k = await layer('private', srv.spec.systemUUID!, 1, 'kernel');
     assert.ok(Buffer.from(await k.arrayBuffer()).equals(img.kernel));
     assert.deepEqual(
       resets(s, denied.spec.systemUUID!).slice(mark),
@@ -288,7 +401,8 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     const second = bootImage('second');
     const secondDesc = await pushBootImage(t, second.image, 'stable');
     const scriptA1 = await (await fetch(`${s.op!.bootServerUrl}/ipxe/${srv.spec.systemUUID}`)).text();
-    assert.match(scriptA1, /\/1\/kernel /, 'attempt 1 keeps its digest after the retag');
+    assert.match(scriptA1, /\/1\/kernel\?cap=\S+ /, 'attempt 1 keeps its digest after the retag');
+    const kernelA1 = urlIn(scriptA1, 'kernel');
     const a2 = await eventually('attempt 2 resolved', 30_000, async () => {
       const img = (await getSbc(s, 'retag'))?.status?.image;
       return img?.bootAttempt === 2 ? img : undefined;
@@ -297,9 +411,11 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     host.setFaults({ neverCallBack: false });
     assert.equal(a2.digest, secondDesc.digest);
     await booted('retag', 30_000);
-    const k = await layer(srv.spec.systemUUID!, 2, 'kernel');
+    const k = await layer('retag', srv.spec.systemUUID!, 2, 'kernel');
     assert.ok(Buffer.from(await k.arrayBuffer()).equals(second.kernel));
-    assert.equal((await layer(srv.spec.systemUUID!, 1, 'kernel')).status, 409, "attempt 1's URLs are stale");
+    const stale = await fetch(kernelA1);
+    assert.equal(stale.status, 403, "attempt 1's URLs are worthless once its token was rotated");
+    assert.equal(((await stale.json()) as { reason: string }).reason, 'InvalidCapability');
     const resolved = (await eventsFor(s, 'ServerBootConfiguration', 'retag')).filter(
       (e) => e.reason === 'ImageResolved',
     );
@@ -339,7 +455,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     bad[bad.length - 100] = bad[bad.length - 100]! ^ 0xff;
     writeFileSync(file, bad);
     for (let round = 0; round < 2; round++) {
-      const res = await layer(srv.spec.systemUUID!, 1, 'kernel');
+      const res = await layer('corrupt', srv.spec.systemUUID!, 1, 'kernel');
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('content-length'), String(img.kernel.length));
       await assert.rejects(res.arrayBuffer(), 'the body ends early: the transfer was aborted');
