@@ -1,14 +1,16 @@
 /**
  * The whole system on one machine: a control plane (etcd + kube-apiserver on loopback), the CRDs,
- * the manager as its own process (controllers + registry + boot server), a virtual BMC whose
- * systems are QEMU VMs with iPXE firmware (`qemu`) or simulated hosts (`sim`), the BMC objects that
- * point at it and the image catalog of the local boot artefacts. Used by `metalctl local up`, the
+ * the manager as its own process (controllers + registry + boot server; with `signalReplicas` the
+ * registry and the boot server run as replicas of their own behind Service stand-ins instead), a
+ * virtual BMC (or, sim only, several) whose systems are QEMU VMs with iPXE firmware (`qemu`) or
+ * simulated hosts (`sim`), the BMC objects that point at it and the image catalog of the local boot
+ * artefacts. The manager can be SIGKILLed and started again (`killManager`, `startManager`). Used by `metalctl local up`, the
  * end-to-end tests and the benchmarks; `stop()` ends every process it started and removes its files.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type pino from 'pino';
+import { pino } from 'pino';
 import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { KubeClient } from '../runtime/client.js';
@@ -381,7 +383,9 @@ export class LocalStack {
     let silent: SilentVmError | undefined;
     // A watch, not a LIST every 100 ms: at thousands of Servers the polling alone would load the
     // API server the benchmarks measure. The returned Servers are complete (managedFields stripped).
-    const informer = new Informer<Server>(this.client, Resources.Server, {});
+    const informer = new Informer<Server>(this.client, Resources.Server, {
+      log: this.opts.log ?? pino({ level: 'silent' }),
+    });
     await informer.start();
     try {
       await waitFor(`${count} servers Available`, timeoutMs, async () => {
@@ -521,7 +525,7 @@ function spawnManager(args: string[], log: string): ChildProcess {
 }
 
 async function waitForManager(manager: ChildProcess, metricsUrl: string, log: string): Promise<void> {
-  await waitFor('manager ready', 60_000, async () => {
+  await waitFor('manager ready', 180_000, async () => {
     if (manager.exitCode !== null) throw new Error(`manager exited (${manager.exitCode}); see ${log}`);
     try {
       return (await fetch(`${metricsUrl}/readyz`)).status === 200;

@@ -86,7 +86,10 @@ export class SignalReplicas {
     await exited;
   }
 
-  /** Starts (again) a replica on its port; resolves once it answers `/readyz`. */
+  /**
+   * Starts (again) a replica on its port; resolves once it answers `/readyz` (informers synced).
+   * @throws Error when it exits first or is not ready within 180 s (a loaded 2-core machine needs > 60 s).
+   */
   async startReplica(r: Replica): Promise<void> {
     const script = r.kind === 'registry' ? 'registry.js' : 'bootserver.js';
     const args = [
@@ -111,7 +114,7 @@ export class SignalReplicas {
     );
     closeSync(fd);
     const p = r.process;
-    await waitFor(`${r.name} ready`, 60_000, async () => {
+    await waitFor(`${r.name} ready`, 180_000, async () => {
       if (p.exitCode !== null) throw new Error(`${r.name} exited (${p.exitCode}); see ${r.log}`);
       try {
         return (await fetch(`http://127.0.0.1:${r.metricsPort}/readyz`)).status === 200;
