@@ -59,29 +59,47 @@ function cleanupCatalog(): string {
 const getServer = (s: Stack, name: string) => s.client.get<Server>(Resources.Server, name);
 
 /**
- * Records every `status.state` the Server shows (polled every 50 ms, each change once) until the
- * returned stop function is called (at most 90 s); resolves the list then.
+ * Records every `status.state` the Server goes through, in order, from a watch that starts at the
+ * Server's current resourceVersion (a watch delivers every change; polling can miss a state that
+ * lasts milliseconds, such as Available right before a waiting claim binds), until the returned stop
+ * function is called (at most 90 s); resolves the list then.
  */
-function watchStates(s: Stack, name: string): () => Promise<string[]> {
-  const seen: string[] = [];
-  let done = false;
-  // Bounded: a failed assertion ends the test before stop(), and the loop must not outlive it.
-  const end = Date.now() + 90_000;
-  const loop = (async () => {
-    while (!done && Date.now() < end) {
-      const st = (await getServer(s, name).catch(() => undefined))?.status?.state ?? '?';
-      if (seen[seen.length - 1] !== st) seen.push(st);
-      await new Promise((ok) => setTimeout(ok, 50));
-    }
-  })();
+async function watchStates(s: Stack, name: string): Promise<() => Promise<string[]>> {
+  const first = await getServer(s, name);
+  const seen: string[] = [first?.status?.state ?? '?'];
+  const abort = new AbortController();
+  const bound = setTimeout(() => abort.abort(), 90_000);
+  const stream = s.client
+    .watch(
+      Resources.Server,
+      {
+        resourceVersion: first?.metadata.resourceVersion ?? '0',
+        fieldSelector: `metadata.name=${name}`,
+        timeoutSeconds: 90,
+      },
+      (type, obj: Server) => {
+        if (type !== 'ADDED' && type !== 'MODIFIED') return;
+        const st = obj.status?.state ?? '?';
+        if (seen[seen.length - 1] !== st) seen.push(st);
+      },
+      abort.signal,
+    )
+    .catch(() => undefined);
   return async () => {
-    done = true;
-    await loop;
-    // The state the caller just saw may have come after the loop's last read.
-    const st = (await getServer(s, name))?.status?.state ?? '?';
-    if (seen[seen.length - 1] !== st) seen.push(st);
+    abort.abort();
+    clearTimeout(bound);
+    await stream;
     return seen;
   };
+}
+
+/**
+ * Whether the Server is Available or already Reserved by the claim `claim` that waited for it (the
+ * waiting claim binds within milliseconds, so a poll for Available alone can miss it).
+ */
+function availableOrTakenBy(x: Server | undefined, claim: string): boolean {
+  const st = x?.status?.state;
+  return st === 'Available' || (st === 'Reserved' && x?.spec.serverClaimRef?.name === claim);
 }
 
 /** Claims `server` and waits until it is Booted. */
@@ -107,7 +125,7 @@ test('release runs the cleanup boot; Available (and bound by the waiting claim) 
     await bootTenant(s, 'tenant', name);
     // The next tenant waits for this very Server.
     await createClaim(s, 'next', { serverRef: name, power: 'Off' });
-    const stop = watchStates(s, name);
+    const stop = await watchStates(s, name);
     await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
 
     // During the cleanup: the SBC of the cleanup image, the Server not claimable.
@@ -125,9 +143,10 @@ test('release runs the cleanup boot; Available (and bound by the waiting claim) 
     assert.equal(sbc.metadata.labels?.['metal.ironcore.dev/boot-purpose'], 'cleanup');
     assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False', 'not bound while cleaning');
 
+    // Available can last milliseconds (the waiting claim binds it at once): the watch above saw it.
     const cleaned = await eventually('Available after the cleanup', 30_000, async () => {
       const x = await getServer(s, name);
-      return x?.status?.state === 'Available' ? x : undefined;
+      return availableOrTakenBy(x, 'next') ? x : undefined;
     });
     const states = await stop();
     // (Then Reserved again: the waiting claim binds it.)
@@ -223,7 +242,7 @@ test('a cleanup that never reports: Error, unclaimable, reason in get servers; d
     });
     const avail = await eventually('Available after disabled + retry', 20_000, async () => {
       const x = await getServer(s, name);
-      return x?.status?.state === 'Available' ? x : undefined;
+      return availableOrTakenBy(x, 'next') ? x : undefined;
     });
     assert.equal(cond(avail, 'Cleaned')?.reason, 'CleanupDisabled', 'says the disks were not erased');
     await eventually('the waiting claim binds', 20_000, async () => {
@@ -248,7 +267,7 @@ test('automatedCleaningMode disabled: Available right after release, no cleanup 
       spec: { automatedCleaningMode: 'disabled' },
     });
     await bootTenant(s, 'tenant', name);
-    const stop = watchStates(s, name);
+    const stop = await watchStates(s, name);
     await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
     await eventually('Available after release', 20_000, async () => {
       return (await getServer(s, name))?.status?.state === 'Available';
