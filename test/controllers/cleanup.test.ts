@@ -162,8 +162,11 @@ test('release runs the cleanup boot; Available (and bound by the waiting claim) 
     assert.equal(cleaned.status?.cleanup?.attempt, 1);
     assert.ok(cleaned.status?.cleanup?.completedAt, 'status.cleanup.completedAt');
     assert.ok(cleaned.status?.cleanup?.poweredOnAt, 'the cleanup attempt was powered on');
-    const reasons = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
-    assert.ok(reasons.includes('CleanupStarted') && reasons.includes('CleanupCompleted'), reasons.join(','));
+    // Events are written after the status that they report: wait for them, then check.
+    const reasons = await eventually('CleanupStarted and CleanupCompleted Events', 15_000, async () => {
+      const r = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
+      return r.includes('CleanupStarted') && r.includes('CleanupCompleted') ? r : undefined;
+    });
     assert.ok(!reasons.includes('Released'), 'no plain release to Available');
 
     await eventually('the waiting claim binds the cleaned Server', 20_000, async () => {
@@ -217,11 +220,11 @@ test('a cleanup that never reports: Error, unclaimable, reason in get servers; d
       serverProblems(failed).includes('error:CleanupAttemptsExhausted'),
       serverProblems(failed).join(','),
     );
-    const ev = await eventsFor(s, 'Server', name, 'default');
-    assert.ok(
-      ev.some((e) => e.type === 'Warning' && e.reason === 'CleanupAttemptsExhausted'),
-      ev.map((e) => e.reason).join(','),
-    );
+    // Events are written after the status that they report: wait for the Warning, then check.
+    const ev = await eventually('a Warning CleanupAttemptsExhausted Event', 15_000, async () => {
+      const e = await eventsFor(s, 'Server', name, 'default');
+      return e.some((x) => x.type === 'Warning' && x.reason === 'CleanupAttemptsExhausted') ? e : undefined;
+    });
     assert.ok(
       ev.some((e) => e.reason === 'CleanupTimedOut'),
       'attempt 1 timed out and was retried',
@@ -277,8 +280,11 @@ test('automatedCleaningMode disabled: Available right after release, no cleanup 
     const x = await getServer(s, name);
     assert.equal(cond(x, 'Cleaned'), undefined, 'no Cleaned condition when cleanup never ran');
     assert.equal(x?.status?.cleanup, undefined);
-    const reasons = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
-    assert.ok(reasons.includes('Released') && !reasons.includes('CleanupStarted'), reasons.join(','));
+    const reasons = await eventually('a Released Event', 15_000, async () => {
+      const r = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
+      return r.includes('Released') ? r : undefined;
+    });
+    assert.ok(!reasons.includes('CleanupStarted'), reasons.join(','));
   } finally {
     await s.close();
   }
