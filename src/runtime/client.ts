@@ -579,6 +579,9 @@ export class KubeClient {
     if (this.dynamicAuth) await this.refreshAuth(false);
     const path = this.basePath + spec.path + (spec.query ?? '');
     const origin = originStore.getStore() ?? 'other';
+    // The version known before sending: a watch event carrying this very write's result can
+    // arrive ahead of the response, so the version known after it would count every write a no-op.
+    const knownBefore = this.metrics ? this.versions.get(objectPathOf(spec.path)) : undefined;
     for (let attempt = 0; ; attempt++) {
       const waited = await this.limiter.acquire();
       this.metrics?.rateLimiterLatency.observe({ verb: spec.verb }, waited / 1000);
@@ -606,7 +609,7 @@ export class KubeClient {
       if (res.statusCode >= 200 && res.statusCode < 300) {
         this.limiter.succeeded();
         const out = text ? JSON.parse(text) : undefined;
-        if (this.metrics) this.noteWrite(spec, out, origin);
+        if (this.metrics) this.noteWrite(spec, out, origin, knownBefore);
         if (spec.verb !== 'list' && spec.verb !== 'delete' && this.objectListeners.length)
           this.tellObject(out);
         return out;
@@ -639,8 +642,11 @@ export class KubeClient {
     this.metrics?.restRequests.inc({ method, code: String(status) });
   }
 
-  /** Remembers the version a response carried; counts updates and patches that changed nothing. */
-  private noteWrite(spec: RequestSpec, out: unknown, origin: string): void {
+  /**
+   * Remembers the version a response carried; counts updates and patches that changed nothing
+   * (answered with the version this client knew when it sent them).
+   */
+  private noteWrite(spec: RequestSpec, out: unknown, origin: string, knownBefore: string | undefined): void {
     const meta = (out as KObject | undefined)?.metadata;
     const rv = meta?.resourceVersion;
     if (!rv || spec.verb === 'list' || spec.resource === 'events') return;
@@ -649,7 +655,7 @@ export class KubeClient {
       this.versions.delete(key);
       return;
     }
-    if ((spec.verb === 'update' || spec.verb === 'patch') && this.versions.get(key) === rv) {
+    if ((spec.verb === 'update' || spec.verb === 'patch') && knownBefore === rv) {
       this.metrics!.apiNoopWrites.inc({ origin, resource: spec.resource, verb: spec.verb });
     }
     this.remember(key, rv);

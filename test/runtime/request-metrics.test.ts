@@ -1,7 +1,8 @@
 /**
  * The client's request breakdown against a real API server: requests are counted by origin
  * (`withRequestOrigin`), resource (with `/status`), verb and status code; a 409 shows as code 409;
- * a patch that changes nothing counts as a no-op write, one that changes something does not.
+ * a patch that changes nothing counts as a no-op write, one that changes something does not — also
+ * while a watch of the same client delivers each write's result, often ahead of its response.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -62,5 +63,37 @@ describe('request metrics (real API server)', () => {
     });
     assert.deepEqual(await counted(metrics.apiNoopWrites, 'test-controller'), { 'configmaps patch': 1 });
     assert.equal((await counted(metrics.apiRequests, 'other'))['configmaps get 200'], 1);
+  });
+
+  it('does not count a write as a no-op because its own watch event arrived first', async () => {
+    const abort = new AbortController();
+    let seen = 0;
+    const watching = client
+      .watch(
+        Resources.ConfigMap,
+        { namespace: ns.name, resourceVersion: '0' },
+        () => {
+          seen++;
+        },
+        abort.signal,
+      )
+      .catch(() => undefined);
+    await withRequestOrigin('watched-writer', async () => {
+      await client.create(Resources.ConfigMap, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'watched', namespace: ns.name },
+        data: { n: '0' },
+      });
+      for (let i = 1; i <= 40; i++)
+        await client.mergePatch(Resources.ConfigMap, 'watched', ns.name, { data: { n: String(i) } });
+    });
+    const deadline = Date.now() + 10_000;
+    while (seen < 41 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    abort.abort();
+    await watching;
+    assert.ok(seen >= 41, `the watch delivered ${seen} of 41 events`);
+    assert.deepEqual(await counted(metrics.apiNoopWrites, 'watched-writer'), {});
+    assert.equal((await counted(metrics.apiRequests, 'watched-writer'))['configmaps patch 200'], 40);
   });
 });
