@@ -7,7 +7,8 @@
  * - `spec.callbackSecretRef` names a Secret (label `metal.ironcore.dev/callback=true`, owned by the
  *   SBC) with `encodeCallbackSecret(...)` data whose `attempt` equals `spec.bootAttempt`;
  * - a new attempt: rotate the Secret, then bump `spec.bootAttempt` (bumping `metadata.generation`),
- *   then set `status.attemptGeneration` to that generation;
+ *   then set `status.attemptGeneration` to that generation (not written for the first attempt of a
+ *   new SBC: generation 1 is what an unstamped SBC's attempt generation reads as);
  * - a signal counts for the attempt when its `observedGeneration >= status.attemptGeneration`.
  *
  * Attempts are identified by an opaque key chosen by the caller (e.g. `s2a3`: series 2, attempt 3),
@@ -177,7 +178,9 @@ export class BootConfigurations {
       }
     }
     const generation = sbc.metadata.generation ?? 1;
-    if ((sbc.status?.attemptGeneration ?? 0) < generation) {
+    // A brand-new SBC (generation 1) needs no stamp: unstamped, the attempt's generation is the
+    // object's (attemptGenerationOf), and no signal can predate the object.
+    if (generation > 1 && (sbc.status?.attemptGeneration ?? 0) < generation) {
       // Only this code changes an SBC's spec, always for a new attempt: the attempt begins here.
       sbc = await this.client.mergePatch<ServerBootConfiguration>(
         Resources.ServerBootConfiguration,
