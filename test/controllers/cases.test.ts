@@ -103,6 +103,13 @@ test('C04 (claim controller): Off then On starts attempt 2 with token B in scrip
     assert.match(series[0]!.message, /^series 2 \(power on/);
     assert.ok(claimEvents.some((e) => e.reason === 'Bound'));
     assert.ok(claimEvents.some((e) => e.reason === 'BootAttemptStarted'));
+    // The claim's SBC became Ready for both attempts: no Event of its own (BootAttemptStarted tells it).
+    const sbcEvents = await eventsFor(s, 'ServerBootConfiguration', 'c04');
+    assert.deepEqual(
+      sbcEvents.filter((e) => e.type === 'Normal'),
+      [],
+      'no Normal Event on the claim-owned SBC',
+    );
     const serverBoots = (await eventsFor(s, 'Server', srv!.metadata.name!, 'default')).filter(
       (e) => e.reason === 'BootStarted',
     );
