@@ -4,10 +4,12 @@
  * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left
  * alone; entered and left through the taint `metal.ironcore.dev/maintenance`, see taints.ts). A
  * Server whose system UUID another Server owns is left alone entirely (system-ownership.ts).
- * - Initial: read the system from the BMC (manufacturer, model, serial, power state) and begin discovery.
- * - Discovery: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
- *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: one-time
- *   network boot override and power on (a power cycle when already on). Done when
+ * - Initial: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
+ *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: the
+ *   system read from the BMC (manufacturer, model, serial, power state) and, in the same status
+ *   write, state Discovery with the first attempt's power-on intent; then one-time network boot
+ *   override and power on (a power cycle when already on).
+ * - Discovery: the attempts on that SBC (a timed-out attempt bumps its `spec.bootAttempt`). Done when
  *   `RegistrationReceived` is True for the current attempt and `status.registration` exists: hardware
  *   copied into the status, state Available, the SBC deleted, the reference cleared, powered off.
  *   Each attempt has a deadline in `status.discovery` (so a restarted manager continues where it
@@ -35,6 +37,7 @@ import {
   EventReason,
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
+import type { PowerState } from '../bmc/bmc.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { conditionTransition } from '../runtime/condition-writer.js';
 import { type Condition, findCondition } from '../runtime/conditions.js';
@@ -287,7 +290,21 @@ class ServerReconciler {
     return undefined;
   }
 
+  /**
+   * State Initial: the discovery SBC first; once the SBC controller has evaluated it, the system's
+   * facts from the BMC and one status write (state Discovery, the facts, the attempt's power-on
+   * intent and `Discovered`) right before the power-on. While the SBC is merely pending nothing is
+   * written: its status change brings the next pass (upstream, too, makes the boot configuration in
+   * Initial). A pending that lasts is said: after {@link INITIAL_SILENT_WAIT_MS} the attempt is
+   * written with its WaitingForBootConfiguration condition.
+   */
   private async initial(server: Server, log: pino.Logger): Promise<Result | undefined> {
+    const synced = await this.syncDiscoveryConfiguration(server, 1);
+    const startedAt = synced.sbc.metadata.creationTimestamp ?? new Date().toISOString();
+    const waited = Math.max(0, Date.now() - Date.parse(startedAt));
+    const readiness = bootConfigurationReadiness(synced.sbc);
+    if (readiness.reason === NOT_EVALUATED.reason && waited < INITIAL_SILENT_WAIT_MS)
+      return { requeueAfterMs: INITIAL_SILENT_WAIT_MS - waited };
     let facts: Record<string, unknown>;
     try {
       const h = this.o.connections.forServer(server);
@@ -304,33 +321,11 @@ class ServerReconciler {
       await this.discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
       return { requeueAfterMs: f.retryAfterMs };
     }
-    const discovery = { attempt: 1, attemptStartedAt: new Date().toISOString() };
-    // With the words the first discovery pass would write (its SBC is not evaluated yet): that pass
-    // then has no status write of its own.
-    await this.patchStatus(
-      server,
-      { ...facts, state: 'Discovery', discovery },
-      this.waitingCondition(discovery),
-    );
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
     // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
-    return undefined;
-  }
-
-  /** The `Discovered` condition of an attempt whose new SBC the SBC controller has not evaluated yet. */
-  private waitingCondition(d: Discovery): DiscoveredCondition | undefined {
-    const { step } = decide({
-      book: bookOf(d, this.cfg.discoveryTimeoutMs),
-      sbc: undefined,
-      readiness: NOT_EVALUATED,
-      settings: discoverySettings(this.cfg),
-      wording: discoveryWording,
-      netbootSignals: NETBOOT_SIGNALS,
-      completionEvidence: false,
-      now: Date.now(),
-    });
-    return step.outcome && discoveredCondition(step, step.outcome);
+    const d: Discovery = { attempt: 1, attemptStartedAt: startedAt };
+    return this.runAttempt(synced.server, d, synced.sbc, log, { ...facts, state: 'Discovery' });
   }
 
   /** Discovery through the boot-attempt engine; the bookkeeping lives in `status.discovery`. */
@@ -342,7 +337,21 @@ class ServerReconciler {
       });
       return undefined;
     }
-    const sbc = await this.syncDiscoveryConfiguration(server, d);
+    const synced = await this.syncDiscoveryConfiguration(server, d.attempt);
+    return this.runAttempt(synced.server, d, synced.sbc, log);
+  }
+
+  /**
+   * One engine step of discovery attempt `d`. `start`: status fields of the Initial pass (state
+   * Discovery, the BMC facts) that ride in the step's first write.
+   */
+  private async runAttempt(
+    server: Server,
+    d: Discovery,
+    sbc: ServerBootConfiguration,
+    log: pino.Logger,
+    start?: Record<string, unknown>,
+  ): Promise<Result | undefined> {
     const { step } = decide({
       book: bookOf(d, this.cfg.discoveryTimeoutMs),
       sbc,
@@ -356,17 +365,16 @@ class ServerReconciler {
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
     if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, log);
     let current = server;
+    let first = start;
+    const purpose = `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`;
     const carried = await carryOut({
       step,
       before: bookOf(d, this.cfg.discoveryTimeoutMs),
+      // The Initial pass read the power state with the facts: no second read, no write of its own.
+      observed: start?.powerState as PowerState | undefined,
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) =>
-          this.o.power.boot(current, {
-            netboot: true,
-            observed,
-            purpose: `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`,
-          }),
+        boot: (observed) => this.o.power.boot(current, { netboot: true, observed, purpose }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -375,21 +383,9 @@ class ServerReconciler {
         message: `${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}: ${detail}`,
       }),
       write: async (book, outcome) => {
-        // The phase alone is no reason to write: it rides along with the next real change.
-        const next = discoveryOf(book);
-        const stored = current.status?.discovery;
-        const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
-        const waiting =
-          step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
-        if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
-        let cond = outcome && discoveredCondition(step, outcome);
-        // Said already (the Initial write): not again just because this pass's own
-        // bootConfigurationRef patch moved the generation.
-        if (step.phase === AttemptPhase.WaitingForConfiguration && sameWords(cur, cond)) cond = undefined;
-        // One request for the book and the condition where the condition is stored already.
-        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
-          current = await this.patchStatus(current, { discovery: next }, cond);
-        else if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
+        const extra = first;
+        first = undefined;
+        current = await this.writeAttempt(current, step, book, outcome, extra);
       },
     });
     for (const e of carried.events) {
@@ -402,8 +398,46 @@ class ServerReconciler {
     return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
   }
 
-  /** The discovery SBC of the current attempt (`spec.bootAttempt` = the attempt), and the reference to it. */
-  private async syncDiscoveryConfiguration(server: Server, d: Discovery): Promise<ServerBootConfiguration> {
+  /**
+   * The status write of a discovery step: bookkeeping and `Discovered` in one request where the
+   * condition is stored already; with `start` (the Initial pass) always a write. Returns the Server
+   * as stored afterwards.
+   */
+  private async writeAttempt(
+    current: Server,
+    step: Step,
+    book: AttemptBook,
+    outcome: Outcome | undefined,
+    start: Record<string, unknown> | undefined,
+  ): Promise<Server> {
+    const next = discoveryOf(book);
+    if (start) {
+      const cond = outcome && discoveredCondition(step, outcome);
+      return this.patchStatus(current, { ...start, discovery: next }, cond);
+    }
+    // The phase alone is no reason to write: it rides along with the next real change.
+    const stored = current.status?.discovery;
+    const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
+    const waiting =
+      step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
+    if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
+    let cond = outcome && discoveredCondition(step, outcome);
+    // Said already: not again just because a bootConfigurationRef patch moved the generation.
+    if (step.phase === AttemptPhase.WaitingForConfiguration && sameWords(cur, cond)) cond = undefined;
+    if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
+      return this.patchStatus(current, { discovery: next }, cond);
+    if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
+    return current;
+  }
+
+  /**
+   * The discovery SBC of attempt `attempt` (`spec.bootAttempt` = the attempt), and the reference to
+   * it; returns the SBC and the Server as stored after the reference patch.
+   */
+  private async syncDiscoveryConfiguration(
+    server: Server,
+    attempt: number,
+  ): Promise<{ sbc: ServerBootConfiguration; server: Server }> {
     const name = server.metadata.name ?? '';
     const sbcName = discoveryBootConfigurationName(name);
     const sbc = await this.o.bootConfigs.sync({
@@ -413,17 +447,18 @@ class ServerReconciler {
       serverName: name,
       image: this.cfg.probeImage,
       bootPolicy: 'NetBootAlways',
-      attemptKey: `d${d.attempt}`,
-      bootAttempt: d.attempt,
+      attemptKey: `d${attempt}`,
+      bootAttempt: attempt,
       labels: this.cfg.scopeLabels,
     });
     const ref = server.spec.bootConfigurationRef;
     if (ref?.name !== sbcName || ref.namespace !== this.cfg.managerNamespace) {
-      await this.o.client.mergePatch(Resources.Server, name, undefined, {
+      const updated = await this.o.client.mergePatch<Server>(Resources.Server, name, undefined, {
         spec: { bootConfigurationRef: { name: sbcName, namespace: this.cfg.managerNamespace } },
       });
+      return { sbc, server: updated };
     }
-    return sbc;
+    return { sbc, server };
   }
 
   /** The last attempt timed out: state Error, a reason, no boot configuration, powered off. */
@@ -648,3 +683,10 @@ function withoutDeadline(d: Discovery): Discovery {
   const { deadline: _, netbootDeadline: _n, ...rest } = d;
   return rest;
 }
+
+/**
+ * How long a new discovery SBC may stay unevaluated before the Initial pass says so (state
+ * Discovery, `Discovered=False WaitingForBootConfiguration`): the SBC controller usually answers in
+ * milliseconds, and a status write for that moment would be one request per Server for nothing.
+ */
+const INITIAL_SILENT_WAIT_MS = 5_000;

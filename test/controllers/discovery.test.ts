@@ -97,7 +97,7 @@ async function requestsOf(s: Stack, origin: string, allCodes = false): Promise<R
   return out;
 }
 
-test('discovery writes each Server status change once: 4 status writes and 2 Events per Server', {
+test('discovery writes each Server status change once: 3 status writes and 2 Events per Server', {
   timeout: 60_000,
 }, async () => {
   const n = 3;
@@ -110,9 +110,9 @@ test('discovery writes each Server status change once: 4 status writes and 2 Eve
       return items.length === 0 && refs === 0 ? true : undefined;
     });
     const got = await requestsOf(s, 'server');
-    // Initial→Discovery (with the Discovered condition of the first pass), the power-on intent,
+    // Initial→Discovery once the SBC is Ready (BMC facts, the power-on intent, Discovered),
     // powerState On after the power-on, Available (hardware, Discovered=True, powerState Off).
-    assert.equal(got['servers/status patch'], 4 * n, JSON.stringify(got));
+    assert.equal(got['servers/status patch'], 3 * n, JSON.stringify(got));
     // One delete per discovery SBC, also while the cache still holds the deleted one (no 404s).
     const all = await requestsOf(s, 'server', true);
     assert.equal(all['serverbootconfigurations delete'], n, JSON.stringify(all));
