@@ -28,6 +28,7 @@ import { BootConfigurationReason, EventReason } from '../api/vocabulary.js';
 import type { SecretObject } from '../bootsignals/boot-target.js';
 import { IgnitionTools } from '../ignition/ignition-tools.js';
 import { IgnitionError, IgnitionRenderer } from '../ignition/served-ignition.js';
+import { secretUse } from '../ignition/validated-secrets.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { KubeClient } from '../runtime/client.js';
 import { conditionTransition } from '../runtime/condition-writer.js';
@@ -158,6 +159,8 @@ class ServerBootConfigurationReconciler {
       const key = `${sbc.metadata.namespace}/${ref}@${secret?.metadata.resourceVersion}`;
       const stored = await this.ignition.stored(ref ? (secret?.data ?? {}) : undefined, key, ref);
       await this.ignition.render(stored, (o.injectBootstateUnit ?? true) ? hook : undefined);
+      // The boot server of this process serves this very version without reading it again.
+      if (ref && secret) this.ignition.validated.handOver(secretUse(sbc, ref), secret);
       return undefined;
     } catch (err) {
       if (!(err instanceof IgnitionError)) throw err;

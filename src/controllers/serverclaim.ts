@@ -322,12 +322,15 @@ class ServerClaimReconciler {
         );
         this.recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
         log.info({ server: s.metadata.name, systemUUID: s.spec.systemUUID }, 'bound');
-        this.o.events.event(
-          eventObject(claim),
-          'Normal',
-          EventReason.Bound,
-          `bound Server ${s.metadata.name}`,
-        );
+        // A fresh claim's first BootAttemptStarted names the binding (one Event per step: bind and
+        // power-on are one step for it); any other claim gets its Bound Event now.
+        if (!this.isFresh(claim))
+          this.o.events.event(
+            eventObject(claim),
+            'Normal',
+            EventReason.Bound,
+            `bound Server ${s.metadata.name}`,
+          );
         return bound;
       } catch (err) {
         // 409: someone else bound it first (or it changed); 422: the CRD refused a second claim reference.
@@ -441,12 +444,7 @@ class ServerClaimReconciler {
   private async saveUnreserved(claim: ServerClaim, bound: CondInput, log: pino.Logger): Promise<void> {
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
-    const fresh =
-      claim.spec.power === 'On' &&
-      !facts.book &&
-      !facts.retryAsked &&
-      !this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace);
-    const decision = fresh ? seriesDecision({ ...facts, now: Date.now() }) : undefined;
+    const decision = this.isFresh(claim) ? seriesDecision({ ...facts, now: Date.now() }) : undefined;
     if (decision?.kind !== 'start') {
       await this.save(claim, { phase: 'Bound', conditions: [bound] });
       return;
@@ -457,6 +455,19 @@ class ServerClaimReconciler {
       conditions: seriesConditions(decision, s, bound),
     });
     this.announceSeries(claim, decision.book, decision.why, s, log);
+  }
+
+  /**
+   * A claim about to begin its first series (power On, no bookkeeping, no SBC of its name, no retry
+   * asked): its binding is stored with the series, and told by its first BootAttemptStarted.
+   */
+  private isFresh(claim: ServerClaim): boolean {
+    return (
+      claim.spec.power === 'On' &&
+      !claim.status?.boot &&
+      claim.metadata.annotations?.[OPERATION_ANNOTATION] !== OPERATION_RETRY &&
+      !this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace)
+    );
   }
 
   /** One PowerState read for the series decision; `undefined` when the BMC cannot be read now. */
@@ -722,7 +733,15 @@ class ServerClaimReconciler {
     step: Step,
     carried: Carried,
   ): Promise<void> {
-    for (const e of carried.events) this.o.events.event(eventObject(claim), e.type, e.reason, e.message);
+    for (const e of carried.events) {
+      // The first attempt of the first series tells the binding too (no Bound Event for a fresh claim).
+      const first =
+        e.reason === EventReason.BootAttemptStarted &&
+        (step.book.series ?? 1) === 1 &&
+        step.book.attempt === (step.book.firstAttempt ?? 1);
+      const message = first ? `bound Server ${x.server.metadata.name}; ${e.message}` : e.message;
+      this.o.events.event(eventObject(claim), e.type, e.reason, message);
+    }
     const booted = step.phase === AttemptPhase.Completed && x.sbc && x.s.policy === 'NetBootOnce';
     if (booted && x.sbc)
       await this.o.bootConfigs.setBootCompleted(x.sbc, true, `claim booted in attempt ${step.book.attempt}`);

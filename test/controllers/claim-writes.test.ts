@@ -6,7 +6,9 @@
  * - Bound and the first series (status.boot, BootConfigurationReady) are one status write;
  * - a signal that only adds to what the SBC already shows (IgnitionDataFetched after the netboot was
  *   observed) writes nothing on the claim; the Booted write's history still has its time;
- * - the Server gets serverClaimRef, bootConfigurationRef and power in one spec write.
+ * - the Server gets serverClaimRef, bootConfigurationRef and power in one spec write;
+ * - the first /ignition serves the ignition Secret the SBC controller validated without reading it
+ *   again; an edit is served by the next fetch.
  *
  * The host fetches its script but not its ignition (fault), so the test fetches the ignition itself
  * and waits until the claim controller has reconciled that change before it posts /bootstate: the
@@ -24,6 +26,7 @@ import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,
+  b64,
   cond,
   createClaim,
   eventually,
@@ -35,11 +38,11 @@ import {
 after(releaseSharedCluster);
 
 /** A counter of the manager's `/metrics` (summed over label sets matching `labels`). */
-async function metric(port: number, name: string, labels: string): Promise<number> {
+async function metric(port: number, name: string, ...labels: string[]): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   let sum = 0;
   for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) || !line.includes(labels)) continue;
+    if (!line.startsWith(`${name}{`) || !labels.every((l) => line.includes(l))) continue;
     sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return sum;
@@ -64,7 +67,18 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
       if (x.metadata.name === serverName) serverVersions.push(x);
     });
     await Promise.all([claims.start(), servers.start()]);
-    await createClaim(s, 'w', { serverRef: serverName, timeout: '60s' });
+    const ignition = (marker: string) => ({
+      ignition: b64(
+        JSON.stringify({ ignition: { version: '3.4.0' }, passwd: { users: [{ name: marker }] } }),
+      ),
+    });
+    await s.client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'w-ignition', namespace: s.ns, labels: s.labels },
+      data: ignition('validated'),
+    });
+    await createClaim(s, 'w', { serverRef: serverName, timeout: '60s', ignition: 'w-ignition' });
 
     const port = s.op!.metricsPort!;
     const reconciles = () => metric(port, 'controller_runtime_reconcile_total', 'controller="serverclaim"');
@@ -80,10 +94,18 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
     const data = decodeCallbackSecret(
       (await s.client.get<SecretObject>(Resources.Secret, 'w-callback', s.ns))?.data,
     )!;
-    const ign = await fetch(
-      `${s.op!.bootServerUrl}/ignition/${uuid}?token=${encodeURIComponent(data.token)}`,
-    );
+    const ignitionUrl = `${s.op!.bootServerUrl}/ignition/${uuid}?token=${encodeURIComponent(data.token)}`;
+    const secretReads = () =>
+      metric(port, 'metal_api_requests_total', 'origin="other"', 'resource="secrets"', 'verb="get"');
+    const readsBefore = await secretReads();
+    const ign = await fetch(ignitionUrl);
     assert.equal(ign.status, 200);
+    assert.match(await ign.text(), /validated/);
+    assert.equal(
+      (await secretReads()) - readsBefore,
+      0,
+      'the first fetch serves the Secret the SBC controller validated: no second read',
+    );
     await eventually('IgnitionDataFetched reconciled by the claim controller', 20_000, async () => {
       const sbc = await getSbc(s, 'w');
       return (
@@ -108,6 +130,12 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
       const c = claims.get('w', s.ns);
       return cond(c, 'Booted')?.status === 'True' ? c : undefined;
     });
+    // An edit is served from the next fetch on (the hand-over is used once).
+    await s.client.mergePatch(Resources.Secret, 'w-ignition', s.ns, { data: ignition('edited') });
+    const again = await fetch(ignitionUrl);
+    assert.equal(again.status, 200);
+    assert.match(await again.text(), /edited/, 'the edited Secret is served');
+    assert.equal((await secretReads()) - readsBefore, 1, 'read fresh for the second fetch');
     const record = booted.status?.boot?.history?.at(-1);
     assert.deepEqual(
       Object.keys(record?.signals ?? {}).sort(),
