@@ -260,8 +260,8 @@ class ServerReconciler {
     if (state !== 'Reserved') {
       await this.patchStatus(server, { state: 'Reserved' });
       const ref = server.spec.serverClaimRef;
-      // No Event of its own (upstream records none either): the claim's `Bound` Event names this
-      // Server, and `spec.serverClaimRef` names the claim.
+      // No Event of its own (upstream records none either): the claim's binding Event (`Bound`, or
+      // its first `BootAttemptStarted`) names this Server, and `spec.serverClaimRef` the claim.
       log.info({ claim: `${ref?.namespace}/${ref?.name}` }, 'reserved');
       return undefined;
     }
