@@ -132,3 +132,24 @@ test('discovery writes each Server status change once: 3 status writes and 2 Eve
     await s.close();
   }
 });
+
+test('a discovery SBC in Error: state Discovery with the reason in Discovered, never powered on', {
+  timeout: 60_000,
+}, async () => {
+  // A registry outside --allowed-registries: refused without any network request.
+  const s = await startStack('disc-bad', { hosts: 1, args: ['--probe-image', 'registry.invalid/probe:1'] });
+  try {
+    const srv = await eventually('Discovered=False WaitingForBootConfiguration', 20_000, async () => {
+      const [x] = await servers(s);
+      return cond(x, 'Discovered')?.reason === 'WaitingForBootConfiguration' ? x : undefined;
+    });
+    assert.equal(srv.status?.state, 'Discovery');
+    assert.equal(srv.status?.manufacturer, 'Contoso', 'the BMC facts come with the first write');
+    assert.match(cond(srv, 'Discovered')!.message, /registry\.invalid.*--allowed-registries/);
+    assert.equal(srv.status?.discovery?.poweredOnAt, undefined, 'no power-on intent');
+    await new Promise((ok) => setTimeout(ok, 1_000));
+    assert.deepEqual(resets(s, srv.spec.systemUUID), [], 'nothing powered on');
+  } finally {
+    await s.close();
+  }
+});
