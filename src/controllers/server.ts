@@ -62,7 +62,7 @@ import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
-import { applyOwnedCondition } from './owned-conditions.js';
+import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
 import { TaintActions } from './taints.js';
@@ -103,7 +103,10 @@ class ServerReconciler {
 
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
-    this.cleanup = new CleanupActions({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
+    this.cleanup = new CleanupActions({
+      ...o,
+      patchStatus: (s, status, cond) => this.patchStatus(s, status, cond),
+    });
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'server' });
   }
@@ -117,7 +120,7 @@ class ServerReconciler {
   private async patchStatus(
     s: Server,
     status: Record<string, unknown>,
-    cond?: { type: string; status: 'True' | 'False'; reason: string; message: string },
+    cond?: OwnedCondition,
   ): Promise<Server> {
     // The first write is a merge patch guarded by the resourceVersion: the condition rides in the
     // whole list (the version pins what the other writers' entries are).
@@ -127,8 +130,8 @@ class ServerReconciler {
     }
     const together = cond ? this.conditionOps(s, cond) : [];
     if (cond && !together) {
-      // Not stored yet (or unchanged): its own server-side apply, first, as the other writers do.
-      await this.discovered(s, cond.status, cond.reason, cond.message);
+      // Not stored yet: its own server-side apply, first, as the other writers do.
+      await applyOwnedCondition(this.o.client, Resources.Server, s, cond);
     }
     return this.patchStatusOps(s, status, together ?? []);
   }
@@ -139,10 +142,7 @@ class ServerReconciler {
    * the same reconcile instead of a request of its own. `[]` when the stored one already says the
    * same; undefined when there is none (the caller applies it on its own).
    */
-  private conditionOps(
-    s: Server,
-    cond: { type: string; status: 'True' | 'False'; reason: string; message: string },
-  ): unknown[] | undefined {
+  private conditionOps(s: Server, cond: OwnedCondition): unknown[] | undefined {
     const conds = s.status?.conditions ?? [];
     const i = conds.findIndex((c) => c.type === cond.type);
     if (i < 0) return undefined;
@@ -464,10 +464,19 @@ class ServerReconciler {
   /** The last attempt timed out: state Error, a reason, no boot configuration, powered off. */
   private async exhaust(server: Server, step: Step, log: pino.Logger): Promise<Result | undefined> {
     const { deadline: _, netbootDeadline: _n, ...rest } = discoveryOf(step.book);
-    const updated = await this.patchStatus(server, { state: 'Error', discovery: rest });
+    const what = step.outcome?.message ?? 'discovery attempts exhausted';
+    const updated = await this.patchStatus(
+      server,
+      { state: 'Error', discovery: rest },
+      {
+        type: DISCOVERED_CONDITION,
+        status: 'False',
+        reason: DiscoveredReason.DiscoveryAttemptsExhausted,
+        message: what,
+      },
+    );
     this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
     this.o.bootMetrics.exhausted.inc({ flow: 'discovery' });
-    const what = step.outcome?.message ?? 'discovery attempts exhausted';
     log.warn({ attempts: step.book.attempt }, 'discovery failed: attempts exhausted');
     this.o.events.event(
       eventObject(server),
@@ -475,7 +484,6 @@ class ServerReconciler {
       EventReason.DiscoveryAttemptsExhausted,
       `${what}; giving up (state Error)`,
     );
-    await this.discovered(updated, 'False', DiscoveredReason.DiscoveryAttemptsExhausted, what);
     await this.removeDiscoveryConfiguration(updated);
     const p = await this.o.power.ensure(updated, 'Off');
     return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
@@ -491,7 +499,7 @@ class ServerReconciler {
     // Off before the state says Available, so the one status write carries the PowerState after
     // the ForceOff. Safe to repeat: a Server in Discovery is nobody's (no claim binds it), and a
     // pass after a failed write finds it Off and sends nothing.
-    const off = await this.powerOff(server);
+    const off = await this.o.power.offForStatusWrite(server);
     // Condition with the state (or first): whoever sees Available also sees why.
     const updated = await this.patchStatus(
       server,
@@ -534,21 +542,6 @@ class ServerReconciler {
     await this.removeDiscoveryConfiguration(updated);
     // The status change brings the Available pass (which sees a power-off through).
     return undefined;
-  }
-
-  /**
-   * Powers a Server off whose status is written next (PowerState and Event wording returned, not
-   * written: the caller's status write and Event carry them).
-   */
-  private async powerOff(server: Server): Promise<{ status: { powerState?: string }; words: string }> {
-    const p = await this.o.power.ensure(server, 'Off', undefined, { record: false, event: false });
-    const status = p.lastRead && p.lastRead !== server.status?.powerState ? { powerState: p.lastRead } : {};
-    const words = p.sent
-      ? `${p.reached ? 'powered off' : 'powering off'}: ${p.sent.resetType} sent to the BMC (PowerState was ${p.sent.from})`
-      : p.reached
-        ? 'Off already'
-        : `powering off: ${p.pending ?? 'pending'}`;
-    return { status, words };
   }
 
   private async available(server: Server): Promise<Result | undefined> {
@@ -631,7 +624,7 @@ function sameWords(stored: Condition | undefined, cond: DiscoveredCondition | un
  * `s`'s conditions with `cond` in place of the stored entry of its type (appended when there is
  * none), stamped with the generation; undefined when the stored one already says the same.
  */
-function conditionsWith(s: Server, cond: DiscoveredCondition): Condition[] | undefined {
+function conditionsWith(s: Server, cond: OwnedCondition): Condition[] | undefined {
   const conds = s.status?.conditions ?? [];
   const generation = s.metadata.generation ?? 0;
   const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());

@@ -153,3 +153,41 @@ test('a discovery SBC in Error: state Discovery with the reason in Discovered, n
     await s.close();
   }
 });
+
+test('discovery that never registers: attempts bounded, then state Error with the reason, no SBC, powered off', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('disc-exh', {
+    hosts: 1,
+    simFaults: { neverCallBack: true },
+    args: ['--discovery-timeout', '3s', '--discovery-max-attempts', '2'],
+  });
+  try {
+    const srv = await eventually('state Error', 40_000, async () => {
+      const [x] = await servers(s);
+      return x?.status?.state === 'Error' ? x : undefined;
+    });
+    // The condition rides in the write of the state: whoever sees Error sees why.
+    const c = cond(srv, 'Discovered');
+    assert.equal(c?.reason, 'DiscoveryAttemptsExhausted');
+    assert.match(c!.message, /attempt 2\/2 timed out after 3s/);
+    const done = await eventually('powered off, discovery SBC deleted', 15_000, async () => {
+      const [x] = await servers(s);
+      const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
+      const host = s.vbmc.systems.find((h) => h.id === x?.spec.systemUUID)?.host;
+      return items.length === 0 && host?.powerState() === 'Off' && !x?.spec.bootConfigurationRef
+        ? x
+        : undefined;
+    });
+    const r = resets(s, done.spec.systemUUID);
+    assert.equal(r.at(-1), 'ForceOff', r.join(','));
+    assert.equal(r.filter((x) => x !== 'ForceOff').length, 2, `one power action per attempt: ${r.join(',')}`);
+    const events = await eventually('the Warning Event', 10_000, async () => {
+      const e = await eventsFor(s, 'Server', done.metadata.name!, 'default');
+      return e.some((x) => x.reason === 'DiscoveryAttemptsExhausted') ? e : undefined;
+    });
+    assert.equal(events.find((x) => x.reason === 'DiscoveryAttemptsExhausted')?.type, 'Warning');
+  } finally {
+    await s.close();
+  }
+});
