@@ -1,6 +1,6 @@
 /**
  * Wires the registry and/or the boot server to a cluster: one KubeClient, informers for Servers
- * (indexed by canonical system UUID), ServerBootConfigurations and callback Secrets (label
+ * (indexed by canonical system UUID; registration payloads cached as their projection), ServerBootConfigurations and callback Secrets (label
  * `metal.ironcore.dev/callback=true`, data kept only for Secrets an SBC controls), and an Event
  * recorder. Used by the manager (in-process
  * servers) and by the standalone `registry` / `bootserver` entry points. Holds no state of its own.
@@ -14,10 +14,11 @@ import { type BootServerOptions, startBootServer } from '../bootserver/server.js
 import { type RegistryOptions, type RunningServer, startRegistry } from '../registry/server.js';
 import { KubeClient } from '../runtime/client.js';
 import { EventRecorder } from '../runtime/events.js';
-import { Informer } from '../runtime/informer.js';
+import { Informer, stripManagedFields } from '../runtime/informer.js';
 import { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from './boot-target.js';
+import { slimRegistration } from './registration-cache.js';
 
 /** Label carried by every callback Secret, so the signal servers cache only those Secrets. */
 export const CALLBACK_SECRET_LABEL = 'metal.ironcore.dev/callback';
@@ -38,6 +39,14 @@ export function keepOnlySbcSecretData(secret: SecretObject): SecretObject {
   return rest;
 }
 
+/**
+ * Informer transform for Servers, shared by the manager's and the signal servers' caches: no
+ * `managedFields`, and the registration payload as its projection (see registration-cache.ts).
+ */
+export function cachedServer(server: Server): Server {
+  return slimRegistration(stripManagedFields(server));
+}
+
 export interface SignalSources {
   client: KubeClient;
   servers: Informer<Server>;
@@ -52,6 +61,7 @@ export function signalSources(client: KubeClient, log: Logger, events?: EventRec
     client,
     servers: new Informer<Server>(client, Resources.Server, {
       indexers: { [SERVER_UUID_INDEX]: serverUUIDIndexer },
+      transform: cachedServer,
       log,
     }),
     sbcs: new Informer<ServerBootConfiguration>(client, Resources.ServerBootConfiguration, { log }),

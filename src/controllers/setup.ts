@@ -10,7 +10,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
-import { CALLBACK_SECRET_LABEL, keepOnlySbcSecretData } from '../bootsignals/signal-stack.js';
+import { CALLBACK_SECRET_LABEL, cachedServer, keepOnlySbcSecretData } from '../bootsignals/signal-stack.js';
 import type { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { Informer } from '../runtime/informer.js';
@@ -94,6 +94,7 @@ function registerInformers(mgr: Manager, cfg: ControllerConfig): Informers {
   const servers = mgr.informer<Server>(Resources.Server, {
     labelSelector: scope,
     indexers: { [SERVER_UUID_INDEX]: serverUUIDIndexer, [SERVER_BY_CLAIM_INDEX]: serverByClaimIndexer },
+    transform: cachedServer,
   });
   const sbcs = mgr.informer<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
     labelSelector: scope,

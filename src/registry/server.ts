@@ -8,7 +8,9 @@
  *   bootserver/client-identity.ts), and `RegistrationReceived` is set on the current SBC. A claim attempt's token is refused
  *   (403 `NotDiscovery`): a tenant cannot rewrite the inventory (S11). Bodies over 64 KiB are 413,
  *   `data` nested deeper than {@link MAX_REGISTRATION_DEPTH} is 400 `TooDeep`.
- * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none).
+ * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none),
+ *   read from the API server (the Server cache holds only a projection of it, see
+ *   bootsignals/registration-cache.ts).
  * - `DELETE /delete/{uuid}` + Bearer token of the current discovery attempt → 200; removes the
  *   stored payload. (Both need the token since S5; the controllers never call them.)
  * - `POST /bootstate` `{"systemUUID", "booted": bool}` + `Authorization: Bearer <token>` → 200 once
@@ -24,18 +26,19 @@
  * registration / object deleted mid-request, 409 ambiguous UUID, token of an earlier attempt (also an
  * Event on the SBC) or retired token, 413, 415, 429 after too many 401s from one address, 503 +
  * `Retry-After` while the API server is unavailable. The registry keeps no state: every answer is
- * backed by a write to the API server or a read of its caches.
+ * backed by a write to the API server or a read of its caches (of the API server for `/systems`).
  */
-import { isDeepStrictEqual } from 'node:util';
 import { Ajv } from 'ajv';
 import type { FastifyRequest } from 'fastify';
 import { Registry } from 'prom-client';
+import type { Server } from '../api/v1alpha1/server.js';
 import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
 import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
 import { isDiscoveryAttempt } from '../bootsignals/power-intent.js';
+import { isProjection, registrationDigest } from '../bootsignals/registration-cache.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import { Resources } from '../runtime/resource.js';
 
@@ -156,7 +159,9 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
       const server = auth.target.server;
       const previous = server.status?.registration?.data;
       const from = clientAddress(req.socket.remoteAddress);
-      const changed = !isDeepStrictEqual(previous, body.data);
+      // The cache holds a projection of the stored payload with the digest of the whole one.
+      const changed =
+        previous === undefined || registrationDigest(previous) !== registrationDigest(body.data);
       if (changed || server.status?.registration?.clientAddress !== from) {
         const registration = {
           receivedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
@@ -199,7 +204,17 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
   app.get('/systems/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const { target } = await authorize(req, uuid);
-    const data = target.server.status?.registration?.data;
+    let data = target.server.status?.registration?.data;
+    if (isProjection(data)) {
+      // The cache keeps only what the operator maps: the whole payload is read where it is stored.
+      let stored: Server | undefined;
+      try {
+        stored = await opts.client.get<Server>(Resources.Server, target.server.metadata.name!);
+      } catch (err) {
+        apiFailure(err, 'reading the registration');
+      }
+      data = stored?.status?.registration?.data;
+    }
     if (!data) throw new HttpError(404, 'NoRegistration', `no registration stored for ${uuid}`);
     return data;
   });

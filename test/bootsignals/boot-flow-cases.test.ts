@@ -8,6 +8,7 @@ import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { registrationDigest } from '../../src/bootsignals/registration-cache.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
@@ -111,9 +112,11 @@ describe('boot-flow cases (registry + boot server)', () => {
         await waitFor(
           'registration in cache',
           5_000,
+          // The cache holds a projection of it and the digest of the whole payload.
           () =>
-            JSON.stringify(stack.sources.servers.get(s.server.metadata.name!)?.status?.registration?.data) ===
-            JSON.stringify(data),
+            registrationDigest(
+              stack.sources.servers.get(s.server.metadata.name!)?.status?.registration?.data,
+            ) === registrationDigest(data),
         );
         for (const read of [seeded.toLowerCase(), seeded.toUpperCase()]) {
           const sys = await getText(`${stack.registryUrl}/systems/${read}`, bearer(s.token));
@@ -240,6 +243,15 @@ describe('boot-flow cases (registry + boot server)', () => {
     assert.equal(second.status, 200, second.text);
     assert.equal(JSON.parse(second.text).changed, false);
     assert.equal(await versions(s), before, 'identical registration wrote nothing');
+    // The cache keeps a projection and the digest of the whole payload: key order is no change.
+    const reordered = await postJson(
+      `${stack.registryUrl}/register`,
+      { systemUUID: s.uuid, data: { memory: { totalBytes: 536870912 }, cpu: [{ id: '0' }] } },
+      bearer(s.token),
+    );
+    assert.equal(reordered.status, 200, reordered.text);
+    assert.equal(await versions(s), before, 'reordered registration wrote nothing');
+    // A difference the projection does not keep (`memory` is no list here) is still a change.
     const changed = await postJson(
       `${stack.registryUrl}/register`,
       { ...payload, data: { ...payload.data, memory: { totalBytes: 1073741824 } } },
