@@ -76,6 +76,13 @@ export interface BmcControllerOptions {
   bmcDown?: BmcDownReports;
   /** Servers are created for at most this many systems per BMC (the first by URI); default {@link DEFAULT_MAX_SYSTEMS_PER_BMC}. */
   maxSystems?: number;
+  /**
+   * The discovery SBC a new Server will get (server.ts): set as `spec.bootConfigurationRef` at
+   * creation, so the Server controller's discovery needs no spec patch to set it. The SBC itself is
+   * made in state Initial; until then the reference names nothing, which the boot signals treat as
+   * no boot configuration.
+   */
+  discoveryRef?: (server: string) => { name: string; namespace: string };
 }
 
 /** What one read of a BMC's systems found. */
@@ -384,7 +391,7 @@ class BmcReconciler {
           labels: { ...o.labels },
           ownerReferences: [controllerOwnerReference(bmc, Resources.BMC)],
         },
-        spec,
+        spec: o.discoveryRef ? { ...spec, bootConfigurationRef: o.discoveryRef(name) } : spec,
       });
     } catch (err) {
       if (err instanceof ApiError && err.conflict) return 'exists'; // cache lag: it exists

@@ -374,7 +374,10 @@ class ServerReconciler {
       observed: start?.powerState as PowerState | undefined,
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) => this.o.power.boot(current, { netboot: true, observed, purpose }),
+        // Attempt 1's power-on is told by the Discovered Event (or the timeout's Warning): one Event
+        // per discovery, not per step; a retry's power-on is news and keeps its BootStarted.
+        boot: (observed) =>
+          this.o.power.boot(current, { netboot: true, observed, purpose, event: step.book.attempt > 1 }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -537,7 +540,7 @@ class ServerReconciler {
       eventObject(server),
       'Normal',
       EventReason.Discovered,
-      `registration received in attempt ${d.attempt}; Available, ${off.words}`,
+      `registration received in attempt ${d.attempt}${sincePowerOn(d)}; Available, ${off.words}`,
     );
     await this.removeDiscoveryConfiguration(updated);
     // The status change brings the Available pass (which sees a power-off through).
@@ -670,6 +673,12 @@ function discoveryOf(b: AttemptBook): Discovery {
   const out: Record<string, unknown> = {};
   for (const k of keys) if (b[k] !== undefined) out[k] = b[k];
   return out as Discovery;
+}
+
+/** ` (12.3 s after power-on)` when the attempt's power-on time is stored, else ''. */
+function sincePowerOn(d: Discovery): string {
+  const on = d.poweredOnAt ? Date.parse(d.poweredOnAt) : Number.NaN;
+  return Number.isFinite(on) ? ` (${(Math.max(0, Date.now() - on) / 1000).toFixed(1)} s after power-on)` : '';
 }
 
 function withoutDeadline(d: Discovery): Discovery {

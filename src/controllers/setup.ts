@@ -25,7 +25,7 @@ import { DuplicateServers } from './duplicate-servers.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { BootMetrics } from './metrics.js';
 import { PowerActions } from './power.js';
-import { newServerController } from './server.js';
+import { discoveryBootConfigurationName, newServerController } from './server.js';
 import { newServerBootConfigurationController } from './serverbootconfiguration.js';
 import { newServerClaimController, SERVER_BY_CLAIM_INDEX, serverByClaimIndexer } from './serverclaim.js';
 
@@ -162,6 +162,10 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
       maxSystems: cfg.bmcMaxSystems,
       bmcDown,
       labels: cfg.scopeLabels,
+      discoveryRef: (server) => ({
+        name: discoveryBootConfigurationName(server),
+        namespace: cfg.managerNamespace,
+      }),
     }),
   );
   mgr.add(
