@@ -18,7 +18,7 @@
  *        [--replicas 0] [--manager-args "--workers=4 --kube-api-qps=300"]
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
@@ -138,6 +138,8 @@ function processUsage(pid: number): { cpuSeconds: number; peakRssMiB: number; rs
   };
 }
 
+const round1 = (v: number) => Math.round(v * 10) / 10;
+
 /** The manager's node process: the child of setpriv shares its pid (setpriv execs). */
 function managerPid(stack: LocalStack): number {
   return stack.manager.pid!;
@@ -149,6 +151,11 @@ interface FleetResult {
   secondsToBooted: number;
   requestsPerServer: Record<string, number>;
   managerCpuSeconds: number;
+  /** CPU seconds of kube-apiserver and etcd from the start of discovery to the last claim Booted. */
+  apiServerCpuSeconds: number;
+  etcdCpuSeconds: number;
+  /** 1-minute load average when the measurement started and when it ended (other work on the machine). */
+  loadAverage: [number, number];
   managerPeakRssMiB: number;
   managerIdleRssMiB: number;
   /** Manager RSS at the end, MiB (VmRSS, not the peak). */
@@ -181,6 +188,9 @@ async function run(n: number): Promise<FleetResult> {
   });
   try {
     const idle = processUsage(managerPid(stack));
+    const apiBefore = processUsage(stack.cp.apiServer!.pid!).cpuSeconds;
+    const etcdBefore = processUsage(stack.cp.etcd!.pid!).cpuSeconds;
+    const loadBefore = loadavg()[0]!;
     const before = await apiRequestsByVerb(stack);
     const breakdownBefore = await apiBreakdown(stack);
     const t0 = performance.now();
@@ -236,6 +246,8 @@ async function run(n: number): Promise<FleetResult> {
       perServer[verb] = Math.round((((after[verb] ?? 0) - (before[verb] ?? 0)) / n) * 10) / 10;
     }
     const usage = processUsage(managerPid(stack));
+    const apiServerCpuSeconds = round1(processUsage(stack.cp.apiServer!.pid!).cpuSeconds - apiBefore);
+    const etcdCpuSeconds = round1(processUsage(stack.cp.etcd!.pid!).cpuSeconds - etcdBefore);
     const replicaRssMiB: Record<string, number> = {};
     for (const r of stack.signals?.replicas ?? [])
       replicaRssMiB[r.name] = processUsage(r.process.pid!).rssMiB;
@@ -246,6 +258,9 @@ async function run(n: number): Promise<FleetResult> {
       secondsToBooted: Math.round(tBooted * 10) / 10,
       requestsPerServer: perServer,
       managerCpuSeconds: usage.cpuSeconds,
+      apiServerCpuSeconds,
+      etcdCpuSeconds,
+      loadAverage: [round1(loadBefore), round1(loadavg()[0]!)],
       managerPeakRssMiB: usage.peakRssMiB,
       managerIdleRssMiB: idle.peakRssMiB,
       managerEndRssMiB: usage.rssMiB,
@@ -312,6 +327,11 @@ for (const n of sizes) {
       ],
       ['manager CPU seconds', r.managerCpuSeconds],
       [
+        'kube-apiserver / etcd CPU seconds (measured phases)',
+        `${r.apiServerCpuSeconds} / ${r.etcdCpuSeconds}`,
+      ],
+      ['load average at start / end (1 min)', `${r.loadAverage[0]} / ${r.loadAverage[1]}`],
+      [
         'manager RSS start / peak / end (MiB)',
         `${r.managerIdleRssMiB} / ${r.managerPeakRssMiB} / ${r.managerEndRssMiB}`,
       ],
@@ -337,6 +357,7 @@ for (const n of sizes) {
     ['time claim→all Booted (s)', spread(runs, (r) => r.secondsToBooted)],
     ['API requests per server', spread(runs, totalRequests)],
     ['manager CPU seconds', spread(runs, (r) => r.managerCpuSeconds)],
+    ['kube-apiserver CPU seconds', spread(runs, (r) => r.apiServerCpuSeconds)],
     ['RSS growth per server (KiB)', spread(runs, rssGrowthKiB)],
   ]);
   console.log(

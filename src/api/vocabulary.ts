@@ -277,7 +277,6 @@ export const EventReason = {
   Adopted: 'Adopted',
   WaitingForPowerOff: 'WaitingForPowerOff',
   // Server
-  Reserved: 'Reserved',
   DiscoveryRetry: 'DiscoveryRetry',
   DiscoveryTimedOut: 'DiscoveryTimedOut',
   DiscoveryAttemptsExhausted: 'DiscoveryAttemptsExhausted',

@@ -1,6 +1,8 @@
 /**
  * `/ignition/{uuid}`'s body: the SBC's ignition Secret rendered by `IgnitionRenderer` (Butane
- * translated, the `/bootstate` hook merged in, validated). Maps `IgnitionError` onto the boot
+ * translated, the `/bootstate` hook merged in, validated). The Secret is the one the SBC controller
+ * of this process validated for the attempt when it handed it over (first fetch, see
+ * src/ignition/validated-secrets.ts), else read from the API server. Maps `IgnitionError` onto the boot
  * server's answers: 409 with the reason (`IgnitionMissing`, `InvalidButane`, `InvalidIgnition`)
  * when the config is at fault, 503 + `Retry-After` when the tools cannot run or the API is down.
  */
@@ -9,6 +11,7 @@ import { apiFailure, type SecretObject } from '../bootsignals/boot-target.js';
 import { HttpError } from '../bootsignals/http-error.js';
 import type { BootstateHook } from '../ignition/bootstate-hook.js';
 import { IgnitionError, type IgnitionRenderer } from '../ignition/served-ignition.js';
+import { secretUse } from '../ignition/validated-secrets.js';
 import type { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 
@@ -25,8 +28,10 @@ export async function servedIgnition(
   const ref = sbc.spec.ignitionSecretRef?.name;
   let secret: SecretObject | undefined;
   if (ref) {
+    // The version the SBC controller of this process validated for this attempt, else a fresh read.
+    secret = renderer.validated.take(secretUse(sbc, ref));
     try {
-      secret = await client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
+      secret ??= await client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace);
     } catch (err) {
       apiFailure(err, 'reading the ignition Secret');
     }

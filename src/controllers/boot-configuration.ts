@@ -120,11 +120,29 @@ export function bootConfigurationReadiness(sbc: ServerBootConfiguration): Readin
 }
 
 export class BootConfigurations {
+  /**
+   * uid by `namespace/name` of SBCs this process deleted whose deletion the watch has not delivered
+   * yet: so a reconcile in between does not delete them again (a 404 each). Bounded: an entry goes
+   * with the informer's delete event.
+   */
+  private readonly deleted = new Map<string, string>();
+
   constructor(
     private readonly client: KubeClient,
     private readonly sbcs: Informer<ServerBootConfiguration>,
     private readonly secrets: Informer<SecretObject>,
-  ) {}
+  ) {
+    sbcs.on('delete', (gone) => {
+      const key = `${gone.metadata.namespace}/${gone.metadata.name}`;
+      if (this.deleted.get(key) === gone.metadata.uid) this.deleted.delete(key);
+    });
+  }
+
+  /** The cached SBC, unless this process deleted it already (the cache lags the delete). */
+  cached(name: string, namespace: string): ServerBootConfiguration | undefined {
+    const sbc = this.sbcs.get(name, namespace);
+    return sbc && this.deleted.get(`${namespace}/${name}`) === sbc.metadata.uid ? undefined : sbc;
+  }
 
   /**
    * Makes the SBC and its callback Secret match `d`, starting a new attempt when `d.attemptKey`
@@ -134,7 +152,7 @@ export class BootConfigurations {
    */
   async sync(d: DesiredBootConfiguration): Promise<ServerBootConfiguration> {
     const secretName = callbackSecretName(d.name);
-    let sbc = this.sbcs.get(d.name, d.namespace) ?? (await this.create(d, secretName));
+    let sbc = this.cached(d.name, d.namespace) ?? (await this.create(d, secretName));
     if (sbc.metadata.deletionTimestamp || !isControlledBy(sbc, d.owner.obj)) {
       throw new ApiError(
         `ServerBootConfiguration ${d.namespace}/${d.name} is being deleted or belongs to another owner`,
@@ -245,7 +263,9 @@ export class BootConfigurations {
    * deletes the Secret too; the manager holds no `delete` on Secrets (security review S9).
    */
   async delete(name: string, namespace: string): Promise<void> {
+    const uid = this.sbcs.get(name, namespace)?.metadata.uid;
     await this.client.delete(Resources.ServerBootConfiguration, name, namespace);
+    if (uid) this.deleted.set(`${namespace}/${name}`, uid);
   }
 
   private async create(d: DesiredBootConfiguration, secretName: string): Promise<ServerBootConfiguration> {

@@ -361,7 +361,7 @@ export class CleanupActions {
         spec: { bootConfigurationRef: null },
       });
     }
-    if (this.o.sbcs.get(name, this.cfg.managerNamespace))
+    if (this.o.bootConfigs.cached(name, this.cfg.managerNamespace))
       await this.o.bootConfigs.delete(name, this.cfg.managerNamespace);
   }
 }

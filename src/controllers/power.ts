@@ -40,6 +40,22 @@ export interface PowerProgress {
   requeueAfterMs?: number;
   /** What is pending, for claim conditions. */
   pending?: string;
+  /** The ResetType this call sent and the PowerState it was sent on; `undefined` when it sent none. */
+  sent?: { resetType: ResetType; from: PowerState };
+  /** The latest PowerState read by this call (after the action when one was sent and re-read). */
+  lastRead?: PowerState;
+}
+
+/**
+ * How {@link PowerActions.ensure} reports: by default every PowerState read is stored in
+ * `status.powerState` at once and a sent action gets a `PowerOn`/`PowerOff` Event. A caller that
+ * writes the Server's status in the same reconcile anyway passes `record: false` and carries
+ * {@link PowerProgress.lastRead} in that write (one request instead of two), and `event: false`
+ * when its own Event names the action ({@link PowerProgress.sent}).
+ */
+export interface EnsureOptions {
+  record?: boolean;
+  event?: boolean;
 }
 
 export type BootActionResult =
@@ -77,60 +93,73 @@ export class PowerActions {
 
   /** One read of `PowerState`, also stored in `status.powerState`. Throws BMC errors and {@link BmcAccessError}. */
   async observe(server: Server): Promise<PowerState> {
+    const state = await this.read(server);
+    await this.recordState(server, state);
+    return state;
+  }
+
+  /** One read of `PowerState`, not stored. Throws BMC errors (reported to the BMC controller). */
+  private async read(server: Server): Promise<PowerState> {
     const h = this.o.connections.forServer(server);
-    let state: PowerState;
     try {
-      state = await h.bmc.powerState(h.systemUri);
+      return await h.bmc.powerState(h.systemUri);
     } catch (err) {
       this.reportFailure(server, err);
       throw err;
     }
-    await this.recordState(server, state);
-    return state;
   }
 
   /**
    * Moves the system towards `goal` without waiting: reads `PowerState`, sends `On` / `ForceOff` when
    * needed and not sent within `resendAfterMs`, and reports progress. `observed`: a PowerState read
-   * earlier in the same reconcile (saves a BMC round trip). BMC failures are reported in
-   * the result and the Server's `PowerActionPending` condition, never thrown; API errors are thrown.
+   * earlier in the same reconcile (saves a BMC round trip); `opts`: see {@link EnsureOptions}. BMC
+   * failures are reported in the result and the Server's `PowerActionPending` condition, never
+   * thrown; API errors are thrown.
    */
-  async ensure(server: Server, goal: PowerGoal, observed?: PowerState): Promise<PowerProgress> {
+  async ensure(
+    server: Server,
+    goal: PowerGoal,
+    observed?: PowerState,
+    opts: EnsureOptions = {},
+  ): Promise<PowerProgress> {
     const name = server.metadata.name ?? '';
+    const record = opts.record !== false;
     const refused = this.duplicate(server);
     if (refused) return this.failed(server, `requesting ${goal}`, refused);
     let state: PowerState;
     try {
-      state = observed ?? (await this.observe(server));
+      state = observed ?? (record ? await this.observe(server) : await this.read(server));
     } catch (err) {
       return this.failed(server, `reading PowerState (want ${goal})`, classifyBmcFailure(err));
     }
     if (state === goal) {
       this.sent.delete(name);
       await this.setPending(server, undefined);
-      return { reached: true, state };
+      return { reached: true, state, lastRead: state };
     }
     const now = Date.now();
     const prior = this.sent.get(name) ?? this.fromCondition(server);
     if (prior && prior.goal === goal && now - prior.at < this.o.resendAfterMs) {
       const pending = `${goal} requested at ${new Date(prior.at).toISOString()}; BMC still reports ${state}`;
       await this.setPending(server, { reason: waitingFor(goal), message: pending, since: prior.at });
-      return { reached: false, state, requeueAfterMs: pollDelay(now - prior.at), pending };
+      return { reached: false, state, requeueAfterMs: pollDelay(now - prior.at), pending, lastRead: state };
     }
     if (isTransitionalPowerState(state) && !prior) {
       // Someone else's transition: let it finish before deciding.
       const pending = `BMC reports ${state}; waiting before requesting ${goal}`;
       await this.setPending(server, { reason: PowerReason.WaitingForTransition, message: pending });
-      return { reached: false, state, requeueAfterMs: 2_000, pending };
+      return { reached: false, state, requeueAfterMs: 2_000, pending, lastRead: state };
     }
     const h = this.o.connections.forServer(server);
     let after: PowerState | undefined;
+    let sent: PowerProgress['sent'];
     try {
       const res = goal === 'On' ? await h.bmc.powerOn(h.systemUri) : await h.bmc.forceOff(h.systemUri);
       this.sent.set(name, { goal, at: now });
+      sent = res.sent ? { resetType: res.sent, from: res.observed } : undefined;
       this.log(server).info({ goal, sent: res.sent, observed: res.observed }, 'power action sent');
-      if (res.sent) after = await this.refresh(server);
-      if (res.sent)
+      if (res.sent) after = await this.refresh(server, record);
+      if (res.sent && opts.event !== false)
         this.o.events.event(
           { ...server, ...SERVER_EVENT },
           'Normal',
@@ -145,11 +174,11 @@ export class PowerActions {
     // The BMC reports the goal already (most ForceOffs): nothing is pending, nothing to write twice.
     if (after === goal) {
       await this.setPending(server, undefined);
-      return { reached: true, state: after };
+      return { reached: true, state: after, sent, lastRead: after };
     }
     const pending = `${goal} requested at ${new Date(now).toISOString()}; BMC reports ${state}`;
     await this.setPending(server, { reason: waitingFor(goal), message: pending, since: now });
-    return { reached: false, state, requeueAfterMs: pollDelay(0), pending };
+    return { reached: false, state, requeueAfterMs: pollDelay(0), pending, sent, lastRead: after ?? state };
   }
 
   /**
@@ -219,12 +248,12 @@ export class PowerActions {
 
   /**
    * Reads and records `PowerState` once right after an action, so `status.powerState` does not show
-   * the state before it until the next reconcile. Best effort: a failed read changes nothing
-   * (undefined).
+   * the state before it until the next reconcile (`record` false: read only, the caller stores it).
+   * Best effort: a failed read changes nothing (undefined).
    */
-  private async refresh(server: Server): Promise<PowerState | undefined> {
+  private async refresh(server: Server, record = true): Promise<PowerState | undefined> {
     try {
-      return await this.observe(server);
+      return record ? await this.observe(server) : await this.read(server);
     } catch (err) {
       this.log(server).debug({ err }, 'PowerState not re-read after the action');
       return undefined;

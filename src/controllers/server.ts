@@ -37,7 +37,7 @@ import {
 } from '../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { conditionTransition } from '../runtime/condition-writer.js';
-import { findCondition } from '../runtime/conditions.js';
+import { type Condition, findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
@@ -54,7 +54,7 @@ import {
   type Step,
   type Wording,
 } from './boot-attempt/index.js';
-import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
+import { type BootConfigurations, bootConfigurationReadiness, NOT_EVALUATED } from './boot-configuration.js';
 import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
@@ -116,9 +116,13 @@ class ServerReconciler {
     status: Record<string, unknown>,
     cond?: { type: string; status: 'True' | 'False'; reason: string; message: string },
   ): Promise<Server> {
-    // The first write is a merge patch guarded by the resourceVersion: no ops to ride along.
-    const together =
-      cond && s.status?.state !== undefined ? this.conditionOps(s, cond) : cond ? undefined : [];
+    // The first write is a merge patch guarded by the resourceVersion: the condition rides in the
+    // whole list (the version pins what the other writers' entries are).
+    if (cond && s.status?.state === undefined) {
+      const conditions = conditionsWith(s, cond);
+      return this.patchStatusOps(s, conditions ? { ...status, conditions } : status, []);
+    }
+    const together = cond ? this.conditionOps(s, cond) : [];
     if (cond && !together) {
       // Not stored yet (or unchanged): its own server-side apply, first, as the other writers do.
       await this.discovered(s, cond.status, cond.reason, cond.message);
@@ -253,13 +257,9 @@ class ServerReconciler {
     if (state !== 'Reserved') {
       await this.patchStatus(server, { state: 'Reserved' });
       const ref = server.spec.serverClaimRef;
+      // No Event of its own (upstream records none either): the claim's `Bound` Event names this
+      // Server, and `spec.serverClaimRef` names the claim.
       log.info({ claim: `${ref?.namespace}/${ref?.name}` }, 'reserved');
-      this.o.events.event(
-        eventObject(server),
-        'Normal',
-        EventReason.Reserved,
-        `claimed by ${ref?.namespace}/${ref?.name}`,
-      );
       return undefined;
     }
     await this.removeDiscoveryConfiguration(server);
@@ -304,15 +304,33 @@ class ServerReconciler {
       await this.discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
       return { requeueAfterMs: f.retryAfterMs };
     }
-    await this.patchStatus(server, {
-      ...facts,
-      state: 'Discovery',
-      discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
-    });
+    const discovery = { attempt: 1, attemptStartedAt: new Date().toISOString() };
+    // With the words the first discovery pass would write (its SBC is not evaluated yet): that pass
+    // then has no status write of its own.
+    await this.patchStatus(
+      server,
+      { ...facts, state: 'Discovery', discovery },
+      this.waitingCondition(discovery),
+    );
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
     // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
     return undefined;
+  }
+
+  /** The `Discovered` condition of an attempt whose new SBC the SBC controller has not evaluated yet. */
+  private waitingCondition(d: Discovery): DiscoveredCondition | undefined {
+    const { step } = decide({
+      book: bookOf(d, this.cfg.discoveryTimeoutMs),
+      sbc: undefined,
+      readiness: NOT_EVALUATED,
+      settings: discoverySettings(this.cfg),
+      wording: discoveryWording,
+      netbootSignals: NETBOOT_SIGNALS,
+      completionEvidence: false,
+      now: Date.now(),
+    });
+    return step.outcome && discoveredCondition(step, step.outcome);
   }
 
   /** Discovery through the boot-attempt engine; the bookkeeping lives in `status.discovery`. */
@@ -364,12 +382,10 @@ class ServerReconciler {
         const waiting =
           step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
         if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
-        const cond = outcome && {
-          type: DISCOVERED_CONDITION,
-          status: outcome.status === 'True' ? ('True' as const) : ('False' as const),
-          reason: discoveryReason(step, outcome),
-          message: outcome.message,
-        };
+        let cond = outcome && discoveredCondition(step, outcome);
+        // Said already (the Initial write): not again just because this pass's own
+        // bootConfigurationRef patch moved the generation.
+        if (step.phase === AttemptPhase.WaitingForConfiguration && sameWords(cur, cond)) cond = undefined;
         // One request for the book and the condition where the condition is stored already.
         if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
           current = await this.patchStatus(current, { discovery: next }, cond);
@@ -437,10 +453,19 @@ class ServerReconciler {
     log: pino.Logger,
   ): Promise<Result | undefined> {
     const hw = hardwareFromRegistration(server.status?.registration?.data);
+    // Off before the state says Available, so the one status write carries the PowerState after
+    // the ForceOff. Safe to repeat: a Server in Discovery is nobody's (no claim binds it), and a
+    // pass after a failed write finds it Off and sends nothing.
+    const off = await this.powerOff(server);
     // Condition with the state (or first): whoever sees Available also sees why.
     const updated = await this.patchStatus(
       server,
-      { ...hw, state: 'Available', discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed } },
+      {
+        ...hw,
+        ...off.status,
+        state: 'Available',
+        discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
+      },
       {
         type: DISCOVERED_CONDITION,
         status: 'True',
@@ -469,10 +494,26 @@ class ServerReconciler {
       eventObject(server),
       'Normal',
       EventReason.Discovered,
-      `registration received in attempt ${d.attempt}; Available`,
+      `registration received in attempt ${d.attempt}; Available, ${off.words}`,
     );
     await this.removeDiscoveryConfiguration(updated);
-    return undefined; // the status change brings the Available pass (power off)
+    // The status change brings the Available pass (which sees a power-off through).
+    return undefined;
+  }
+
+  /**
+   * Powers a Server off whose status is written next (PowerState and Event wording returned, not
+   * written: the caller's status write and Event carry them).
+   */
+  private async powerOff(server: Server): Promise<{ status: { powerState?: string }; words: string }> {
+    const p = await this.o.power.ensure(server, 'Off', undefined, { record: false, event: false });
+    const status = p.lastRead && p.lastRead !== server.status?.powerState ? { powerState: p.lastRead } : {};
+    const words = p.sent
+      ? `${p.reached ? 'powered off' : 'powering off'}: ${p.sent.resetType} sent to the BMC (PowerState was ${p.sent.from})`
+      : p.reached
+        ? 'Off already'
+        : `powering off: ${p.pending ?? 'pending'}`;
+    return { status, words };
   }
 
   private async available(server: Server): Promise<Result | undefined> {
@@ -491,7 +532,7 @@ class ServerReconciler {
         spec: { bootConfigurationRef: null },
       });
     }
-    if (this.o.sbcs.get(name, this.cfg.managerNamespace))
+    if (this.o.bootConfigs.cached(name, this.cfg.managerNamespace))
       await this.o.bootConfigs.delete(name, this.cfg.managerNamespace);
   }
 }
@@ -528,6 +569,42 @@ const discoveryWording: Wording = {
   timeoutPrefix: 'discovery ',
   signalOrder: DISCOVERY_SIGNALS,
 };
+
+type DiscoveredCondition = { type: string; status: 'True' | 'False'; reason: string; message: string };
+
+/** The `Discovered` condition saying what an engine step's outcome says. */
+function discoveredCondition(step: Step, outcome: Outcome): DiscoveredCondition {
+  return {
+    type: DISCOVERED_CONDITION,
+    status: outcome.status === 'True' ? 'True' : 'False',
+    reason: discoveryReason(step, outcome),
+    message: outcome.message,
+  };
+}
+
+function sameWords(stored: Condition | undefined, cond: DiscoveredCondition | undefined): boolean {
+  return (
+    !!stored &&
+    !!cond &&
+    stored.status === cond.status &&
+    stored.reason === cond.reason &&
+    stored.message === cond.message
+  );
+}
+
+/**
+ * `s`'s conditions with `cond` in place of the stored entry of its type (appended when there is
+ * none), stamped with the generation; undefined when the stored one already says the same.
+ */
+function conditionsWith(s: Server, cond: DiscoveredCondition): Condition[] | undefined {
+  const conds = s.status?.conditions ?? [];
+  const generation = s.metadata.generation ?? 0;
+  const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());
+  if (lastTransitionTime === undefined) return undefined;
+  const entry = { ...cond, observedGeneration: generation, lastTransitionTime };
+  const i = conds.findIndex((c) => c.type === cond.type);
+  return i < 0 ? [...conds, entry] : conds.map((c, j) => (j === i ? entry : c));
+}
 
 /** Engine outcome reasons → the `Discovered` condition's reasons. */
 function discoveryReason(step: Step, outcome: Outcome): string {

@@ -28,6 +28,7 @@ import { BootConfigurationReason, EventReason } from '../api/vocabulary.js';
 import type { SecretObject } from '../bootsignals/boot-target.js';
 import { IgnitionTools } from '../ignition/ignition-tools.js';
 import { IgnitionError, IgnitionRenderer } from '../ignition/served-ignition.js';
+import { secretUse } from '../ignition/validated-secrets.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { KubeClient } from '../runtime/client.js';
 import { conditionTransition } from '../runtime/condition-writer.js';
@@ -36,6 +37,7 @@ import { Controller, type Request, type Result } from '../runtime/controller.js'
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
+import { controllerOf } from '../runtime/ownerrefs.js';
 import { apiVersionOf, Resources } from '../runtime/resource.js';
 import { SBC_READY_CONDITION } from './boot-configuration.js';
 import { resolveSbcImage } from './boot-image-resolution.js';
@@ -157,6 +159,8 @@ class ServerBootConfigurationReconciler {
       const key = `${sbc.metadata.namespace}/${ref}@${secret?.metadata.resourceVersion}`;
       const stored = await this.ignition.stored(ref ? (secret?.data ?? {}) : undefined, key, ref);
       await this.ignition.render(stored, (o.injectBootstateUnit ?? true) ? hook : undefined);
+      // The boot server of this process serves this very version without reading it again.
+      if (ref && secret) this.ignition.validated.handOver(secretUse(sbc, ref), secret);
       return undefined;
     } catch (err) {
       if (!(err instanceof IgnitionError)) throw err;
@@ -195,7 +199,8 @@ class ServerBootConfigurationReconciler {
 
   /**
    * One Event per step: `ImageResolved` when the image was resolved for the attempt (saying Ready
-   * too when the state becomes Ready with it), else one for a changed state.
+   * too when the state becomes Ready with it), else one for a changed state — except a plain Ready
+   * of an SBC a claim or Server controls (see {@link ownedByBootFlow}), which its owner's Events tell.
    */
   private recordEvents(sbc: ServerBootConfiguration, v: Verdict, l: pino.Logger): void {
     const ev = { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' };
@@ -217,6 +222,10 @@ class ServerBootConfigurationReconciler {
       if (ready) return;
     }
     if (!changed) return;
+    // Ready is no news on an SBC of a claim or a Server: the owner's power-on Event that Ready lets
+    // happen (BootAttemptStarted, BootStarted) follows at once, and the owner's condition says it.
+    // Hand-made SBCs and every Error keep their Event.
+    if (v.state === 'Ready' && ownedByBootFlow(sbc)) return;
     this.o.events.event(
       ev,
       v.state === 'Ready' ? 'Normal' : 'Warning',
@@ -275,6 +284,15 @@ class ServerBootConfigurationReconciler {
       { subresource: 'status', fieldManager: `${CONTROLLER_COMPONENT}-${SBC_READY_CONDITION}`, force: true },
     );
   }
+}
+
+/** The SBC is controlled by a claim or a Server (provisioning, discovery, cleanup), not hand-made. */
+function ownedByBootFlow(sbc: ServerBootConfiguration): boolean {
+  const owner = controllerOf(sbc);
+  return (
+    owner?.apiVersion.startsWith('metal.ironcore.dev/') === true &&
+    (owner.kind === 'ServerClaim' || owner.kind === 'Server')
+  );
 }
 
 /** The status says Ready for the current generation (the condition and the state). */

@@ -305,23 +305,32 @@ class ServerClaimReconciler {
     const list = candidates(claim, this.o.servers.list());
     for (const s of list) {
       try {
+        // One write: the binding (guarded by the resourceVersion the Server was chosen on) and the
+        // desired state the claim wants of it (its SBC's name, power). Desired state only: nothing
+        // acts on it before the Server controller has marked the Server Reserved.
         const bound = await this.o.client.mergePatch<Server>(
           Resources.Server,
           s.metadata.name ?? '',
           undefined,
           {
             metadata: { resourceVersion: s.metadata.resourceVersion },
-            spec: { serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace } },
+            spec: {
+              serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace },
+              ...desiredServerSpec(claim),
+            },
           },
         );
         this.recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
         log.info({ server: s.metadata.name, systemUUID: s.spec.systemUUID }, 'bound');
-        this.o.events.event(
-          eventObject(claim),
-          'Normal',
-          EventReason.Bound,
-          `bound Server ${s.metadata.name}`,
-        );
+        // A fresh claim's first BootAttemptStarted names the binding (one Event per step: bind and
+        // power-on are one step for it); any other claim gets its Bound Event now.
+        if (!this.isFresh(claim))
+          this.o.events.event(
+            eventObject(claim),
+            'Normal',
+            EventReason.Bound,
+            `bound Server ${s.metadata.name}`,
+          );
         return bound;
       } catch (err) {
         // 409: someone else bound it first (or it changed); 422: the CRD refused a second claim reference.
@@ -420,10 +429,45 @@ class ServerClaimReconciler {
     };
     if (server.status?.state !== 'Reserved') {
       // The Server controller marks it Reserved first; only then may this controller drive its power.
-      await this.save(claim, { phase: 'Bound', conditions: [bound] });
+      await this.saveUnreserved(claim, bound, log);
       return undefined;
     }
     return this.provision(claim, server, bound, log);
+  }
+
+  /**
+   * The status of a claim whose Server is not Reserved yet: Bound, and for a fresh claim (power On, no
+   * bookkeeping, no SBC of its name, no retry asked) its first series too, worded exactly as the first
+   * reconcile after Reserved words it (that reconcile then has nothing to write): binding and series
+   * in one status write. Storing the series is no action; its SBC and power wait for Reserved.
+   */
+  private async saveUnreserved(claim: ServerClaim, bound: CondInput, log: pino.Logger): Promise<void> {
+    const s = claimBootSettings(claim, this.cfg);
+    const facts = this.claimFacts(claim, s);
+    const decision = this.isFresh(claim) ? seriesDecision({ ...facts, now: Date.now() }) : undefined;
+    if (decision?.kind !== 'start') {
+      await this.save(claim, { phase: 'Bound', conditions: [bound] });
+      return;
+    }
+    await this.save(claim, {
+      boot: decision.book,
+      phase: 'Bound',
+      conditions: seriesConditions(decision, s, bound),
+    });
+    this.announceSeries(claim, decision.book, decision.why, s, log);
+  }
+
+  /**
+   * A claim about to begin its first series (power On, no bookkeeping, no SBC of its name, no retry
+   * asked): its binding is stored with the series, and told by its first BootAttemptStarted.
+   */
+  private isFresh(claim: ServerClaim): boolean {
+    return (
+      claim.spec.power === 'On' &&
+      !claim.status?.boot &&
+      claim.metadata.annotations?.[OPERATION_ANNOTATION] !== OPERATION_RETRY &&
+      !this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace)
+    );
   }
 
   /** One PowerState read for the series decision; `undefined` when the BMC cannot be read now. */
@@ -526,37 +570,11 @@ class ServerClaimReconciler {
     const { decision, s, log } = x;
     let claim = x.claim;
     const book = decision.book;
-    const text = claimWording.attempt(book, s.maxAttempts);
-    const booted: CondInput =
-      decision.kind === 'adopt'
-        ? decision.booted
-          ? {
-              type: BOOTED_CONDITION,
-              status: 'True',
-              reason: BootedReason.Adopted,
-              message: `found the server On with attempt ${book.attempt} completed; adopted without a new boot`,
-            }
-          : {
-              type: BOOTED_CONDITION,
-              status: 'False',
-              reason: BootedReason.Booting,
-              message: `${text}: found running (server On) without bookkeeping; adopted, waiting for ${s.completion.join(', ')} until ${book.deadline}`,
-            }
-        : {
-            type: BOOTED_CONDITION,
-            status: 'False',
-            reason: BootedReason.Booting,
-            // The words the next reconcile uses while the new attempt's SBC is evaluated: no second write.
-            message: `${text}: waiting for the boot configuration (${NOT_EVALUATED.reason}: ${NOT_EVALUATED.message})`,
-          };
-    const configReady: CondInput = {
-      type: BOOT_CONFIGURATION_READY_CONDITION,
-      status: 'False',
-      reason: NOT_EVALUATED.reason,
-      message: NOT_EVALUATED.message,
-    };
-    const conditions = decision.kind === 'start' ? [x.bound, configReady, booted] : [x.bound, booted];
-    claim = await this.save(claim, { boot: book, phase: 'Bound', conditions });
+    claim = await this.save(claim, {
+      boot: book,
+      phase: 'Bound',
+      conditions: seriesConditions(decision, s, x.bound),
+    });
     if (x.facts.retryAsked) claim = await this.consumeRetry(claim);
     if (decision.kind === 'adopt') {
       this.announceAdoption(claim, book, decision.booted, log);
@@ -594,7 +612,7 @@ class ServerClaimReconciler {
     const ref = server.spec.bootConfigurationRef;
     if (ref?.name !== name || ref.namespace !== namespace || server.spec.power !== claim.spec.power) {
       await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
-        spec: { bootConfigurationRef: { name, namespace }, power: claim.spec.power },
+        spec: desiredServerSpec(claim),
       });
     }
     const existing = this.o.sbcs.get(name, namespace);
@@ -683,6 +701,11 @@ class ServerClaimReconciler {
         message: `${claimWording.attempt(x.book, x.s.maxAttempts)}: ${detail}`,
       }),
       write: async (book, outcome) => {
+        const stored = claim.status?.boot;
+        if (stored && onlyProgress(step, stored, book, bootedCond, outcome)) {
+          book = stored; // the signals are on the SBC; the history gets their times at the next phase
+          outcome = undefined;
+        }
         claim = await this.save(claim, {
           boot: book,
           phase: 'Bound',
@@ -710,7 +733,15 @@ class ServerClaimReconciler {
     step: Step,
     carried: Carried,
   ): Promise<void> {
-    for (const e of carried.events) this.o.events.event(eventObject(claim), e.type, e.reason, e.message);
+    for (const e of carried.events) {
+      // The first attempt of the first series tells the binding too (no Bound Event for a fresh claim).
+      const first =
+        e.reason === EventReason.BootAttemptStarted &&
+        (step.book.series ?? 1) === 1 &&
+        step.book.attempt === (step.book.firstAttempt ?? 1);
+      const message = first ? `bound Server ${x.server.metadata.name}; ${e.message}` : e.message;
+      this.o.events.event(eventObject(claim), e.type, e.reason, message);
+    }
     const booted = step.phase === AttemptPhase.Completed && x.sbc && x.s.policy === 'NetBootOnce';
     if (booted && x.sbc)
       await this.o.bootConfigs.setBootCompleted(x.sbc, true, `claim booted in attempt ${step.book.attempt}`);
@@ -752,6 +783,77 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       .map((cl) => ({ name: cl.metadata.name ?? '', namespace: cl.metadata.namespace }));
   });
   return c;
+}
+
+/**
+ * Whether a waiting step's write would only mirror the SBC: same phase, same bookkeeping apart from
+ * the signal history, same Booted status and reason (the message lists the signals that arrived).
+ * Such a write is left out: every signal is on the SBC with its time, and the history records those
+ * times from the SBC's conditions with the attempt's next phase change (netboot observed, completion,
+ * timeout), which is written.
+ */
+function onlyProgress(
+  step: Step,
+  stored: Boot,
+  book: Boot,
+  booted: Condition | undefined,
+  outcome: Outcome | undefined,
+): boolean {
+  if (step.phase !== AttemptPhase.AwaitingNetboot && step.phase !== AttemptPhase.AwaitingSignals)
+    return false;
+  if (!booted || !outcome || booted.status !== outcome.status || booted.reason !== outcome.reason)
+    return false;
+  return isDeepStrictEqual({ ...book, history: undefined }, { ...stored, history: undefined });
+}
+
+/** The claim conditions stored with a new series (or an adoption). */
+function seriesConditions(
+  decision: Exclude<SeriesDecision, { kind: 'continue' }>,
+  s: ClaimBootSettings,
+  bound: CondInput,
+): CondInput[] {
+  const book = decision.book;
+  const text = claimWording.attempt(book, s.maxAttempts);
+  if (decision.kind === 'adopt') {
+    const booted: CondInput = decision.booted
+      ? {
+          type: BOOTED_CONDITION,
+          status: 'True',
+          reason: BootedReason.Adopted,
+          message: `found the server On with attempt ${book.attempt} completed; adopted without a new boot`,
+        }
+      : {
+          type: BOOTED_CONDITION,
+          status: 'False',
+          reason: BootedReason.Booting,
+          message: `${text}: found running (server On) without bookkeeping; adopted, waiting for ${s.completion.join(', ')} until ${book.deadline}`,
+        };
+    return [bound, booted];
+  }
+  const configReady: CondInput = {
+    type: BOOT_CONFIGURATION_READY_CONDITION,
+    status: 'False',
+    reason: NOT_EVALUATED.reason,
+    message: NOT_EVALUATED.message,
+  };
+  const booted: CondInput = {
+    type: BOOTED_CONDITION,
+    status: 'False',
+    reason: BootedReason.Booting,
+    // The words the next reconcile uses while the new attempt's SBC is evaluated: no second write.
+    message: `${text}: waiting for the boot configuration (${NOT_EVALUATED.reason}: ${NOT_EVALUATED.message})`,
+  };
+  return [bound, configReady, booted];
+}
+
+/** What a claim wants of its Server's spec: the reference to its SBC (named like the claim) and its power. */
+function desiredServerSpec(claim: ServerClaim): Pick<Server['spec'], 'bootConfigurationRef' | 'power'> {
+  const power = claim.spec.power;
+  return {
+    bootConfigurationRef: { name: claim.metadata.name ?? '', namespace: claim.metadata.namespace ?? '' },
+    // An invalid value is the claim's Booted=False InvalidPower, not the Server's.
+    ...(power === 'On' || power === 'Off' ? { power } : {}),
+  };
 }
 
 /** A whole `status.boot` for a merge patch: fields it does not have are deleted (null). */

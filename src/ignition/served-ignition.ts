@@ -28,6 +28,7 @@ import {
   IgnitionToolsUnavailable,
   type ToolResult,
 } from './ignition-tools.js';
+import { ValidatedSecrets } from './validated-secrets.js';
 
 /** Reasons of ignition failures, as written to the SBC's Ready condition (src/api/vocabulary.ts). */
 export const IgnitionReason = {
@@ -79,6 +80,11 @@ function remember<K, V>(m: Map<K, V>, k: K, v: V): V {
 }
 
 export class IgnitionRenderer {
+  /**
+   * Secrets the ServerBootConfiguration controller validated, for the boot server of the same
+   * process (both hold this renderer): see validated-secrets.ts.
+   */
+  readonly validated = new ValidatedSecrets();
   private readonly translations = new Map<string, Promise<StoredIgnition>>();
   private readonly verdicts = new Map<string, Promise<ToolResult>>();
 

@@ -30,6 +30,7 @@
 import type pino from 'pino';
 import { Backoff, sleep } from './backoff.js';
 import { ApiError, type KubeClient } from './client.js';
+import { matchesTerms, parseEqualitySelector } from './label-selector.js';
 import { newLogger } from './logger.js';
 import type { RuntimeMetrics } from './metrics.js';
 import { apiVersionOf, type KObject, objectKey, type ResourceType } from './resource.js';
@@ -77,6 +78,12 @@ export function stripManagedFields<T extends KObject>(obj: T): T {
 
 /** Objects kept by `observe()` ahead of the watch, at most (oldest out); the watch normally drains them in ms. */
 const MAX_OBSERVED = 10_000;
+/**
+ * How long `get()` answers with an object this process created before the watch delivered it: long
+ * enough for any watch lag seen here, short enough that a creation the watch never shows (deleted
+ * again inside a relist's gap) does not linger.
+ */
+const CREATED_VIEW_MS = 30_000;
 
 /** `a` is a later resourceVersion than `b` (etcd's are integers; anything else is never "later"). */
 function laterVersion(a: string | undefined, b: string | undefined): boolean {
@@ -101,6 +108,10 @@ export class Informer<T extends KObject> {
   private readonly store = new Map<string, T>();
   /** key → a later version than `store` has, from `observe()`; dropped once the watch catches up. */
   private readonly observed = new Map<string, T>();
+  /** keys of `observed` this process created (not yet in `store`) → when that view expires (ms). */
+  private readonly createdUntil = new Map<string, number>();
+  /** The label selector's terms, when creations can be checked against it (equality-based). */
+  private readonly selectorTerms: ReturnType<typeof parseEqualitySelector>;
   private readonly byNamespace = new Map<string, Set<string>>();
   private readonly indexers = new Map<string, (obj: T) => string[]>();
   /** index → value → keys */
@@ -132,6 +143,7 @@ export class Informer<T extends KObject> {
       ...(opts.namespace ? { namespace: opts.namespace } : {}),
     });
     if (opts.indexers) this.addIndexers(opts.indexers);
+    this.selectorTerms = parseEqualitySelector(opts.labelSelector);
   }
 
   /**
@@ -183,6 +195,11 @@ export class Informer<T extends KObject> {
     const cached = this.store.get(key);
     const later = this.observed.get(key);
     if (!later) return cached;
+    if (!cached) {
+      if ((this.createdUntil.get(key) ?? 0) > Date.now()) return later;
+      this.dropObserved(key);
+      return undefined;
+    }
     if (cached && laterVersion(later.metadata.resourceVersion, cached.metadata.resourceVersion)) return later;
     this.observed.delete(key);
     return cached;
@@ -190,22 +207,46 @@ export class Informer<T extends KObject> {
 
   /**
    * Offers an object received from the API server outside the watch (a write's answer). Kept for
-   * `get()` when it is a cached object of this kind (same key and uid) at a later resourceVersion; ignored
-   * otherwise (objects outside this informer's selector never enter). Not modified: a transformed
-   * copy is kept.
+   * `get()` when it is a cached object of this kind (same key and uid) at a later resourceVersion, or
+   * an object not cached yet that this informer's namespace and (equality-based) label selector
+   * would include — a creation of this process, answered by `get()` for at most
+   * {@link CREATED_VIEW_MS} unless the watch delivers it first; ignored otherwise (objects outside
+   * the selector never enter; `list()` and indexes show only watched objects). Not modified: a
+   * transformed copy is kept.
    */
   observe(obj: KObject): void {
     if (obj.kind !== this.rt.kind || obj.apiVersion !== apiVersionOf(this.rt)) return;
     const key = objectKey(obj);
     const cached = this.store.get(key);
-    if (!cached || cached.metadata.uid !== obj.metadata.uid) return;
-    const newest = this.observed.get(key) ?? cached;
-    if (!laterVersion(obj.metadata.resourceVersion, newest.metadata.resourceVersion)) return;
+    const pending = this.observed.get(key);
+    if (!cached) {
+      // A creation (or a write to one) of this process that the watch has not delivered yet.
+      if (pending ? pending.metadata.uid !== obj.metadata.uid : !this.wouldWatch(obj)) return;
+    } else if (cached.metadata.uid !== obj.metadata.uid) return;
+    const newest = pending ?? cached;
+    if (newest && !laterVersion(obj.metadata.resourceVersion, newest.metadata.resourceVersion)) return;
     const transform = this.opts.transform === undefined ? stripManagedFields : this.opts.transform;
     const copy = structuredClone(obj) as T;
     this.observed.delete(key);
     this.observed.set(key, transform ? transform(copy) : copy);
-    if (this.observed.size > MAX_OBSERVED) this.observed.delete(this.observed.keys().next().value!);
+    if (!cached && !pending) this.createdUntil.set(key, Date.now() + CREATED_VIEW_MS);
+    if (this.observed.size > MAX_OBSERVED) this.dropObserved(this.observed.keys().next().value!);
+  }
+
+  /**
+   * True when this informer's list/watch would include `obj`: its namespace and an equality-based
+   * label selector that the labels satisfy (a set-based selector: false, so nothing unsure enters).
+   */
+  private wouldWatch(obj: KObject): boolean {
+    if (obj.metadata.deletionTimestamp || !this.selectorTerms) return false;
+    if (this.rt.namespaced && this.opts.namespace && obj.metadata.namespace !== this.opts.namespace)
+      return false;
+    return matchesTerms(this.selectorTerms, obj.metadata.labels);
+  }
+
+  private dropObserved(key: string): void {
+    this.observed.delete(key);
+    this.createdUntil.delete(key);
   }
 
   /** Cached objects, of one namespace when given. */
@@ -422,6 +463,7 @@ export class Informer<T extends KObject> {
     const obj = transform ? transform(received) : received;
     this.store.set(key, obj);
     const later = this.observed.get(key);
+    this.createdUntil.delete(key);
     if (later && !laterVersion(later.metadata.resourceVersion, obj.metadata.resourceVersion))
       this.observed.delete(key);
     if (!old && this.rt.namespaced) {
@@ -437,9 +479,9 @@ export class Informer<T extends KObject> {
 
   private remove(key: string, last: T): void {
     const cached = this.store.get(key);
+    this.dropObserved(key);
     if (!cached) return;
     this.store.delete(key);
-    this.observed.delete(key);
     if (this.rt.namespaced) {
       const ns = cached.metadata.namespace ?? '';
       const set = this.byNamespace.get(ns);

@@ -101,8 +101,23 @@ test('C04 (claim controller): Off then On starts attempt 2 with token B in scrip
     const series = claimEvents.filter((e) => e.reason === 'BootSeriesStarted');
     assert.equal(series.length, 1, 'only the second series (power on) has a BootSeriesStarted');
     assert.match(series[0]!.message, /^series 2 \(power on/);
-    assert.ok(claimEvents.some((e) => e.reason === 'Bound'));
-    assert.ok(claimEvents.some((e) => e.reason === 'BootAttemptStarted'));
+    // Bind and first power-on are one step for a fresh claim: its first BootAttemptStarted names the
+    // binding, no Bound Event of its own.
+    assert.deepEqual(
+      claimEvents.filter((e) => e.reason === 'Bound'),
+      [],
+    );
+    const started = claimEvents.filter((e) => e.reason === 'BootAttemptStarted');
+    assert.match(started[0]!.message, new RegExp(`^bound Server ${srv!.metadata.name}; attempt 1/3: `));
+    assert.ok(started.length >= 2, 'one per attempt');
+    assert.doesNotMatch(started.at(-1)!.message, /bound Server/, 'the later series says no binding');
+    // The claim's SBC became Ready for both attempts: no Event of its own (BootAttemptStarted tells it).
+    const sbcEvents = await eventsFor(s, 'ServerBootConfiguration', 'c04');
+    assert.deepEqual(
+      sbcEvents.filter((e) => e.type === 'Normal'),
+      [],
+      'no Normal Event on the claim-owned SBC',
+    );
     const serverBoots = (await eventsFor(s, 'Server', srv!.metadata.name!, 'default')).filter(
       (e) => e.reason === 'BootStarted',
     );

@@ -7,6 +7,7 @@ import {
   availableServers,
   cond,
   createClaim,
+  eventsFor,
   eventually,
   getClaim,
   SCOPE_LABEL,
@@ -44,6 +45,12 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
       const list = await servers(s);
       return list.filter((x) => x.status?.state === 'Reserved').length === 2;
     });
+    // The reservation is told once, by the claim's Bound Event naming the Server (upstream records
+    // no Server Event for it either).
+    const boundEvent = await eventually('the claim Bound Event', 10_000, async () =>
+      (await eventsFor(s, 'ServerClaim', 'by-ref')).find((e) => e.reason === 'Bound'),
+    );
+    assert.match(boundEvent.message, new RegExp(`Server ${b!.metadata.name}`));
 
     // A third claim for the taken server by ref stays unbound, and says why.
     await createClaim(s, 'late', { serverRef: b!.metadata.name!, power: 'Off' });
@@ -76,6 +83,12 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
           (r) => r.kind === 'ServerBootConfiguration' && r.name === 'by-ref' && r.controller,
         ),
       'its callback Secret is gone or left to the garbage collector',
+    );
+    // Checked last: by now a Reserved Event of either binding would have been recorded long ago.
+    const serverEvents = await eventsFor(s, 'Server', b!.metadata.name!, 'default');
+    assert.ok(
+      !serverEvents.some((e) => e.reason === 'Reserved'),
+      JSON.stringify(serverEvents.map((e) => e.reason)),
     );
   } finally {
     await s.close();

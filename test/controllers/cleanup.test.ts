@@ -62,11 +62,14 @@ const getServer = (s: Stack, name: string) => s.client.get<Server>(Resources.Ser
  * Records every `status.state` the Server goes through, in order, from a watch that starts at the
  * Server's current resourceVersion (a watch delivers every change; polling can miss a state that
  * lasts milliseconds, such as Available right before a waiting claim binds), until the returned stop
- * function is called (at most 90 s); resolves the list then.
+ * function is called (at most 90 s); resolves the list then. `stop(upTo)` first waits (at most 10 s)
+ * until the watch delivered `upTo`'s resourceVersion: a poll often reads a version the watch has
+ * not delivered yet, and stopping then would miss the state the poll saw.
  */
-async function watchStates(s: Stack, name: string): Promise<() => Promise<string[]>> {
+async function watchStates(s: Stack, name: string): Promise<(upTo?: Server) => Promise<string[]>> {
   const first = await getServer(s, name);
   const seen: string[] = [first?.status?.state ?? '?'];
+  let delivered = Number(first?.metadata.resourceVersion ?? 0);
   const abort = new AbortController();
   const bound = setTimeout(() => abort.abort(), 90_000);
   const stream = s.client
@@ -79,13 +82,18 @@ async function watchStates(s: Stack, name: string): Promise<() => Promise<string
       },
       (type, obj: Server) => {
         if (type !== 'ADDED' && type !== 'MODIFIED') return;
+        delivered = Math.max(delivered, Number(obj.metadata.resourceVersion ?? 0));
         const st = obj.status?.state ?? '?';
         if (seen[seen.length - 1] !== st) seen.push(st);
       },
       abort.signal,
     )
     .catch(() => undefined);
-  return async () => {
+  return async (upTo?: Server) => {
+    const want = Number(upTo?.metadata.resourceVersion ?? 0);
+    // (etcd revisions: one counter, so a later change of this Server has a larger number.)
+    const end = Date.now() + 10_000;
+    while (delivered < want && Date.now() < end) await new Promise((ok) => setTimeout(ok, 20));
     abort.abort();
     clearTimeout(bound);
     await stream;
@@ -148,7 +156,7 @@ test('release runs the cleanup boot; Available (and bound by the waiting claim) 
       const x = await getServer(s, name);
       return availableOrTakenBy(x, 'next') ? x : undefined;
     });
-    const states = await stop();
+    const states = await stop(cleaned);
     // (Then Reserved again: the waiting claim binds it.)
     assert.deepEqual(
       states.slice(0, 3),
@@ -272,10 +280,11 @@ test('automatedCleaningMode disabled: Available right after release, no cleanup 
     await bootTenant(s, 'tenant', name);
     const stop = await watchStates(s, name);
     await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
-    await eventually('Available after release', 20_000, async () => {
-      return (await getServer(s, name))?.status?.state === 'Available';
+    const released = await eventually('Available after release', 20_000, async () => {
+      const x = await getServer(s, name);
+      return x?.status?.state === 'Available' ? x : undefined;
     });
-    const states = await stop();
+    const states = await stop(released);
     assert.ok(!states.includes('Cleaning'), `no Cleaning state: ${states.join(' → ')}`);
     const x = await getServer(s, name);
     assert.equal(cond(x, 'Cleaned'), undefined, 'no Cleaned condition when cleanup never ran');

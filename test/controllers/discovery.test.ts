@@ -5,7 +5,16 @@ import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { registrationData } from '../../src/virtualbmc/sim.js';
 import { releaseSharedCluster } from '../harness/shared.js';
-import { availableServers, cond, eventually, resets, servers, startStack } from './fixture.js';
+import {
+  availableServers,
+  cond,
+  eventsFor,
+  eventually,
+  resets,
+  type Stack,
+  servers,
+  startStack,
+} from './fixture.js';
 
 after(releaseSharedCluster);
 
@@ -35,10 +44,13 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
         'registration persisted',
       );
       assert.equal(cond(srv, 'Discovered')?.status, 'True');
-      assert.equal(srv.spec.bootConfigurationRef, undefined, 'discovery SBC no longer current');
       // One network boot (On), then the power-off of an Available server.
       assert.deepEqual(resets(s, srv.spec.systemUUID), ['On', 'ForceOff']);
     }
+    // Cleared by a spec patch right after the Available write (which carries the power-off).
+    await eventually('discovery SBCs no longer current', 10_000, async () =>
+      (await servers(s)).every((x) => x.spec.bootConfigurationRef === undefined) ? true : undefined,
+    );
     await eventually('discovery SBCs deleted', 10_000, async () => {
       const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
       return items.length === 0;
@@ -70,6 +82,58 @@ test('C01: a Redfish system without a UUID gets a BMC condition, no Server, and 
     await new Promise((ok) => setTimeout(ok, 2_000));
     assert.ok(reads() - before <= 1, `systems listed ${reads() - before} times in 2 s`);
     assert.equal((await servers(s)).length, 0);
+  } finally {
+    await s.close();
+  }
+});
+
+/**
+ * The manager's `metal_api_requests_total` of one origin: `resource verb` → count of 2xx answers
+ * (of every answer with `allCodes`).
+ */
+async function requestsOf(s: Stack, origin: string, allCodes = false): Promise<Record<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${s.op?.metricsPort}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^metal_api_requests_total\{([^}]*)\} (\d+)/gm)) {
+    const l = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (l.origin !== origin || (!allCodes && !String(l.code).startsWith('2'))) continue;
+    const k = `${l.resource} ${l.verb}`;
+    out[k] = (out[k] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
+
+test('discovery writes each Server status change once: 4 status writes and 2 Events per Server', {
+  timeout: 60_000,
+}, async () => {
+  const n = 3;
+  const s = await startStack('disc-req', { hosts: n });
+  try {
+    const avail = await availableServers(s, n);
+    await eventually('discovery SBCs deleted and no longer current', 10_000, async () => {
+      const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
+      const refs = (await servers(s)).filter((x) => x.spec.bootConfigurationRef).length;
+      return items.length === 0 && refs === 0 ? true : undefined;
+    });
+    const got = await requestsOf(s, 'server');
+    // Initial→Discovery (with the Discovered condition of the first pass), the power-on intent,
+    // powerState On after the power-on, Available (hardware, Discovered=True, powerState Off).
+    assert.equal(got['servers/status patch'], 4 * n, JSON.stringify(got));
+    // One delete per discovery SBC, also while the cache still holds the deleted one (no 404s).
+    const all = await requestsOf(s, 'server', true);
+    assert.equal(all['serverbootconfigurations delete'], n, JSON.stringify(all));
+    assert.equal(got['events create'], 2 * n, JSON.stringify(got));
+    for (const srv of avail) {
+      const events = await eventsFor(s, 'Server', srv.metadata.name!, 'default');
+      assert.deepEqual(events.map((e) => e.reason).sort(), ['BootStarted', 'Discovered']);
+      const discovered = events.find((e) => e.reason === 'Discovered')!;
+      // The power-off of the completed discovery is told in the Discovered Event, not one of its own.
+      assert.match(
+        discovered.message,
+        /^registration received in attempt 1; Available, powered off: ForceOff sent to the BMC \(PowerState was On\)$/,
+      );
+      assert.deepEqual(resets(s, srv.spec.systemUUID), ['On', 'ForceOff']);
+    }
   } finally {
     await s.close();
   }

@@ -21,6 +21,7 @@ import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,
   cond,
+  eventsFor,
   eventually,
   getSbc,
   hostOf,
@@ -98,6 +99,13 @@ test('a hand-made upstream-style SBC gets its callback token and boots a sim hos
     assert.equal(secret?.metadata.ownerReferences?.[0]?.uid, sbc.metadata.uid, 'owned by the SBC');
     assert.equal(sbc.status?.attemptGeneration, sbc.metadata.generation);
     assert.equal(sbc.spec.image, OS_IMAGE, 'the user spec is kept');
+    // No claim or Server tells this SBC's story: its Ready keeps an Event of its own.
+    const ready = await eventually('Ready Event on the hand-made SBC', 10_000, async () =>
+      (await eventsFor(s, 'ServerBootConfiguration', 'handmade')).find(
+        (e) => e.reason === 'BootConfigurationReady',
+      ),
+    );
+    assert.equal(ready.type, 'Normal');
 
     // As upstream's users and controllers do: point the Server at the SBC and network-boot it. The
     // Server is cordoned (the documented way into Maintenance), where this operator leaves power to

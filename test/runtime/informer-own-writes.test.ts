@@ -2,8 +2,9 @@
  * The informer's view of this process's own writes (client-go's MutationCache), against a real API
  * server: with `client.onObject` wired to `observe()` (as the Manager does), `get()` answers with a
  * write's result while the watch has not delivered it — here the watch is stopped, so it never
- * does — `list()` keeps the watched version, an older version never replaces a newer one, an
- * object outside the cache never enters, and the watched version wins once it catches up.
+ * does — `list()` keeps the watched version, an older version never replaces a newer one, a creation
+ * of this process is answered by `get()` when the informer's namespace and label selector would
+ * include it (never otherwise), and the watched version wins once it catches up.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -66,7 +67,44 @@ describe('Informer own writes (real API server)', () => {
     assert.equal(inf.get('a', ns.name)?.data?.v, '2', 'an older version does not replace a newer one');
 
     await client.create<CM>(Resources.ConfigMap, cm('b', '1'));
-    assert.equal(inf.get('b', ns.name), undefined, 'objects not in the cache do not enter through writes');
+    assert.equal(inf.get('b', ns.name)?.data?.v, '1', 'a creation the watch has not delivered yet');
+    assert.equal(inf.list(ns.name).length, 1, 'list() shows only watched objects');
+  });
+
+  it('a creation enters only when the namespace and label selector would include it', async () => {
+    const inf = new Informer<CM>(client, Resources.ConfigMap, {
+      namespace: ns.name,
+      labelSelector: 'metal.ironcore.dev/test=own,!excluded',
+    });
+    client.onObject((o) => inf.observe(o));
+    await inf.start();
+    inf.stop();
+    await inf.stopped();
+    const labelled = (name: string, labels: Record<string, string>): CM => ({
+      ...cm(name, '1'),
+      metadata: { name, namespace: ns.name, labels },
+    });
+    await client.create<CM>(Resources.ConfigMap, labelled('in', { 'metal.ironcore.dev/test': 'own' }));
+    await client.create<CM>(Resources.ConfigMap, labelled('other-value', { 'metal.ironcore.dev/test': 'x' }));
+    await client.create<CM>(
+      Resources.ConfigMap,
+      labelled('excluded', { 'metal.ironcore.dev/test': 'own', excluded: 'yes' }),
+    );
+    await client.create<CM>(Resources.ConfigMap, cm('unlabelled', '1'));
+    const other = await testNamespace((await sharedCluster()).kubeConfig(), 'rt-inf-own-b');
+    try {
+      await client.create<CM>(Resources.ConfigMap, {
+        ...labelled('in', { 'metal.ironcore.dev/test': 'own' }),
+        metadata: { name: 'in', namespace: other.name, labels: { 'metal.ironcore.dev/test': 'own' } },
+      });
+      assert.ok(inf.get('in', ns.name), 'matching: enters');
+      assert.equal(inf.get('in', other.name), undefined, 'another namespace');
+    } finally {
+      await other.cleanup();
+    }
+    assert.equal(inf.get('other-value', ns.name), undefined, 'label value differs');
+    assert.equal(inf.get('excluded', ns.name), undefined, '!excluded');
+    assert.equal(inf.get('unlabelled', ns.name), undefined, 'label missing');
   });
 
   it('the watched version takes over once the watch catches up', async () => {
