@@ -56,7 +56,7 @@ import {
 import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
 import type { BootMetrics } from './metrics.js';
-import { applyOwnedCondition } from './owned-conditions.js';
+import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
 
 export const CLEANED_CONDITION = ConditionType.Cleaned;
@@ -92,8 +92,11 @@ export interface CleanupActionsOptions {
   events: EventRecorder;
   bootMetrics: BootMetrics;
   config: ControllerConfig;
-  /** The Server controller's guarded status write (tests state and bookkeeping it decided on). */
-  patchStatus(s: Server, status: Record<string, unknown>): Promise<Server>;
+  /**
+   * The Server controller's guarded status write (tests state and bookkeeping it decided on); `cond`
+   * rides in the same request where a condition of its type is stored already.
+   */
+  patchStatus(s: Server, status: Record<string, unknown>, cond?: OwnedCondition): Promise<Server>;
 }
 
 const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' });
@@ -138,14 +141,17 @@ export class CleanupActions {
     const what = image
       ? `cleanup attempt 1/${this.cfg.cleanupMaxAttempts} with image ${image}`
       : 'cleanup wanted (automatedCleaningMode metadata)';
-    // Condition first: whoever sees Cleaning also sees why.
-    await this.cleaned(
+    // With the condition (or after it): whoever sees Cleaning also sees why.
+    await this.o.patchStatus(
       server,
-      'False',
-      CleanedReason.Cleaning,
-      `released: ${what}; not claimable until it completes`,
+      { state: 'Cleaning', cleanup: freshCleanup(image) },
+      {
+        type: CLEANED_CONDITION,
+        status: 'False',
+        reason: CleanedReason.Cleaning,
+        message: `released: ${what}; not claimable until it completes`,
+      },
     );
-    await this.o.patchStatus(server, { state: 'Cleaning', cleanup: freshCleanup(image) });
     log.info({ image }, 'released: cleanup boot before Available');
     this.o.events.event(
       eventObject(server),
@@ -306,12 +312,19 @@ export class CleanupActions {
     log: pino.Logger,
   ): Promise<Result | undefined> {
     const what = `cleanup image ${image} reported completion (${BootSignal.BootStateReceived}) in attempt ${c.attempt}`;
-    await this.cleaned(server, 'True', CleanedReason.CleanupCompleted, what);
     const { deadline: _d, netbootDeadline: _n, ...rest } = c;
-    const updated = await this.o.patchStatus(server, {
-      state: 'Available',
-      cleanup: { ...rest, completedAt: new Date().toISOString(), phase: AttemptPhase.Completed },
-    });
+    // Off before the state says Available (a Cleaning Server is nobody's): one write carries the
+    // PowerState, the state and the condition saying why.
+    const off = await this.o.power.offForStatusWrite(server);
+    const updated = await this.o.patchStatus(
+      server,
+      {
+        ...off.status,
+        state: 'Available',
+        cleanup: { ...rest, completedAt: new Date().toISOString(), phase: AttemptPhase.Completed },
+      },
+      { type: CLEANED_CONDITION, status: 'True', reason: CleanedReason.CleanupCompleted, message: what },
+    );
     if (c.poweredOnAt) {
       const poweredOn = Date.parse(c.poweredOnAt);
       this.o.bootMetrics.completionSeconds.observe(
@@ -326,18 +339,31 @@ export class CleanupActions {
       );
     }
     log.info({ attempt: c.attempt, image }, 'cleaned: Available');
-    this.o.events.event(eventObject(server), 'Normal', EventReason.CleanupCompleted, `${what}; Available`);
+    this.o.events.event(
+      eventObject(server),
+      'Normal',
+      EventReason.CleanupCompleted,
+      `${what}; Available, ${off.words}`,
+    );
     await this.removeConfiguration(updated);
-    return undefined; // the status change brings the Available pass (power off)
+    return undefined; // the status change brings the Available pass (it sees a pending power-off through)
   }
 
   /** The last attempt timed out: state Error with the reason, no boot configuration, powered off. */
   private async exhaust(server: Server, step: Step, log: pino.Logger): Promise<Result | undefined> {
     const { deadline: _, netbootDeadline: _n, ...rest } = cleanupOf(step.book, server.status?.cleanup?.image);
     const what = step.outcome?.message ?? 'cleanup attempts exhausted';
-    // Condition first: an Error Server always says why.
-    await this.cleaned(server, 'False', CleanedReason.CleanupAttemptsExhausted, `${what}; not claimable`);
-    const updated = await this.o.patchStatus(server, { state: 'Error', cleanup: rest });
+    // With the condition (or after it): an Error Server always says why.
+    const updated = await this.o.patchStatus(
+      server,
+      { state: 'Error', cleanup: rest },
+      {
+        type: CLEANED_CONDITION,
+        status: 'False',
+        reason: CleanedReason.CleanupAttemptsExhausted,
+        message: `${what}; not claimable`,
+      },
+    );
     this.o.bootMetrics.timeouts.inc({ flow: 'cleanup' });
     this.o.bootMetrics.exhausted.inc({ flow: 'cleanup' });
     log.warn({ attempts: step.book.attempt }, 'cleanup failed: attempts exhausted');

@@ -182,6 +182,23 @@ export class PowerActions {
   }
 
   /**
+   * Powers `server` off for a caller whose status write follows at once: nothing is written here
+   * but the `PowerActionPending` condition of a lagging or failing BMC; the caller carries `status`
+   * (`powerState` when the last read differs from the stored one) in its write and `words` (what was
+   * sent, on which PowerState) in its Event, instead of a `PowerOff` Event. Never throws BMC errors.
+   */
+  async offForStatusWrite(server: Server): Promise<{ status: { powerState?: PowerState }; words: string }> {
+    const p = await this.ensure(server, 'Off', undefined, { record: false, event: false });
+    const status = p.lastRead && p.lastRead !== server.status?.powerState ? { powerState: p.lastRead } : {};
+    const words = p.sent
+      ? `${p.reached ? 'powered off' : 'powering off'}: ${p.sent.resetType} sent to the BMC (PowerState was ${p.sent.from})`
+      : p.reached
+        ? 'Off already'
+        : `powering off: ${p.pending ?? 'pending'}`;
+    return { status, words };
+  }
+
+  /**
    * Starts a boot: with `netboot`, a one-time network boot override (`via`, default `Pxe`; `Once`) first; then `On`
    * when `observed` is Off, a forced restart when it is On (a power cycle). Returns the BMC failure
    * instead of throwing it, so the caller can undo its recorded intent when nothing was applied.

@@ -4,10 +4,12 @@
  * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left
  * alone; entered and left through the taint `metal.ironcore.dev/maintenance`, see taints.ts). A
  * Server whose system UUID another Server owns is left alone entirely (system-ownership.ts).
- * - Initial: read the system from the BMC (manufacturer, model, serial, power state) and begin discovery.
- * - Discovery: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
- *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: one-time
- *   network boot override and power on (a power cycle when already on). Done when
+ * - Initial: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
+ *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: the
+ *   system read from the BMC (manufacturer, model, serial, power state) and, in the same status
+ *   write, state Discovery with the first attempt's power-on intent; then one-time network boot
+ *   override and power on (a power cycle when already on).
+ * - Discovery: the attempts on that SBC (a timed-out attempt bumps its `spec.bootAttempt`). Done when
  *   `RegistrationReceived` is True for the current attempt and `status.registration` exists: hardware
  *   copied into the status, state Available, the SBC deleted, the reference cleared, powered off.
  *   Each attempt has a deadline in `status.discovery` (so a restarted manager continues where it
@@ -35,6 +37,7 @@ import {
   EventReason,
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
+import type { PowerState } from '../bmc/bmc.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { conditionTransition } from '../runtime/condition-writer.js';
 import { type Condition, findCondition } from '../runtime/conditions.js';
@@ -59,7 +62,7 @@ import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
-import { applyOwnedCondition } from './owned-conditions.js';
+import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
 import type { PowerActions } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
 import { TaintActions } from './taints.js';
@@ -100,7 +103,10 @@ class ServerReconciler {
 
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
-    this.cleanup = new CleanupActions({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
+    this.cleanup = new CleanupActions({
+      ...o,
+      patchStatus: (s, status, cond) => this.patchStatus(s, status, cond),
+    });
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'server' });
   }
@@ -114,7 +120,7 @@ class ServerReconciler {
   private async patchStatus(
     s: Server,
     status: Record<string, unknown>,
-    cond?: { type: string; status: 'True' | 'False'; reason: string; message: string },
+    cond?: OwnedCondition,
   ): Promise<Server> {
     // The first write is a merge patch guarded by the resourceVersion: the condition rides in the
     // whole list (the version pins what the other writers' entries are).
@@ -124,8 +130,8 @@ class ServerReconciler {
     }
     const together = cond ? this.conditionOps(s, cond) : [];
     if (cond && !together) {
-      // Not stored yet (or unchanged): its own server-side apply, first, as the other writers do.
-      await this.discovered(s, cond.status, cond.reason, cond.message);
+      // Not stored yet: its own server-side apply, first, as the other writers do.
+      await applyOwnedCondition(this.o.client, Resources.Server, s, cond);
     }
     return this.patchStatusOps(s, status, together ?? []);
   }
@@ -136,10 +142,7 @@ class ServerReconciler {
    * the same reconcile instead of a request of its own. `[]` when the stored one already says the
    * same; undefined when there is none (the caller applies it on its own).
    */
-  private conditionOps(
-    s: Server,
-    cond: { type: string; status: 'True' | 'False'; reason: string; message: string },
-  ): unknown[] | undefined {
+  private conditionOps(s: Server, cond: OwnedCondition): unknown[] | undefined {
     const conds = s.status?.conditions ?? [];
     const i = conds.findIndex((c) => c.type === cond.type);
     if (i < 0) return undefined;
@@ -257,8 +260,8 @@ class ServerReconciler {
     if (state !== 'Reserved') {
       await this.patchStatus(server, { state: 'Reserved' });
       const ref = server.spec.serverClaimRef;
-      // No Event of its own (upstream records none either): the claim's `Bound` Event names this
-      // Server, and `spec.serverClaimRef` names the claim.
+      // No Event of its own (upstream records none either): the claim's binding Event (`Bound`, or
+      // its first `BootAttemptStarted`) names this Server, and `spec.serverClaimRef` the claim.
       log.info({ claim: `${ref?.namespace}/${ref?.name}` }, 'reserved');
       return undefined;
     }
@@ -287,7 +290,21 @@ class ServerReconciler {
     return undefined;
   }
 
+  /**
+   * State Initial: the discovery SBC first; once the SBC controller has evaluated it, the system's
+   * facts from the BMC and one status write (state Discovery, the facts, the attempt's power-on
+   * intent and `Discovered`) right before the power-on. While the SBC is merely pending nothing is
+   * written: its status change brings the next pass (upstream, too, makes the boot configuration in
+   * Initial). A pending that lasts is said: after {@link INITIAL_SILENT_WAIT_MS} the attempt is
+   * written with its WaitingForBootConfiguration condition.
+   */
   private async initial(server: Server, log: pino.Logger): Promise<Result | undefined> {
+    const synced = await this.syncDiscoveryConfiguration(server, 1);
+    const startedAt = synced.sbc.metadata.creationTimestamp ?? new Date().toISOString();
+    const waited = Math.max(0, Date.now() - Date.parse(startedAt));
+    const readiness = bootConfigurationReadiness(synced.sbc);
+    if (readiness.reason === NOT_EVALUATED.reason && waited < INITIAL_SILENT_WAIT_MS)
+      return { requeueAfterMs: INITIAL_SILENT_WAIT_MS - waited };
     let facts: Record<string, unknown>;
     try {
       const h = this.o.connections.forServer(server);
@@ -304,33 +321,11 @@ class ServerReconciler {
       await this.discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
       return { requeueAfterMs: f.retryAfterMs };
     }
-    const discovery = { attempt: 1, attemptStartedAt: new Date().toISOString() };
-    // With the words the first discovery pass would write (its SBC is not evaluated yet): that pass
-    // then has no status write of its own.
-    await this.patchStatus(
-      server,
-      { ...facts, state: 'Discovery', discovery },
-      this.waitingCondition(discovery),
-    );
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
     // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
-    return undefined;
-  }
-
-  /** The `Discovered` condition of an attempt whose new SBC the SBC controller has not evaluated yet. */
-  private waitingCondition(d: Discovery): DiscoveredCondition | undefined {
-    const { step } = decide({
-      book: bookOf(d, this.cfg.discoveryTimeoutMs),
-      sbc: undefined,
-      readiness: NOT_EVALUATED,
-      settings: discoverySettings(this.cfg),
-      wording: discoveryWording,
-      netbootSignals: NETBOOT_SIGNALS,
-      completionEvidence: false,
-      now: Date.now(),
-    });
-    return step.outcome && discoveredCondition(step, step.outcome);
+    const d: Discovery = { attempt: 1, attemptStartedAt: startedAt };
+    return this.runAttempt(synced.server, d, synced.sbc, log, { ...facts, state: 'Discovery' });
   }
 
   /** Discovery through the boot-attempt engine; the bookkeeping lives in `status.discovery`. */
@@ -342,7 +337,21 @@ class ServerReconciler {
       });
       return undefined;
     }
-    const sbc = await this.syncDiscoveryConfiguration(server, d);
+    const synced = await this.syncDiscoveryConfiguration(server, d.attempt);
+    return this.runAttempt(synced.server, d, synced.sbc, log);
+  }
+
+  /**
+   * One engine step of discovery attempt `d`. `start`: status fields of the Initial pass (state
+   * Discovery, the BMC facts) that ride in the step's first write.
+   */
+  private async runAttempt(
+    server: Server,
+    d: Discovery,
+    sbc: ServerBootConfiguration,
+    log: pino.Logger,
+    start?: Record<string, unknown>,
+  ): Promise<Result | undefined> {
     const { step } = decide({
       book: bookOf(d, this.cfg.discoveryTimeoutMs),
       sbc,
@@ -356,17 +365,16 @@ class ServerReconciler {
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
     if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, log);
     let current = server;
+    let first = start;
+    const purpose = `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`;
     const carried = await carryOut({
       step,
       before: bookOf(d, this.cfg.discoveryTimeoutMs),
+      // The Initial pass read the power state with the facts: no second read, no write of its own.
+      observed: start?.powerState as PowerState | undefined,
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) =>
-          this.o.power.boot(current, {
-            netboot: true,
-            observed,
-            purpose: `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`,
-          }),
+        boot: (observed) => this.o.power.boot(current, { netboot: true, observed, purpose }),
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -375,21 +383,9 @@ class ServerReconciler {
         message: `${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}: ${detail}`,
       }),
       write: async (book, outcome) => {
-        // The phase alone is no reason to write: it rides along with the next real change.
-        const next = discoveryOf(book);
-        const stored = current.status?.discovery;
-        const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
-        const waiting =
-          step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
-        if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
-        let cond = outcome && discoveredCondition(step, outcome);
-        // Said already (the Initial write): not again just because this pass's own
-        // bootConfigurationRef patch moved the generation.
-        if (step.phase === AttemptPhase.WaitingForConfiguration && sameWords(cur, cond)) cond = undefined;
-        // One request for the book and the condition where the condition is stored already.
-        if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
-          current = await this.patchStatus(current, { discovery: next }, cond);
-        else if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
+        const extra = first;
+        first = undefined;
+        current = await this.writeAttempt(current, step, book, outcome, extra);
       },
     });
     for (const e of carried.events) {
@@ -402,8 +398,46 @@ class ServerReconciler {
     return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
   }
 
-  /** The discovery SBC of the current attempt (`spec.bootAttempt` = the attempt), and the reference to it. */
-  private async syncDiscoveryConfiguration(server: Server, d: Discovery): Promise<ServerBootConfiguration> {
+  /**
+   * The status write of a discovery step: bookkeeping and `Discovered` in one request where the
+   * condition is stored already; with `start` (the Initial pass) always a write. Returns the Server
+   * as stored afterwards.
+   */
+  private async writeAttempt(
+    current: Server,
+    step: Step,
+    book: AttemptBook,
+    outcome: Outcome | undefined,
+    start: Record<string, unknown> | undefined,
+  ): Promise<Server> {
+    const next = discoveryOf(book);
+    if (start) {
+      const cond = outcome && discoveredCondition(step, outcome);
+      return this.patchStatus(current, { ...start, discovery: next }, cond);
+    }
+    // The phase alone is no reason to write: it rides along with the next real change.
+    const stored = current.status?.discovery;
+    const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
+    const waiting =
+      step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
+    if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
+    let cond = outcome && discoveredCondition(step, outcome);
+    // Said already: not again just because a bootConfigurationRef patch moved the generation.
+    if (step.phase === AttemptPhase.WaitingForConfiguration && sameWords(cur, cond)) cond = undefined;
+    if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
+      return this.patchStatus(current, { discovery: next }, cond);
+    if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
+    return current;
+  }
+
+  /**
+   * The discovery SBC of attempt `attempt` (`spec.bootAttempt` = the attempt), and the reference to
+   * it; returns the SBC and the Server as stored after the reference patch.
+   */
+  private async syncDiscoveryConfiguration(
+    server: Server,
+    attempt: number,
+  ): Promise<{ sbc: ServerBootConfiguration; server: Server }> {
     const name = server.metadata.name ?? '';
     const sbcName = discoveryBootConfigurationName(name);
     const sbc = await this.o.bootConfigs.sync({
@@ -413,26 +447,36 @@ class ServerReconciler {
       serverName: name,
       image: this.cfg.probeImage,
       bootPolicy: 'NetBootAlways',
-      attemptKey: `d${d.attempt}`,
-      bootAttempt: d.attempt,
+      attemptKey: `d${attempt}`,
+      bootAttempt: attempt,
       labels: this.cfg.scopeLabels,
     });
     const ref = server.spec.bootConfigurationRef;
     if (ref?.name !== sbcName || ref.namespace !== this.cfg.managerNamespace) {
-      await this.o.client.mergePatch(Resources.Server, name, undefined, {
+      const updated = await this.o.client.mergePatch<Server>(Resources.Server, name, undefined, {
         spec: { bootConfigurationRef: { name: sbcName, namespace: this.cfg.managerNamespace } },
       });
+      return { sbc, server: updated };
     }
-    return sbc;
+    return { sbc, server };
   }
 
   /** The last attempt timed out: state Error, a reason, no boot configuration, powered off. */
   private async exhaust(server: Server, step: Step, log: pino.Logger): Promise<Result | undefined> {
     const { deadline: _, netbootDeadline: _n, ...rest } = discoveryOf(step.book);
-    const updated = await this.patchStatus(server, { state: 'Error', discovery: rest });
+    const what = step.outcome?.message ?? 'discovery attempts exhausted';
+    const updated = await this.patchStatus(
+      server,
+      { state: 'Error', discovery: rest },
+      {
+        type: DISCOVERED_CONDITION,
+        status: 'False',
+        reason: DiscoveredReason.DiscoveryAttemptsExhausted,
+        message: what,
+      },
+    );
     this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
     this.o.bootMetrics.exhausted.inc({ flow: 'discovery' });
-    const what = step.outcome?.message ?? 'discovery attempts exhausted';
     log.warn({ attempts: step.book.attempt }, 'discovery failed: attempts exhausted');
     this.o.events.event(
       eventObject(server),
@@ -440,7 +484,6 @@ class ServerReconciler {
       EventReason.DiscoveryAttemptsExhausted,
       `${what}; giving up (state Error)`,
     );
-    await this.discovered(updated, 'False', DiscoveredReason.DiscoveryAttemptsExhausted, what);
     await this.removeDiscoveryConfiguration(updated);
     const p = await this.o.power.ensure(updated, 'Off');
     return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
@@ -456,7 +499,7 @@ class ServerReconciler {
     // Off before the state says Available, so the one status write carries the PowerState after
     // the ForceOff. Safe to repeat: a Server in Discovery is nobody's (no claim binds it), and a
     // pass after a failed write finds it Off and sends nothing.
-    const off = await this.powerOff(server);
+    const off = await this.o.power.offForStatusWrite(server);
     // Condition with the state (or first): whoever sees Available also sees why.
     const updated = await this.patchStatus(
       server,
@@ -499,21 +542,6 @@ class ServerReconciler {
     await this.removeDiscoveryConfiguration(updated);
     // The status change brings the Available pass (which sees a power-off through).
     return undefined;
-  }
-
-  /**
-   * Powers a Server off whose status is written next (PowerState and Event wording returned, not
-   * written: the caller's status write and Event carry them).
-   */
-  private async powerOff(server: Server): Promise<{ status: { powerState?: string }; words: string }> {
-    const p = await this.o.power.ensure(server, 'Off', undefined, { record: false, event: false });
-    const status = p.lastRead && p.lastRead !== server.status?.powerState ? { powerState: p.lastRead } : {};
-    const words = p.sent
-      ? `${p.reached ? 'powered off' : 'powering off'}: ${p.sent.resetType} sent to the BMC (PowerState was ${p.sent.from})`
-      : p.reached
-        ? 'Off already'
-        : `powering off: ${p.pending ?? 'pending'}`;
-    return { status, words };
   }
 
   private async available(server: Server): Promise<Result | undefined> {
@@ -596,7 +624,7 @@ function sameWords(stored: Condition | undefined, cond: DiscoveredCondition | un
  * `s`'s conditions with `cond` in place of the stored entry of its type (appended when there is
  * none), stamped with the generation; undefined when the stored one already says the same.
  */
-function conditionsWith(s: Server, cond: DiscoveredCondition): Condition[] | undefined {
+function conditionsWith(s: Server, cond: OwnedCondition): Condition[] | undefined {
   const conds = s.status?.conditions ?? [];
   const generation = s.metadata.generation ?? 0;
   const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());
@@ -648,3 +676,10 @@ function withoutDeadline(d: Discovery): Discovery {
   const { deadline: _, netbootDeadline: _n, ...rest } = d;
   return rest;
 }
+
+/**
+ * How long a new discovery SBC may stay unevaluated before the Initial pass says so (state
+ * Discovery, `Discovered=False WaitingForBootConfiguration`): the SBC controller usually answers in
+ * milliseconds, and a status write for that moment would be one request per Server for nothing.
+ */
+const INITIAL_SILENT_WAIT_MS = 5_000;

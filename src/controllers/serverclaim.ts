@@ -785,12 +785,15 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
   return c;
 }
 
+/** The signal list of a waiting step's message (boot-attempt/handlers.ts `awaiting`). */
+const ARRIVED_LIST = /arrived \[[^\]]*\]/;
+
 /**
- * Whether a waiting step's write would only mirror the SBC: same phase, same bookkeeping apart from
- * the signal history, same Booted status and reason (the message lists the signals that arrived).
- * Such a write is left out: every signal is on the SBC with its time, and the history records those
- * times from the SBC's conditions with the attempt's next phase change (netboot observed, completion,
- * timeout), which is written.
+ * Whether a waiting step's write would only mirror the SBC: no BMC action, same phase, same
+ * bookkeeping apart from the signal history, the same Booted condition apart from the list of
+ * signals that arrived. Such a write is left out: every signal is on the SBC with its time, and the
+ * history records those times from the SBC's conditions with the attempt's next phase change
+ * (netboot observed, completion, timeout), which is written.
  */
 function onlyProgress(
   step: Step,
@@ -799,10 +802,13 @@ function onlyProgress(
   booted: Condition | undefined,
   outcome: Outcome | undefined,
 ): boolean {
+  // A step with a BMC action (the power-on) writes its intent and any pending-power message.
+  if (step.action) return false;
   if (step.phase !== AttemptPhase.AwaitingNetboot && step.phase !== AttemptPhase.AwaitingSignals)
     return false;
   if (!booted || !outcome || booted.status !== outcome.status || booted.reason !== outcome.reason)
     return false;
+  if (booted.message.replace(ARRIVED_LIST, '') !== outcome.message.replace(ARRIVED_LIST, '')) return false;
   return isDeepStrictEqual({ ...book, history: undefined }, { ...stored, history: undefined });
 }
 

@@ -36,7 +36,9 @@ const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
 test('C04 (claim controller): Off then On starts attempt 2 with token B in script and ignition; A gets 409, a made-up token 401', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c04', { hosts: 1 });
+  // A deadline no loaded machine reaches: a timed-out attempt 2 would be retried as attempt 3 with
+  // token C, and this case is about the rotation on Off → On, not about retries (C08 is).
+  const s = await startStack('c04', { hosts: 1, args: ['--boot-timeout', '60s'] });
   try {
     const [srv] = await availableServers(s, 1);
     const uuid = srv!.spec.systemUUID;

@@ -168,3 +168,37 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
     await s.close();
   }
 });
+
+test('a power-on the BMC may have applied (answered too late) is written as pending on the claim', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('claim-pending', { hosts: 1 });
+  const claims = new Informer<ServerClaim>(s.client, Resources.ServerClaim, { namespace: s.ns });
+  const messages: string[] = [];
+  try {
+    const [srv] = await availableServers(s, 1);
+    claims.on('update', (c) => {
+      const m = cond(c, 'Booted')?.message;
+      if (m && messages.at(-1) !== m) messages.push(m);
+    });
+    await claims.start();
+    // The power-on is carried out but answered after every request timeout of the call budget: the
+    // manager cannot tell whether the BMC acted (maybeApplied) and keeps the stored intent.
+    s.vbmc.setFaults({
+      slowRequests: 3,
+      slowResponseMs: 5_000,
+      onlyMethods: ['POST'],
+      onlyPaths: ['/Actions/ComputerSystem.Reset'],
+    });
+    await createClaim(s, 'p', { serverRef: srv!.metadata.name!, timeout: '60s' });
+    await eventually('the pending power-on on the claim, then its completion', 30_000, () => {
+      const i = messages.findIndex((m) => /power-on pending: BMC/.test(m));
+      return i >= 0 && /completed/.test(messages.at(-1) ?? '');
+    });
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; Booted messages: ${JSON.stringify(messages)}`);
+  } finally {
+    claims.stop();
+    await s.close();
+  }
+});

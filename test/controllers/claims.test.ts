@@ -45,8 +45,8 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
       const list = await servers(s);
       return list.filter((x) => x.status?.state === 'Reserved').length === 2;
     });
-    // The reservation is told once, by the claim's Bound Event naming the Server (upstream records
-    // no Server Event for it either).
+    // The reservation is told once, by the claim's binding Event naming the Server (a claim with
+    // power Off: Bound); upstream records no Server Event for it either.
     const boundEvent = await eventually('the claim Bound Event', 10_000, async () =>
       (await eventsFor(s, 'ServerClaim', 'by-ref')).find((e) => e.reason === 'Bound'),
     );

@@ -176,6 +176,11 @@ test('release runs the cleanup boot; Available (and bound by the waiting claim) 
       return r.includes('CleanupStarted') && r.includes('CleanupCompleted') ? r : undefined;
     });
     assert.ok(!reasons.includes('Released'), 'no plain release to Available');
+    // The power-off of the completed cleanup is told in the CleanupCompleted Event.
+    const completed = (await eventsFor(s, 'Server', name, 'default')).find(
+      (e) => e.reason === 'CleanupCompleted',
+    );
+    assert.match(completed!.message, /; Available, (powered off: ForceOff sent to the BMC|Off already)/);
 
     await eventually('the waiting claim binds the cleaned Server', 20_000, async () => {
       const n = await getClaim(s, 'next');

@@ -103,7 +103,7 @@ async function requestsOf(s: Stack, origin: string, allCodes = false): Promise<R
   return out;
 }
 
-test('discovery writes each Server status change once: 4 status writes and 2 Events per Server', {
+test('discovery writes each Server status change once: 3 status writes and 2 Events per Server', {
   timeout: 60_000,
 }, async () => {
   const n = 3;
@@ -116,9 +116,9 @@ test('discovery writes each Server status change once: 4 status writes and 2 Eve
       return items.length === 0 && refs === 0 ? true : undefined;
     });
     const got = await requestsOf(s, 'server');
-    // Initial→Discovery (with the Discovered condition of the first pass), the power-on intent,
+    // Initial→Discovery once the SBC is Ready (BMC facts, the power-on intent, Discovered),
     // powerState On after the power-on, Available (hardware, Discovered=True, powerState Off).
-    assert.equal(got['servers/status patch'], 4 * n, JSON.stringify(got));
+    assert.equal(got['servers/status patch'], 3 * n, JSON.stringify(got));
     // One delete per discovery SBC, also while the cache still holds the deleted one (no 404s).
     const all = await requestsOf(s, 'server', true);
     assert.equal(all['serverbootconfigurations delete'], n, JSON.stringify(all));
@@ -134,6 +134,65 @@ test('discovery writes each Server status change once: 4 status writes and 2 Eve
       );
       assert.deepEqual(resets(s, srv.spec.systemUUID), ['On', 'ForceOff']);
     }
+  } finally {
+    await s.close();
+  }
+});
+
+test('a discovery SBC in Error: state Discovery with the reason in Discovered, never powered on', {
+  timeout: 60_000,
+}, async () => {
+  // A registry outside --allowed-registries: refused without any network request.
+  const s = await startStack('disc-bad', { hosts: 1, args: ['--probe-image', 'registry.invalid/probe:1'] });
+  try {
+    const srv = await eventually('Discovered=False WaitingForBootConfiguration', 20_000, async () => {
+      const [x] = await servers(s);
+      return cond(x, 'Discovered')?.reason === 'WaitingForBootConfiguration' ? x : undefined;
+    });
+    assert.equal(srv.status?.state, 'Discovery');
+    assert.equal(srv.status?.manufacturer, 'Contoso', 'the BMC facts come with the first write');
+    assert.match(cond(srv, 'Discovered')!.message, /registry\.invalid.*--allowed-registries/);
+    assert.equal(srv.status?.discovery?.poweredOnAt, undefined, 'no power-on intent');
+    await new Promise((ok) => setTimeout(ok, 1_000));
+    assert.deepEqual(resets(s, srv.spec.systemUUID), [], 'nothing powered on');
+  } finally {
+    await s.close();
+  }
+});
+
+test('discovery that never registers: attempts bounded, then state Error with the reason, no SBC, powered off', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('disc-exh', {
+    hosts: 1,
+    simFaults: { neverCallBack: true },
+    args: ['--discovery-timeout', '3s', '--discovery-max-attempts', '2'],
+  });
+  try {
+    const srv = await eventually('state Error', 40_000, async () => {
+      const [x] = await servers(s);
+      return x?.status?.state === 'Error' ? x : undefined;
+    });
+    // The condition rides in the write of the state: whoever sees Error sees why.
+    const c = cond(srv, 'Discovered');
+    assert.equal(c?.reason, 'DiscoveryAttemptsExhausted');
+    assert.match(c!.message, /attempt 2\/2 timed out after 3s/);
+    const done = await eventually('powered off, discovery SBC deleted', 15_000, async () => {
+      const [x] = await servers(s);
+      const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
+      const host = s.vbmc.systems.find((h) => h.id === x?.spec.systemUUID)?.host;
+      return items.length === 0 && host?.powerState() === 'Off' && !x?.spec.bootConfigurationRef
+        ? x
+        : undefined;
+    });
+    const r = resets(s, done.spec.systemUUID);
+    assert.equal(r.at(-1), 'ForceOff', r.join(','));
+    assert.equal(r.filter((x) => x !== 'ForceOff').length, 2, `one power action per attempt: ${r.join(',')}`);
+    const events = await eventually('the Warning Event', 10_000, async () => {
+      const e = await eventsFor(s, 'Server', done.metadata.name!, 'default');
+      return e.some((x) => x.reason === 'DiscoveryAttemptsExhausted') ? e : undefined;
+    });
+    assert.equal(events.find((x) => x.reason === 'DiscoveryAttemptsExhausted')?.type, 'Warning');
   } finally {
     await s.close();
   }
