@@ -7,6 +7,9 @@
  * storage keys (`name`, `sizeBytes`, `rotational`), the simulated host (`src/virtualbmc/sim.ts`)
  * Go's default field names (`Name`, `Size`, `Rotational`), as upstream's `BlockDevice` has no JSON tags.
  * Anything malformed is skipped, never thrown: a bad payload must not wedge discovery.
+ * The Server caches hold only the projection of the payload this reads (`READ` in
+ * src/bootsignals/registration-cache.ts): a key read here must be added there too
+ * (test/bootsignals/registration-cache.test.ts compares the two results for every dialect).
  */
 import { isIP } from 'node:net';
 import type { ServerStatus } from '../api/v1alpha1/server.js';
