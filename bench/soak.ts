@@ -573,7 +573,8 @@ try {
 } finally {
   for (const i of informers) i.stop();
   await stack.stop().catch((err) => say(`stop: ${String(err)}`));
-  if (process.env.METAL_BENCH_KEEP) say(`kept ${dir}`);
+  // A violation keeps the logs (manager.log, registry-N.log, bootserver-N.log): its evidence.
+  if (process.env.METAL_BENCH_KEEP || exitCode !== 0) say(`kept ${dir} (manager, registry and boot server logs)`);
   else rmSync(dir, { recursive: true, force: true });
 }
 process.exit(exitCode);

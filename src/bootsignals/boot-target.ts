@@ -243,17 +243,27 @@ export class BootTargetResolver {
    */
   async refreshPaced(target: BootTarget): Promise<{ target: BootTarget; fresh: boolean }> {
     const ref = target.server.spec.bootConfigurationRef;
-    if (!ref) return { target, fresh: true };
-    const r = await this.flights.do(`${ref.namespace ?? ''}/${ref.name}`, () => this.refresh(target));
-    return { target: { ...r.value, uuid: target.uuid, server: target.server }, fresh: r.fresh };
+    // No reference in the cached Server: the cache may lag the patch that set it (a boot just
+    // started), so the Server is read too — paced per Server, as reads per SBC are.
+    const key = ref ? `${ref.namespace ?? ''}/${ref.name}` : `server/${target.server.metadata.name ?? ''}`;
+    const r = await this.flights.do(key, () => this.refresh(target));
+    return { target: { ...r.value, uuid: target.uuid, viaAlias: target.viaAlias }, fresh: r.fresh };
   }
 
-  /** Fresh SBC and callback data from the API server (503 when unreachable); not paced. */
+  /**
+   * Fresh SBC and callback data from the API server (503 when unreachable); not paced. The Server
+   * is read as well when the cached one names no boot configuration.
+   */
   async refresh(target: BootTarget): Promise<BootTarget> {
-    const ref = target.server.spec.bootConfigurationRef;
-    if (!ref) return target;
+    let server = target.server;
+    let ref = server.spec.bootConfigurationRef;
     this.refreshes?.inc();
     try {
+      if (!ref) {
+        server = (await this.src.client.get<Server>(Resources.Server, server.metadata.name ?? '')) ?? server;
+        ref = server.spec.bootConfigurationRef;
+        if (!ref) return { ...target, server };
+      }
       const sbc = await this.src.client.get<ServerBootConfiguration>(
         Resources.ServerBootConfiguration,
         ref.name,
@@ -263,7 +273,7 @@ export class BootTargetResolver {
       const secret = secretName
         ? await this.src.client.get<SecretObject>(Resources.Secret, secretName, sbc.metadata.namespace)
         : undefined;
-      return { ...target, sbc, callback: decodeCallbackSecret(secret?.data) };
+      return { ...target, server, sbc, callback: decodeCallbackSecret(secret?.data) };
     } catch (err) {
       apiFailure(err, 'reading the boot configuration');
     }
