@@ -574,7 +574,8 @@ try {
   for (const i of informers) i.stop();
   await stack.stop().catch((err) => say(`stop: ${String(err)}`));
   // A violation keeps the logs (manager.log, registry-N.log, bootserver-N.log): its evidence.
-  if (process.env.METAL_BENCH_KEEP || exitCode !== 0) say(`kept ${dir} (manager, registry and boot server logs)`);
+  if (process.env.METAL_BENCH_KEEP || exitCode !== 0)
+    say(`kept ${dir} (manager, registry and boot server logs)`);
   else rmSync(dir, { recursive: true, force: true });
 }
 process.exit(exitCode);
