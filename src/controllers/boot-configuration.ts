@@ -263,9 +263,17 @@ export class BootConfigurations {
    * deletes the Secret too; the manager holds no `delete` on Secrets (security review S9).
    */
   async delete(name: string, namespace: string): Promise<void> {
+    const key = `${namespace}/${name}`;
     const uid = this.sbcs.get(name, namespace)?.metadata.uid;
-    await this.client.delete(Resources.ServerBootConfiguration, name, namespace);
-    if (uid) this.deleted.set(`${namespace}/${name}`, uid);
+    // Remembered before the request: the watch often delivers the deletion ahead of the response,
+    // and an entry set after that event would never be removed.
+    if (uid) this.deleted.set(key, uid);
+    try {
+      await this.client.delete(Resources.ServerBootConfiguration, name, namespace);
+    } catch (err) {
+      if (uid && this.deleted.get(key) === uid) this.deleted.delete(key);
+      throw err;
+    }
   }
 
   private async create(d: DesiredBootConfiguration, secretName: string): Promise<ServerBootConfiguration> {
