@@ -471,8 +471,15 @@ try {
   let acceptedBootstates = 0;
   for (const cy of cycles) {
     if (!cy.final || !cy.uuid || cy.endedAt === undefined) continue;
+    // From this claim's first attempt on: a claim by selector waits for its pair's Server, and the
+    // power-ons and callbacks of the pair's claim on that Server before then are not this claim's
+    // (the intent, with the attempt's start, is stored before every power-on of an attempt).
+    const starts = attemptsOf(cy.final)
+      .map((h) => Date.parse(h.startedAt ?? ''))
+      .filter(Number.isFinite);
+    const from = starts.length ? Math.max(cy.createdAt, Math.min(...starts)) : cy.createdAt;
     const actions = (powerLog.get(cy.uuid) ?? []).filter(
-      (p) => p.at >= cy.createdAt && p.at <= cy.endedAt! && POWER_ON.has(p.type),
+      (p) => p.at >= from && p.at <= cy.endedAt! && POWER_ON.has(p.type),
     );
     powerActions += actions.length;
     const perAttempt = new Map<number, string[]>();
@@ -488,7 +495,7 @@ try {
         );
     }
     for (const cb of accepted.get(cy.uuid) ?? []) {
-      if (cb.route !== 'bootstate' || cb.at < cy.createdAt || cb.at > cy.endedAt + 2_000) continue;
+      if (cb.route !== 'bootstate' || cb.at < from || cb.at > cy.endedAt + 2_000) continue;
       acceptedBootstates++;
       const a = attemptAt(cy.final, cb.at);
       if (!cy.booted || !a?.signals?.['BootStateReceived'])
