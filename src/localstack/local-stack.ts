@@ -24,6 +24,7 @@ import { type RequestRecord, startVirtualBmc, type VirtualBmc } from '../virtual
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
 import { type LocalImages, startLocalImages } from './local-images.js';
+import { managerNodeOptions } from './manager-node-options.js';
 import { SignalReplicas } from './signal-replicas.js';
 import { bridgeNetworkProblem, TestNetwork } from './test-network.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
@@ -505,7 +506,10 @@ function firmwareOf(firmware: LocalStackOptions['firmware'], index: number): Fir
   return firmware ?? 'bios';
 }
 
-/** The manager's node process under `setpriv --pdeathsig KILL` (setpriv execs: same pid), logging to `log`. */
+/**
+ * The manager's node process under `setpriv --pdeathsig KILL` (setpriv execs: same pid), with the
+ * node options of its Deployment, logging to `log`.
+ */
 function spawnManager(args: string[], log: string): ChildProcess {
   const fd = openSync(log, 'a');
   const p = spawn(
@@ -515,6 +519,8 @@ function spawnManager(args: string[], log: string): ChildProcess {
       'KILL',
       '--',
       process.execPath,
+      // The Deployment's V8 heap settings (its NODE_OPTIONS), so the heap behaves as deployed.
+      ...managerNodeOptions(),
       join(REPO_ROOT, 'dist', 'src', 'cmd', 'manager.js'),
       ...args,
     ],
