@@ -23,6 +23,7 @@
  * Usage: node dist/bench/apiserver-cost.js [--requests 300] [--runs 3] [--concurrency 10]
  *        [--payload-kib 56] [--watchers 0] [--idle-seconds 5] [--settle-ms 1000]
  */
+import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -580,6 +581,8 @@ async function startWatchers(
   const resources = [Resources.Server, Resources.ServerBootConfiguration, Resources.Event];
   const counts = resources.map(() => 0);
   const abort = new AbortController();
+  // One listener per watch on the shared signal: 3 K of them is intended.
+  setMaxListeners(0, abort.signal);
   if (k === 0) return { stop: async () => counts };
   const watcher = new KubeClient(kc, { fieldManager: 'metal-cost-watch' });
   let connected = 0;
