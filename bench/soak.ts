@@ -257,14 +257,20 @@ try {
   const warmupMs = Math.min(180_000, runMs / 4);
   const rssOf = (pid: number) =>
     Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  /** V8 heap used / total of the manager (its /metrics), MiB: tells live objects from RSS. */
+  let warmHeap: HeapFigures | undefined;
   const rssTimer = setInterval(() => {
     try {
       if (
         warmRss === undefined &&
         Date.now() - managerStartedAt >= warmupMs &&
         completedByManager >= o.servers
-      )
+      ) {
         warmRss = rssOf(stack.manager.pid!);
+        void heapOf(stack.metricsUrl).then((h) => {
+          warmHeap = h;
+        });
+      }
     } catch {
       // the manager is being restarted
     }
@@ -282,6 +288,7 @@ try {
         managerStartedAt = Date.now();
         completedByManager = 0;
         warmRss = undefined;
+        warmHeap = undefined;
         managerStarts++;
         return;
       }
@@ -449,14 +456,24 @@ try {
   };
   say(`claim loop: ${workers.length} workers for ${o.minutes} min, a fault every ~${o.faultEvery} s`);
   const progress = setInterval(() => {
-    say(
-      `claims completed ${completed}, faults ${JSON.stringify(faultCounts)}, violations ${violations.length}`,
-    );
+    void heapOf(stack.metricsUrl).then((h) => {
+      let rss = '-';
+      try {
+        rss = rssOf(stack.manager.pid!).toFixed(0);
+      } catch {
+        // the manager is being restarted
+      }
+      say(
+        `claims completed ${completed}, faults ${JSON.stringify(faultCounts)}, violations ${violations.length}; ` +
+          `manager RSS ${rss} MiB, heap ${heapText(h)}`,
+      );
+    });
   }, 30_000);
   await Promise.all([...workers.map(worker), faultLoop]);
   clearInterval(progress);
   for (const b of stack.vbmcs) b.setFaults({ unavailableRequests: 0, dropConnections: 0, slowRequests: 0 });
   const endRss = rssOf(stack.manager.pid!);
+  const endHeap = await heapOf(stack.metricsUrl);
   clearInterval(rssTimer);
 
   // --- invariants checked after the run ---
@@ -551,6 +568,7 @@ try {
     ['accepted /bootstate callbacks during claims', acceptedBootstates],
     ['accepted /register callbacks', acceptedRegisters],
     ['manager RSS after warm-up / at end (MiB)', `${warmRss?.toFixed(0) ?? '-'} / ${endRss.toFixed(0)}`],
+    ['manager V8 heap used/total after warm-up; at end (MiB)', `${heapText(warmHeap)}; ${heapText(endHeap)}`],
     ['violations: claim ends Booted or AttemptsExhausted', byInvariant('claim')],
     ['violations: one power action per attempt', byInvariant('one power')],
     ['violations: no accepted callback lost', byInvariant('no accepted')],
@@ -573,6 +591,7 @@ try {
       acceptedBootstates,
       acceptedRegisters,
       managerRssMiB: { warm: warmRss, end: endRss },
+      managerHeapMiB: { warm: warmHeap, end: endHeap },
       violations,
     }),
   );
@@ -586,3 +605,30 @@ try {
   else rmSync(dir, { recursive: true, force: true });
 }
 process.exit(exitCode);
+
+interface HeapFigures {
+  usedMiB: number;
+  totalMiB: number;
+}
+
+/**
+ * `nodejs_heap_size_used_bytes` / `nodejs_heap_size_total_bytes` from a /metrics page (prom-client's
+ * default metrics), MiB; undefined when the page cannot be read (a restart).
+ */
+async function heapOf(metricsUrl: string): Promise<HeapFigures | undefined> {
+  try {
+    const text = await (await fetch(`${metricsUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+    const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1]) / 2 ** 20;
+    const h = {
+      usedMiB: read('nodejs_heap_size_used_bytes'),
+      totalMiB: read('nodejs_heap_size_total_bytes'),
+    };
+    return Number.isFinite(h.usedMiB) ? h : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function heapText(h: HeapFigures | undefined): string {
+  return h ? `${h.usedMiB.toFixed(0)} / ${h.totalMiB.toFixed(0)}` : '-';
+}

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type pino from 'pino';
+import { collectDefaultMetrics } from 'prom-client';
 import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
@@ -685,6 +686,9 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // The process's own figures (process_resident_memory_bytes, nodejs_heap_size_used_bytes, GC
+  // durations, event-loop lag), as controller-runtime exports Go's: only where this is the process.
+  collectDefaultMetrics({ register: running.manager.metrics.registry });
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     process.once(sig, () => {
       void running.stop().finally(() => process.exit(0));

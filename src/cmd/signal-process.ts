@@ -4,12 +4,15 @@
  * optional HTTPS certificate (`--tls-cert-file`, `--tls-key-file`).
  */
 import { readFileSync } from 'node:fs';
+import { collectDefaultMetrics } from 'prom-client';
 import type { SignalStack } from '../bootsignals/signal-stack.js';
 import { startHealthServer } from '../runtime/health.js';
 import { splitAddr } from './listen-address.js';
 
 /** Serves health and metrics (when `metricsAddr` is set) until SIGTERM/SIGINT, then closes and exits 0. */
 export async function serveUntilSignal(stack: SignalStack, metricsAddr: string | undefined): Promise<void> {
+  // The process's own figures (RSS, heap, GC, event-loop lag) beside the server's.
+  collectDefaultMetrics({ register: stack.metrics });
   const health = metricsAddr
     ? await startHealthServer({
         host: splitAddr(metricsAddr)[0],

@@ -93,7 +93,8 @@ export interface SystemScan {
   withoutUUID: string[];
   /** Systems whose UUID another Server holds. */
   duplicates: { uri: string; uuid: string; owner: Server }[];
-  created: number;
+  /** Servers this scan created, `name (UUID u)`. */
+  created: string[];
 }
 
 /** Most items named in a condition message; the rest are counted. */
@@ -242,8 +243,24 @@ class BmcReconciler {
    */
   private async scanSystems(bmc: BMCObject, client: BMC, l: pino.Logger): Promise<SystemScan> {
     const systems = [...(await client.listSystems())].sort((a, b) => a.uri.localeCompare(b.uri));
-    const scan: SystemScan = { listed: systems.length, withoutUUID: [], duplicates: [], created: 0 };
-    for (const ref of systems.slice(0, this.o.maxSystems)) {
+    const scan: SystemScan = { listed: systems.length, withoutUUID: [], duplicates: [], created: [] };
+    try {
+      await this.scanEach(bmc, client, systems.slice(0, this.o.maxSystems), scan, l);
+    } finally {
+      // One Event per scan, also when a BMC error ended it early: the Servers exist either way.
+      this.tellCreated(bmc, scan.created);
+    }
+    return scan;
+  }
+
+  private async scanEach(
+    bmc: BMCObject,
+    client: BMC,
+    systems: { uri: string }[],
+    scan: SystemScan,
+    l: pino.Logger,
+  ): Promise<void> {
+    for (const ref of systems) {
       let info: ComputerSystemInfo;
       try {
         info = await client.getSystem(ref.uri);
@@ -255,10 +272,28 @@ class BmcReconciler {
         throw err;
       }
       const r = await this.ensureServer(bmc, info, l);
-      if (r === 'created') scan.created++;
+      if (r === 'created')
+        scan.created.push(
+          `${serverName(bmc.metadata.name ?? '', info.id)} (UUID ${canonicalSystemUUID(info.uuid) ?? info.uuid})`,
+        );
       else if (r !== 'exists') scan.duplicates.push({ uri: info.uri, uuid: info.uuid, owner: r.owner });
     }
-    return scan;
+  }
+
+  /**
+   * One `ServerCreated` Event for the Servers a scan created (a BMC of 100 systems: one Event, not
+   * 100; each Server's own log line has its UUID and system URI).
+   */
+  private tellCreated(bmc: BMCObject, created: string[]): void {
+    if (!created.length) return;
+    const named = created.slice(0, MAX_LISTED).join(', ');
+    const more = created.length > MAX_LISTED ? ` and ${created.length - MAX_LISTED} more` : '';
+    this.o.events.event(
+      asEventObject(bmc),
+      'Normal',
+      EventReason.ServerCreated,
+      `${created.length} Server(s) created: ${named}${more}`,
+    );
   }
 
   /** Conditions `SystemsDiscovered` and `DuplicateSystemUUID`, Warning Events and logs of a scan. */
@@ -299,7 +334,8 @@ class BmcReconciler {
       );
       o.events.event(ev, 'Warning', DUPLICATE_SYSTEM_UUID, dup);
     }
-    if (scan.created) l.info({ created: scan.created, systems: scan.listed }, 'servers created');
+    if (scan.created.length)
+      l.info({ created: scan.created.length, systems: scan.listed }, 'servers created');
   }
 
   /** `Ready=False` with the Server's reason at once; the re-read that follows decides what is true. */
@@ -399,12 +435,6 @@ class BmcReconciler {
       throw err;
     }
     l.info({ server: name, systemUUID: uuid, systemURI: spec.systemURI }, 'server created');
-    o.events.event(
-      asEventObject(bmc),
-      'Normal',
-      'ServerCreated',
-      `Server ${name} for system ${spec.systemURI} (UUID ${uuid})`,
-    );
     return 'created';
   }
 

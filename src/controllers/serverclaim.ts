@@ -322,8 +322,8 @@ class ServerClaimReconciler {
         );
         this.recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
         log.info({ server: s.metadata.name, systemUUID: s.spec.systemUUID }, 'bound');
-        // A fresh claim's first BootAttemptStarted names the binding (one Event per step: bind and
-        // power-on are one step for it); any other claim gets its Bound Event now.
+        // A fresh claim's opening attempt is told, with the binding, by the Event that ends it;
+        // any other claim gets its Bound Event now.
         if (!this.isFresh(claim))
           this.o.events.event(
             eventObject(claim),
@@ -459,7 +459,7 @@ class ServerClaimReconciler {
 
   /**
    * A claim about to begin its first series (power On, no bookkeeping, no SBC of its name, no retry
-   * asked): its binding is stored with the series, and told by its first BootAttemptStarted.
+   * asked): its binding is stored with the series, and told by the Event that ends its first attempt.
    */
   private isFresh(claim: ServerClaim): boolean {
     return (
@@ -643,8 +643,8 @@ class ServerClaimReconciler {
   ): void {
     this.o.bootMetrics.attempts.inc({ flow: 'claim' });
     log.info({ series: book.series, attempt: book.attempt, reason: why }, 'boot series started');
-    // The first series follows Bound and its first attempt's BootAttemptStarted says the rest: an
-    // Event only for a later series, whose reason (retry, changed configuration, power on) is news.
+    // The first series follows Bound and the Event ending its first attempt says the rest: an Event
+    // only for a later series, whose reason (retry, changed configuration, power on) is news.
     if ((book.series ?? 1) <= 1) return;
     this.o.events.event(
       eventObject(claim),
@@ -733,13 +733,14 @@ class ServerClaimReconciler {
     step: Step,
     carried: Carried,
   ): Promise<void> {
+    // The claim's opening attempt (first of the first series) is told by the Event that ends it,
+    // with the binding and the power-on (a fresh claim has no Bound Event): one Event for bind,
+    // power-on and outcome; meanwhile the Booted condition and BootPhase say how far it got.
+    const opening = (x.book.series ?? 1) === 1 && x.book.attempt === (x.book.firstAttempt ?? 1);
     for (const e of carried.events) {
-      // The first attempt of the first series tells the binding too (no Bound Event for a fresh claim).
-      const first =
-        e.reason === EventReason.BootAttemptStarted &&
-        (step.book.series ?? 1) === 1 &&
-        step.book.attempt === (step.book.firstAttempt ?? 1);
-      const message = first ? `bound Server ${x.server.metadata.name}; ${e.message}` : e.message;
+      if (opening && e.reason === EventReason.BootAttemptStarted) continue;
+      const on = x.book.poweredOnAt ? `powered on ${x.book.poweredOnAt}; ` : '';
+      const message = opening ? `bound Server ${x.server.metadata.name}; ${on}${e.message}` : e.message;
       this.o.events.event(eventObject(claim), e.type, e.reason, message);
     }
     const booted = step.phase === AttemptPhase.Completed && x.sbc && x.s.policy === 'NetBootOnce';

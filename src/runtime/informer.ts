@@ -200,7 +200,7 @@ export class Informer<T extends KObject> {
       this.dropObserved(key);
       return undefined;
     }
-    if (cached && laterVersion(later.metadata.resourceVersion, cached.metadata.resourceVersion)) return later;
+    if (laterVersion(later.metadata.resourceVersion, cached.metadata.resourceVersion)) return later;
     this.observed.delete(key);
     return cached;
   }

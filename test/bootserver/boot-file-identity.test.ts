@@ -14,29 +14,22 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { request } from 'node:http';
-import { after, before, describe, it } from 'node:test';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import {
-  deleteSeededServers,
   getFrom,
-  newTestClient,
   recordPowerOn,
   type Seeded,
+  type SignalStackFixture,
   sbcCondition,
   seedBootTarget,
-  startTestStack,
+  useSignalStack,
   waitCached,
 } from '../bootsignals/fixture.js';
 import { waitFor } from '../harness/control-plane.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
 
-let kc: KubeConfig;
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
+let fx: SignalStackFixture;
 /** A loopback /16 of this run, so addresses known to Servers of other runs never collide. */
 const net = `127.${randomInt(100, 250)}`;
 
@@ -50,7 +43,7 @@ const reasonOf = (text: string) => {
 
 /** Stores what discovery would: the NICs' addresses and the address the registration came from. */
 async function knownAs(s: Seeded, ips: string[], registeredFrom?: string): Promise<void> {
-  await client.mergePatch(
+  await fx.client.mergePatch(
     Resources.Server,
     s.server.metadata.name!,
     undefined,
@@ -75,38 +68,27 @@ async function knownAs(s: Seeded, ips: string[], registeredFrom?: string): Promi
     { subresource: 'status' },
   );
   await waitFor('addresses cached', 5_000, () => {
-    const got = stack.sources.servers.get(s.server.metadata.name!)?.status?.networkInterfaces ?? [];
+    const got = fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.networkInterfaces ?? [];
     return got.length === ips.length;
   });
 }
 
-const ukiUrl = (s: Seeded) => `${stack.bootUrl}/httpboot/${s.uuid}/1/uki.efi`;
-const scriptUrl = (s: Seeded) => `${stack.bootUrl}/ipxe/${s.uuid}`;
+const ukiUrl = (s: Seeded) => `${fx.stack.bootUrl}/httpboot/${s.uuid}/1/uki.efi`;
+const scriptUrl = (s: Seeded) => `${fx.stack.bootUrl}/ipxe/${s.uuid}`;
 
 describe('boot file identity and pin', () => {
-  before(async () => {
-    kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'bootid');
-    stack = await startTestStack(kc);
-  });
-  after(async () => {
-    await stack?.close();
-    if (client && ns) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
-  });
+  fx = useSignalStack('bootid');
 
   it('HTTP boot: the UKI and its token are served only after the attempt power-on is recorded', async () => {
     for (const flow of ['claim', 'discovery'] as const) {
-      const s = await seedBootTarget(client, ns.name, {
+      const s = await seedBootTarget(fx.client, fx.namespace.name, {
         flow,
         bootMethod: 'HTTPBoot',
         powerOnRecorded: false,
       });
       const me = `${net}.1.${flow === 'claim' ? 2 : 3}`;
       await knownAs(s, [me], me);
-      await waitCached(stack, s);
+      await waitCached(fx.stack, s);
       for (const method of ['HEAD', 'GET']) {
         const early = await getFrom(ukiUrl(s), me, {}, method);
         assert.equal(early.status, 503, `${flow} ${method}: no UKI before the power-on intent`);
@@ -116,8 +98,8 @@ describe('boot file identity and pin', () => {
           assert.ok(!early.text.includes(s.token), 'the token never leaves before the power-on');
         }
       }
-      assert.equal((await sbcCondition(client, s, 'HTTPBootFileFetched')).cond, undefined);
-      await recordPowerOn(client, s, 1);
+      assert.equal((await sbcCondition(fx.client, s, 'HTTPBootFileFetched')).cond, undefined);
+      await recordPowerOn(fx.client, s, 1);
       const res = await getFrom(ukiUrl(s), me);
       assert.equal(
         res.status,
@@ -134,10 +116,10 @@ describe('boot file identity and pin', () => {
       [3, true],
       [2, false],
     ] as const) {
-      const s = await seedBootTarget(client, ns.name, { flow: 'claim', bootMethod: 'HTTPBoot' });
+      const s = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim', bootMethod: 'HTTPBoot' });
       const addrs = Array.from({ length: known ? 2 : 6 }, (_, i) => `${net}.${round}.${i + 2}`);
       if (known) await knownAs(s, addrs, addrs[0]);
-      await waitCached(stack, s);
+      await waitCached(fx.stack, s);
       const answers = await Promise.all(addrs.map((a) => getFrom(ukiUrl(s), a)));
       const statuses = answers.map((a) => a.status).join(',');
       assert.equal(answers.filter((a) => a.status === 200).length, 1, `round ${round}: ${statuses}`);
@@ -148,7 +130,7 @@ describe('boot file identity and pin', () => {
       assert.equal(answers.filter((a) => a.text.includes(s.token)).length, 1, 'one client got the token');
       const winner = addrs[answers.findIndex((a) => a.status === 200)]!;
       for (const a of answers.filter((x) => x.status === 403)) assert.equal(reasonOf(a.text), 'ScriptPinned');
-      const { cond } = await sbcCondition(client, s, 'HTTPBootFileFetched');
+      const { cond } = await sbcCondition(fx.client, s, 'HTTPBootFileFetched');
       assert.ok(cond?.message.endsWith(` served to ${winner}`), cond?.message);
       // The pin holds for later requests, HEAD included.
       const loser = addrs.find((a) => a !== winner)!;
@@ -159,16 +141,16 @@ describe('boot file identity and pin', () => {
 
   it("known addresses: another server's address and a foreign one are refused; the own address is served", async () => {
     const [a, b] = [
-      await seedBootTarget(client, ns.name, { flow: 'claim' }),
-      await seedBootTarget(client, ns.name, { flow: 'claim', bootMethod: 'HTTPBoot' }),
+      await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' }),
+      await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim', bootMethod: 'HTTPBoot' }),
     ];
     const [addrA, addrB] = [`${net}.4.2`, `${net}.4.3`];
     await knownAs(a, [addrA], addrA);
     await knownAs(b, [addrB], addrB);
-    await Promise.all([waitCached(stack, a), waitCached(stack, b)]);
+    await Promise.all([waitCached(fx.stack, a), waitCached(fx.stack, b)]);
     for (const [url, token] of [
       [scriptUrl(a), a.token],
-      [`${stack.bootUrl}/httpboot/${b.uuid}/1/uki.efi`, b.token],
+      [`${fx.stack.bootUrl}/httpboot/${b.uuid}/1/uki.efi`, b.token],
     ] as const) {
       const other = url.includes(a.uuid) ? addrB : addrA;
       for (const from of [other, `${net}.4.9`]) {
@@ -179,7 +161,7 @@ describe('boot file identity and pin', () => {
       }
     }
     assert.equal(
-      (await sbcCondition(client, a, 'IPXEScriptFetched')).cond,
+      (await sbcCondition(fx.client, a, 'IPXEScriptFetched')).cond,
       undefined,
       'no pin from a refusal',
     );
@@ -189,8 +171,8 @@ describe('boot file identity and pin', () => {
     assert.equal((await getFrom(ukiUrl(b), addrB)).status, 200);
 
     // A server with nothing usable known still refuses an address that identifies another server.
-    const c = await seedBootTarget(client, ns.name, { flow: 'claim' });
-    await waitCached(stack, c);
+    const c = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
+    await waitCached(fx.stack, c);
     const res = await getFrom(scriptUrl(c), addrB);
     assert.equal(res.status, 403);
     assert.equal(reasonOf(res.text), 'UnknownClient');
@@ -198,17 +180,17 @@ describe('boot file identity and pin', () => {
   });
 
   it('nothing usable known (NAT seen at registration, addresses shared): the first address is pinned', async () => {
-    const nat = await seedBootTarget(client, ns.name, { flow: 'claim' });
+    const nat = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
     await knownAs(nat, [`10.${randomInt(100, 250)}.0.5`], '127.0.0.1'); // as simulated hosts register
     const [d, e] = [
-      await seedBootTarget(client, ns.name, { flow: 'claim' }),
-      await seedBootTarget(client, ns.name, { flow: 'claim' }),
+      await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' }),
+      await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' }),
     ];
     const shared = `${net}.5.15`; // as every QEMU user-network guest says 10.0.2.15
     await knownAs(d, [shared]);
     await knownAs(e, [shared]);
     for (const [i, s] of [nat, d].entries()) {
-      await waitCached(stack, s);
+      await waitCached(fx.stack, s);
       const [first, second] = [`${net}.6.${i * 2 + 2}`, `${net}.6.${i * 2 + 3}`];
       const ok = await getFrom(scriptUrl(s), first);
       assert.equal(ok.status, 200, ok.text);
@@ -221,13 +203,13 @@ describe('boot file identity and pin', () => {
   });
 
   it('the registry records the address a registration came from', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
     const from = `${net}.7.2`;
     const body = JSON.stringify({ systemUUID: s.uuid, data: { networkInterfaces: [] } });
     const status = await new Promise<number>((ok, fail) => {
       const req = request(
-        `${stack.registryUrl}/register`,
+        `${fx.stack.registryUrl}/register`,
         {
           method: 'POST',
           localAddress: from,
@@ -242,7 +224,7 @@ describe('boot file identity and pin', () => {
       req.end(body);
     });
     assert.equal(status, 201);
-    const srv = await client.get<Server>(Resources.Server, s.server.metadata.name!);
+    const srv = await fx.client.get<Server>(Resources.Server, s.server.metadata.name!);
     assert.equal(srv?.status?.registration?.clientAddress, from);
   });
 });

@@ -5,35 +5,31 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import { registrationDigest } from '../../src/bootsignals/registration-cache.js';
-import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster } from '../harness/shared.js';
 import {
   API,
   bearer,
-  deleteSeededServers,
-  newTestClient,
   nextAttempt,
   postJson,
   SEEDED_BY_LABEL,
   type Seeded,
+  type SignalStackFixture,
   sbcCondition,
   seedBootTarget,
-  startTestStack,
+  useSignalStack,
   waitCached,
 } from './fixture.js';
 
 // A file run on its own started a private control plane: stop it, or the process never exits.
 after(releaseSharedCluster);
 
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
+let fx: SignalStackFixture;
 
 /** One request with `path` sent byte for byte (node:http does not resolve `..` segments). */
 function rawRequest(base: string, method: string, path: string): Promise<{ status: number; text: string }> {
@@ -60,28 +56,17 @@ async function getText(url: string, headers: Record<string, string> = {}) {
 
 /** resourceVersion of the SBC and the Server: unchanged means nothing was written. */
 async function versions(s: Seeded): Promise<string> {
-  const sbc = await client.get<ServerBootConfiguration>(
+  const sbc = await fx.client.get<ServerBootConfiguration>(
     Resources.ServerBootConfiguration,
     s.sbc.metadata.name!,
     s.sbc.metadata.namespace,
   );
-  const srv = await client.get<Server>(Resources.Server, s.server.metadata.name!);
+  const srv = await fx.client.get<Server>(Resources.Server, s.server.metadata.name!);
   return `${sbc?.metadata.resourceVersion}/${srv?.metadata.resourceVersion}`;
 }
 
 describe('boot-flow cases (registry + boot server)', () => {
-  before(async () => {
-    const kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'cases');
-    stack = await startTestStack(kc);
-  });
-  after(async () => {
-    await stack?.close();
-    if (ns && client) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
-  });
+  fx = useSignalStack('cases');
 
   it('C01: every endpoint finds the server whatever the UUID case; a non-UUID gets 400', async () => {
     // One Server written upper case (as a BMC or an upstream manifest writes it), one lower case (as
@@ -90,21 +75,23 @@ describe('boot-flow cases (registry + boot server)', () => {
     const lowerSeed = `1b2c3d4e-5f6a-4b7c-8d9e-${randomBytes(6).toString('hex')}`;
     let s!: Seeded;
     for (const seeded of [upperSeed, lowerSeed]) {
-      s = await seedBootTarget(client, ns.name, { uuid: seeded, withIgnition: true });
-      await waitCached(stack, s);
+      s = await seedBootTarget(fx.client, fx.namespace.name, { uuid: seeded, withIgnition: true });
+      await waitCached(fx.stack, s);
       const lower = seeded.toLowerCase();
       for (const [i, asked] of [seeded.toLowerCase(), seeded.toUpperCase()].entries()) {
         const what = `Server ${seeded}, asked as ${asked}`;
-        const script = await getText(`${stack.bootUrl}/ipxe/${asked}`);
+        const script = await getText(`${fx.stack.bootUrl}/ipxe/${asked}`);
         assert.equal(script.status, 200, `${what}: ${script.text}`);
         assert.match(script.text, new RegExp(`metal.uuid=${lower}`), what);
         assert.match(script.text, new RegExp(`metal.token=${s.token}`), what);
-        const ign = await getText(`${stack.bootUrl}/ignition/${asked}?token=${encodeURIComponent(s.token)}`);
+        const ign = await getText(
+          `${fx.stack.bootUrl}/ignition/${asked}?token=${encodeURIComponent(s.token)}`,
+        );
         assert.equal(ign.status, 200, `${what}: ${ign.text}`);
         // A payload per request case, so each is a change (201) stored on the same Server.
         const data = { memory: { totalBytes: i + 1 } };
         const reg = await postJson(
-          `${stack.registryUrl}/register`,
+          `${fx.stack.registryUrl}/register`,
           { systemUUID: asked, data },
           bearer(s.token),
         );
@@ -115,21 +102,21 @@ describe('boot-flow cases (registry + boot server)', () => {
           // The cache holds a projection of it and the digest of the whole payload.
           () =>
             registrationDigest(
-              stack.sources.servers.get(s.server.metadata.name!)?.status?.registration?.data,
+              fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.registration?.data,
             ) === registrationDigest(data),
         );
         for (const read of [seeded.toLowerCase(), seeded.toUpperCase()]) {
-          const sys = await getText(`${stack.registryUrl}/systems/${read}`, bearer(s.token));
+          const sys = await getText(`${fx.stack.registryUrl}/systems/${read}`, bearer(s.token));
           assert.equal(sys.status, 200, `${what}, read as ${read}: ${sys.text}`);
           assert.deepEqual(JSON.parse(sys.text), data);
         }
         const boot = await postJson(
-          `${stack.registryUrl}/bootstate`,
+          `${fx.stack.registryUrl}/bootstate`,
           { systemUUID: asked, booted: i === 0 },
           bearer(s.token),
         );
         assert.equal(boot.status, 200, `${what}: ${boot.text}`);
-        const { cond } = await sbcCondition(client, s, 'BootStateReceived');
+        const { cond } = await sbcCondition(fx.client, s, 'BootStateReceived');
         assert.equal(
           cond?.status,
           i === 0 ? 'True' : 'False',
@@ -139,16 +126,21 @@ describe('boot-flow cases (registry + boot server)', () => {
     }
 
     for (const bad of ['not-a-uuid', '0A1B2C3D4E5F6A7B8C9D0E1F2A3B4C5D00', 'x'.repeat(10_000)]) {
-      assert.equal((await getText(`${stack.bootUrl}/ipxe/${bad}`)).status, 400, bad.slice(0, 20));
-      assert.equal((await getText(`${stack.bootUrl}/ignition/${bad}?token=${s.token}`)).status, 400);
-      assert.equal((await getText(`${stack.registryUrl}/systems/${bad}`)).status, 400);
+      assert.equal((await getText(`${fx.stack.bootUrl}/ipxe/${bad}`)).status, 400, bad.slice(0, 20));
+      assert.equal((await getText(`${fx.stack.bootUrl}/ignition/${bad}?token=${s.token}`)).status, 400);
+      assert.equal((await getText(`${fx.stack.registryUrl}/systems/${bad}`)).status, 400);
       assert.equal(
-        (await postJson(`${stack.registryUrl}/bootstate`, { systemUUID: bad, booted: true }, bearer(s.token)))
-          .status,
+        (
+          await postJson(
+            `${fx.stack.registryUrl}/bootstate`,
+            { systemUUID: bad, booted: true },
+            bearer(s.token),
+          )
+        ).status,
         400,
       );
       assert.equal(
-        (await postJson(`${stack.registryUrl}/register`, { systemUUID: bad, data: {} }, bearer(s.token)))
+        (await postJson(`${fx.stack.registryUrl}/register`, { systemUUID: bad, data: {} }, bearer(s.token)))
           .status,
         400,
       );
@@ -156,40 +148,40 @@ describe('boot-flow cases (registry + boot server)', () => {
   });
 
   it('C03: a late callback of an earlier attempt gets 409, writes nothing, records an Event', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
     const tokenA = s.token;
-    const { token: tokenB, attempt } = await nextAttempt(client, s);
+    const { token: tokenB, attempt } = await nextAttempt(fx.client, s);
     assert.equal(attempt, 2);
     const before = await versions(s);
     const late = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${fx.stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: true },
       bearer(tokenA),
     );
     assert.equal(late.status, 409, late.text);
     assert.equal(JSON.parse(late.text).reason, 'StaleToken');
     assert.equal(await versions(s), before, 'nothing written');
-    const { cond } = await sbcCondition(client, s, 'BootStateReceived');
+    const { cond } = await sbcCondition(fx.client, s, 'BootStateReceived');
     assert.equal(cond, undefined, 'attempt 2 stays incomplete');
     await waitFor('StaleCallback Event', 10_000, async () => {
-      const events = await client.list<
+      const events = await fx.client.list<
         {
           reason?: string;
           involvedObject?: { name?: string };
         } & import('../../src/runtime/resource.js').KObject
-      >(Resources.Event, { namespace: ns.name });
+      >(Resources.Event, { namespace: fx.namespace.name });
       return events.items.some(
         (e) => e.reason === 'StaleCallback' && e.involvedObject?.name === s.sbc.metadata.name,
       );
     });
     const own = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${fx.stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: true },
       bearer(tokenB),
     );
     assert.equal(own.status, 200, own.text);
-    const after = await sbcCondition(client, s, 'BootStateReceived');
+    const after = await sbcCondition(fx.client, s, 'BootStateReceived');
     assert.equal(after.cond?.status, 'True');
     assert.ok(
       (after.cond?.observedGeneration ?? 0) >=
@@ -198,29 +190,29 @@ describe('boot-flow cases (registry + boot server)', () => {
   });
 
   it('C04: every attempt renders a new token into script and ignition; old → 409, made-up → 401', async () => {
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await waitCached(stack, s);
-    const scriptA = await getText(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
+    await waitCached(fx.stack, s);
+    const scriptA = await getText(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     assert.match(scriptA.text, new RegExp(`metal.token=${s.token}`));
-    const { token: tokenB } = await nextAttempt(client, s);
+    const { token: tokenB } = await nextAttempt(fx.client, s);
     assert.notEqual(tokenB, s.token);
     await waitFor(
       'rotation cached',
       10_000,
-      () => stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name)?.spec.bootAttempt === 2,
+      () => fx.stack.sources.sbcs.get(s.sbc.metadata.name!, fx.namespace.name)?.spec.bootAttempt === 2,
     );
-    const scriptB = await getText(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const scriptB = await getText(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     assert.equal(scriptB.status, 200, scriptB.text);
     assert.match(scriptB.text, new RegExp(`metal.token=${tokenB}`));
     assert.doesNotMatch(scriptB.text, new RegExp(s.token));
     assert.match(scriptB.text, /metal.attempt=2/);
-    const ignB = await getText(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(tokenB)}`);
+    const ignB = await getText(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(tokenB)}`);
     assert.equal(ignB.status, 200);
     assert.ok(ignB.text.includes(encodeURIComponent(`METAL_TOKEN=${tokenB}`)), 'ignition carries token B');
-    assert.equal((await getText(`${stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`)).status, 409);
-    assert.equal((await getText(`${stack.bootUrl}/ignition/${s.uuid}?token=made-up`)).status, 401);
-    assert.equal((await getText(`${stack.bootUrl}/ignition/${s.uuid}`)).status, 401);
-    const url = `${stack.registryUrl}/bootstate`;
+    assert.equal((await getText(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`)).status, 409);
+    assert.equal((await getText(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=made-up`)).status, 401);
+    assert.equal((await getText(`${fx.stack.bootUrl}/ignition/${s.uuid}`)).status, 401);
+    const url = `${fx.stack.registryUrl}/bootstate`;
     assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer(s.token))).status, 409);
     assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer('made-up'))).status, 401);
     assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true })).status, 401);
@@ -228,24 +220,24 @@ describe('boot-flow cases (registry + boot server)', () => {
   });
 
   it('C10: same registration twice is a no-op; a different one replaces and records an Event; a shared UUID gets 409', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
     const payload = { systemUUID: s.uuid, data: { cpu: [{ id: '0' }], memory: { totalBytes: 536870912 } } };
-    const first = await postJson(`${stack.registryUrl}/register`, payload, bearer(s.token));
+    const first = await postJson(`${fx.stack.registryUrl}/register`, payload, bearer(s.token));
     assert.equal(first.status, 201, first.text);
     await waitFor(
       'registration cached',
       5_000,
-      () => !!stack.sources.servers.get(s.server.metadata.name!)?.status?.registration,
+      () => !!fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.registration,
     );
     const before = await versions(s);
-    const second = await postJson(`${stack.registryUrl}/register`, payload, bearer(s.token));
+    const second = await postJson(`${fx.stack.registryUrl}/register`, payload, bearer(s.token));
     assert.equal(second.status, 200, second.text);
     assert.equal(JSON.parse(second.text).changed, false);
     assert.equal(await versions(s), before, 'identical registration wrote nothing');
     // The cache keeps a projection and the digest of the whole payload: key order is no change.
     const reordered = await postJson(
-      `${stack.registryUrl}/register`,
+      `${fx.stack.registryUrl}/register`,
       { systemUUID: s.uuid, data: { memory: { totalBytes: 536870912 }, cpu: [{ id: '0' }] } },
       bearer(s.token),
     );
@@ -253,18 +245,18 @@ describe('boot-flow cases (registry + boot server)', () => {
     assert.equal(await versions(s), before, 'reordered registration wrote nothing');
     // A difference the projection does not keep (`memory` is no list here) is still a change.
     const changed = await postJson(
-      `${stack.registryUrl}/register`,
+      `${fx.stack.registryUrl}/register`,
       { ...payload, data: { ...payload.data, memory: { totalBytes: 1073741824 } } },
       bearer(s.token),
     );
     assert.equal(changed.status, 201);
-    const srv = await client.get<Server>(Resources.Server, s.server.metadata.name!);
+    const srv = await fx.client.get<Server>(Resources.Server, s.server.metadata.name!);
     assert.deepEqual(srv?.status?.registration?.data, {
       cpu: [{ id: '0' }],
       memory: { totalBytes: 1073741824 },
     });
     await waitFor('RegistrationChanged Event', 10_000, async () => {
-      const events = await client.list<
+      const events = await fx.client.list<
         import('../../src/runtime/resource.js').KObject & {
           reason?: string;
           involvedObject?: { name?: string };
@@ -276,42 +268,42 @@ describe('boot-flow cases (registry + boot server)', () => {
     });
 
     // A second Server claiming the same UUID: every endpoint refuses to guess.
-    await client.create<Server>(Resources.Server, {
+    await fx.client.create<Server>(Resources.Server, {
       apiVersion: API,
       kind: 'Server',
-      metadata: { name: `${s.server.metadata.name}-dup`, labels: { [SEEDED_BY_LABEL]: ns.name } },
+      metadata: { name: `${s.server.metadata.name}-dup`, labels: { [SEEDED_BY_LABEL]: fx.namespace.name } },
       spec: { systemUUID: s.uuid.toUpperCase() },
     });
     await waitFor(
       'duplicate cached',
       5_000,
-      () => !!stack.sources.servers.get(`${s.server.metadata.name}-dup`),
+      () => !!fx.stack.sources.servers.get(`${s.server.metadata.name}-dup`),
     );
     const statuses = [
-      (await postJson(`${stack.registryUrl}/register`, payload, bearer(s.token))).status,
+      (await postJson(`${fx.stack.registryUrl}/register`, payload, bearer(s.token))).status,
       (
         await postJson(
-          `${stack.registryUrl}/bootstate`,
+          `${fx.stack.registryUrl}/bootstate`,
           { systemUUID: s.uuid, booted: true },
           bearer(s.token),
         )
       ).status,
-      (await getText(`${stack.registryUrl}/systems/${s.uuid}`)).status,
-      (await getText(`${stack.bootUrl}/ipxe/${s.uuid}`)).status,
-      (await getText(`${stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`)).status,
+      (await getText(`${fx.stack.registryUrl}/systems/${s.uuid}`)).status,
+      (await getText(`${fx.stack.bootUrl}/ipxe/${s.uuid}`)).status,
+      (await getText(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`)).status,
     ];
     assert.deepEqual(statuses, [409, 409, 409, 409, 409]);
   });
 
   it('C11: hostile and malformed bodies get the right 4xx on /bootstate and /register, write nothing, echo no secret', async () => {
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await waitCached(stack, s);
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
+    await waitCached(fx.stack, s);
     const before = await versions(s);
     const noSecret = (what: string, text: string) => {
       assert.ok(!text.includes(s.token), `${what}: the answer echoes the token`);
     };
     for (const route of ['/bootstate', '/register']) {
-      const url = `${stack.registryUrl}${route}`;
+      const url = `${fx.stack.registryUrl}${route}`;
       const send = async (
         body: string | Buffer,
         headers: Record<string, string> = { 'content-type': 'application/json' },
@@ -350,15 +342,15 @@ describe('boot-flow cases (registry + boot server)', () => {
     }
     // Paths with `../`, sent as written (fetch and URL would resolve the dots before sending).
     const traversal = [
-      [stack.bootUrl, '/ipxe/../../etc/passwd'],
-      [stack.bootUrl, `/ipxe/${s.uuid}/../../../etc/passwd`],
-      [stack.bootUrl, '/ipxe/..%2F..%2Fetc%2Fpasswd'],
-      [stack.bootUrl, `/ignition/../../etc/passwd?token=${s.token}`],
-      [stack.bootUrl, '/images/../../../../../../etc/passwd'],
-      [stack.bootUrl, `/images/${encodeURIComponent('test/os:1.0')}/../../../../../etc/passwd`],
-      [stack.bootUrl, '/images/..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd/kernel'],
-      [stack.registryUrl, '/systems/../../etc/passwd'],
-      [stack.registryUrl, `/systems/${s.uuid}/../../../etc/passwd`],
+      [fx.stack.bootUrl, '/ipxe/../../etc/passwd'],
+      [fx.stack.bootUrl, `/ipxe/${s.uuid}/../../../etc/passwd`],
+      [fx.stack.bootUrl, '/ipxe/..%2F..%2Fetc%2Fpasswd'],
+      [fx.stack.bootUrl, `/ignition/../../etc/passwd?token=${s.token}`],
+      [fx.stack.bootUrl, '/images/../../../../../../etc/passwd'],
+      [fx.stack.bootUrl, `/images/${encodeURIComponent('test/os:1.0')}/../../../../../etc/passwd`],
+      [fx.stack.bootUrl, '/images/..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd/kernel'],
+      [fx.stack.registryUrl, '/systems/../../etc/passwd'],
+      [fx.stack.registryUrl, `/systems/${s.uuid}/../../../etc/passwd`],
     ] as const;
     for (const [base, path] of traversal) {
       const r = await rawRequest(base, 'GET', path);
@@ -367,10 +359,10 @@ describe('boot-flow cases (registry + boot server)', () => {
       noSecret(path, r.text);
     }
     for (const [base, path] of [
-      [stack.bootUrl, `/ipxe/${'a'.repeat(10_000)}`],
-      [stack.bootUrl, `/ignition/${'a'.repeat(10_000)}?token=${s.token}`],
-      [stack.registryUrl, `/systems/${'a'.repeat(10_000)}`],
-      [stack.registryUrl, `/delete/${'a'.repeat(10_000)}`],
+      [fx.stack.bootUrl, `/ipxe/${'a'.repeat(10_000)}`],
+      [fx.stack.bootUrl, `/ignition/${'a'.repeat(10_000)}?token=${s.token}`],
+      [fx.stack.registryUrl, `/systems/${'a'.repeat(10_000)}`],
+      [fx.stack.registryUrl, `/delete/${'a'.repeat(10_000)}`],
     ] as const) {
       const r = await rawRequest(base, path.startsWith('/delete') ? 'DELETE' : 'GET', path);
       assert.equal(r.status, 400, `${path.slice(0, 30)}…: ${r.text.slice(0, 200)}`);
@@ -378,20 +370,20 @@ describe('boot-flow cases (registry + boot server)', () => {
     }
     // Refused callbacks on every route name no secret either.
     for (const [url, init] of [
-      [`${stack.registryUrl}/bootstate`, { body: { systemUUID: s.uuid, booted: true }, token: 'made-up' }],
-      [`${stack.registryUrl}/register`, { body: { systemUUID: s.uuid, data: {} }, token: 'made-up' }],
+      [`${fx.stack.registryUrl}/bootstate`, { body: { systemUUID: s.uuid, booted: true }, token: 'made-up' }],
+      [`${fx.stack.registryUrl}/register`, { body: { systemUUID: s.uuid, data: {} }, token: 'made-up' }],
     ] as const) {
       const r = await postJson(url, init.body, bearer(init.token));
       assert.equal(r.status, 401, r.text);
       noSecret(url, r.text);
     }
-    const refused = await getText(`${stack.bootUrl}/ignition/${s.uuid}?token=made-up`);
+    const refused = await getText(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=made-up`);
     assert.equal(refused.status, 401);
     noSecret('/ignition with a made-up token', refused.text);
     assert.equal(await versions(s), before, 'nothing written');
     // Still serving.
     const ok = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${fx.stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: true },
       bearer(s.token),
     );
@@ -400,26 +392,12 @@ describe('boot-flow cases (registry + boot server)', () => {
 });
 
 describe('--callback-auth=optional (upstream agents without a token)', () => {
-  let optional: Awaited<ReturnType<typeof startTestStack>>;
-  let optNs: { name: string; cleanup(): Promise<void> };
-  let optClient: KubeClient;
-  before(async () => {
-    const kc = (await sharedCluster()).kubeConfig();
-    optClient = newTestClient(kc);
-    optNs = await testNamespace(kc, 'cases-optional');
-    optional = await startTestStack(kc, { callbackAuth: 'optional' });
-  });
-  after(async () => {
-    await optional?.close();
-    if (optNs && optClient) await deleteSeededServers(optClient, optNs.name);
-    await optNs?.cleanup();
-    await optClient?.close();
-  });
+  const opt = useSignalStack('cases-optional', { callbackAuth: 'optional' });
 
   it('accepts a callback without token as Unauthenticated; a wrong token is still 401, an old one 409', async () => {
-    const s = await seedBootTarget(optClient, optNs.name);
-    await waitCached(optional, s);
-    const url = `${optional.registryUrl}/bootstate`;
+    const s = await seedBootTarget(opt.client, opt.namespace.name);
+    await waitCached(opt.stack, s);
+    const url = `${opt.stack.registryUrl}/bootstate`;
     const body = { systemUUID: s.uuid, booted: true };
     assert.equal(
       (await postJson(url, body, bearer('made-up'))).status,
@@ -428,22 +406,22 @@ describe('--callback-auth=optional (upstream agents without a token)', () => {
     );
     const anon = await postJson(url, body);
     assert.equal(anon.status, 200, anon.text);
-    const first = await sbcCondition(optClient, s, 'BootStateReceived');
+    const first = await sbcCondition(opt.client, s, 'BootStateReceived');
     assert.equal(first.cond?.status, 'True');
     assert.equal(first.cond?.reason, 'Unauthenticated');
-    const reg = await postJson(`${optional.registryUrl}/register`, { systemUUID: s.uuid, data: { a: 1 } });
+    const reg = await postJson(`${opt.stack.registryUrl}/register`, { systemUUID: s.uuid, data: { a: 1 } });
     assert.equal(reg.status, 201, reg.text);
-    assert.equal((await sbcCondition(optClient, s, 'RegistrationReceived')).cond?.reason, 'Unauthenticated');
-    const { token: tokenB } = await nextAttempt(optClient, s);
+    assert.equal((await sbcCondition(opt.client, s, 'RegistrationReceived')).cond?.reason, 'Unauthenticated');
+    const { token: tokenB } = await nextAttempt(opt.client, s);
     await waitFor(
       'rotation cached',
       10_000,
-      () => optional.sources.sbcs.get(s.sbc.metadata.name!, optNs.name)?.spec.bootAttempt === 2,
+      () => opt.stack.sources.sbcs.get(s.sbc.metadata.name!, opt.namespace.name)?.spec.bootAttempt === 2,
     );
     assert.equal((await postJson(url, body, bearer(s.token))).status, 409, 'token of attempt 1');
     const own = await postJson(url, body, bearer(tokenB));
     assert.equal(own.status, 200, own.text);
-    const last = await sbcCondition(optClient, s, 'BootStateReceived');
+    const last = await sbcCondition(opt.client, s, 'BootStateReceived');
     assert.equal(last.cond?.reason, 'Booted', 'an authenticated callback says so');
   });
 });

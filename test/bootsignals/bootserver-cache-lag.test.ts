@@ -7,24 +7,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
-import {
-  deleteSeededServers,
-  newTestClient,
-  type Seeded,
-  seedBootTarget,
-  startTestStack,
-} from './fixture.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import { type Seeded, type SignalStackFixture, seedBootTarget, useSignalStack } from './fixture.js';
 
 // A file run on its own started a private control plane: stop it, or the process never exits.
 after(releaseSharedCluster);
 
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
+let fx: SignalStackFixture;
 
 /** Waits until the stack's (running) Server and Secret informers show the seeded objects and the power-on. */
 async function serverCached(s: Seeded): Promise<void> {
@@ -32,32 +23,23 @@ async function serverCached(s: Seeded): Promise<void> {
     'Server (with its power-on) and Secret cached',
     10_000,
     () =>
-      !!stack.sources.servers.get(s.server.metadata.name!)?.status?.discovery?.poweredOnAt &&
-      !!stack.sources.secrets.get(s.secretName, ns.name),
+      !!fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.discovery?.poweredOnAt &&
+      !!fx.stack.sources.secrets.get(s.secretName, fx.namespace.name),
   );
 }
 
 describe('boot server while its SBC cache lags', () => {
+  fx = useSignalStack('bootlag');
   before(async () => {
-    const kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'bootlag');
-    stack = await startTestStack(kc);
-    stack.sources.sbcs.stop();
-    await stack.sources.sbcs.stopped();
-  });
-  after(async () => {
-    await stack?.close();
-    if (ns && client) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
+    fx.stack.sources.sbcs.stop();
+    await fx.stack.sources.sbcs.stopped();
   });
 
   it('an attempt in progress whose SBC the cache lacks gets its script (the SBC read live)', async () => {
-    const s = await seedBootTarget(client, ns.name);
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
     await serverCached(s);
-    assert.equal(stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name), undefined, 'cache lags');
-    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    assert.equal(fx.stack.sources.sbcs.get(s.sbc.metadata.name!, fx.namespace.name), undefined, 'cache lags');
+    const res = await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     const text = await res.text();
     assert.equal(res.status, 200, text);
     assert.match(text, /^kernel /m);
@@ -65,10 +47,10 @@ describe('boot server while its SBC cache lags', () => {
   });
 
   it('an attempt in progress whose SBC is not readable yet: 503 BootConfigurationPending + Retry-After', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, ns.name);
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await fx.client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, fx.namespace.name);
     await serverCached(s);
-    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const res = await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     const body = (await res.json()) as { reason: string };
     assert.equal(res.status, 503);
     assert.equal(body.reason, 'BootConfigurationPending');
@@ -76,27 +58,27 @@ describe('boot server while its SBC cache lags', () => {
   });
 
   it('a claimed server whose claim recorded the power-on: 503, not local boot', async () => {
-    const s = await seedBootTarget(client, ns.name, { flow: 'claim' });
-    await client.mergePatch(Resources.Server, s.server.metadata.name!, undefined, {
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
+    await fx.client.mergePatch(Resources.Server, s.server.metadata.name!, undefined, {
       spec: {
-        serverClaimRef: { name: s.claim!.metadata.name, namespace: ns.name },
+        serverClaimRef: { name: s.claim!.metadata.name, namespace: fx.namespace.name },
         bootConfigurationRef: null,
       },
     });
     await waitFor(
       'Server cached without its ref',
       10_000,
-      () => !stack.sources.servers.get(s.server.metadata.name!)?.spec.bootConfigurationRef,
+      () => !fx.stack.sources.servers.get(s.server.metadata.name!)?.spec.bootConfigurationRef,
     );
-    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const res = await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     assert.equal(res.status, 503, await res.text());
   });
 
   it('no attempt in progress and no SBC: still the local-boot script', async () => {
-    const s = await seedBootTarget(client, ns.name, { powerOnRecorded: false });
-    await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, ns.name);
-    await waitFor('Server cached', 10_000, () => !!stack.sources.servers.get(s.server.metadata.name!));
-    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { powerOnRecorded: false });
+    await fx.client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, fx.namespace.name);
+    await waitFor('Server cached', 10_000, () => !!fx.stack.sources.servers.get(s.server.metadata.name!));
+    const res = await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     const text = await res.text();
     assert.equal(res.status, 200, text);
     assert.match(text, /^exit$/m);

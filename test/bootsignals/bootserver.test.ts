@@ -5,30 +5,24 @@
  */
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
+import { releaseSharedCluster } from '../harness/shared.js';
 import {
   bearer,
-  deleteSeededServers,
-  newTestClient,
   postJson,
+  type Seeded,
   sbcCondition,
   seedBootTarget,
-  startTestStack,
+  useSignalStack,
   waitCached,
 } from './fixture.js';
 
 // A file run on its own started a private control plane: stop it, or the process never exits.
 after(releaseSharedCluster);
-
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
 
 /** GET from a chosen loopback source address (127.0.0.0/8 is all local on Linux). */
 function getFrom(url: string, localAddress: string): Promise<{ status: number; text: string }> {
@@ -46,36 +40,36 @@ function getFrom(url: string, localAddress: string): Promise<{ status: number; t
 }
 
 describe('boot server', () => {
-  before(async () => {
-    const kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'boot');
-    stack = await startTestStack(kc);
-  });
-  after(async () => {
-    await stack?.close();
-    if (ns && client) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
-  });
+  const fx = useSignalStack('boot');
+
+  /** Merges `data` (base64 values) into the ignition Secret of a `withIgnition` seed. */
+  const patchIgnition = (s: Seeded, data: Record<string, string>) =>
+    fx.client.mergePatch<SecretObject>(
+      Resources.Secret,
+      `${s.sbc.metadata.name}-ignition`,
+      fx.namespace.name,
+      {
+        data,
+      },
+    );
 
   it('GET /ipxe chains to the UUID script through the iPXE uuid variable', async () => {
-    const res = await fetch(`${stack.bootUrl}/ipxe`);
+    const res = await fetch(`${fx.stack.bootUrl}/ipxe`);
     assert.equal(res.status, 200);
-    assert.equal(await res.text(), `#!ipxe\nchain --autofree ${stack.bootUrl}/ipxe/\${uuid}\n`);
+    assert.equal(await res.text(), `#!ipxe\nchain --autofree ${fx.stack.bootUrl}/ipxe/\${uuid}\n`);
   });
 
   it('NetBootOnce after completion: the script exits to local boot and records nothing', async () => {
-    const s = await seedBootTarget(client, ns.name, { policy: 'NetBootOnce' });
-    await waitCached(stack, s);
-    const first = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { policy: 'NetBootOnce' });
+    await waitCached(fx.stack, s);
+    const first = await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     assert.match(await first.text(), /^kernel /m, 'provisioning attempt network-boots');
-    await client.apply(
+    await fx.client.apply(
       Resources.ServerBootConfiguration,
       {
         apiVersion: API_VERSION,
         kind: 'ServerBootConfiguration',
-        metadata: { name: s.sbc.metadata.name, namespace: ns.name },
+        metadata: { name: s.sbc.metadata.name, namespace: fx.namespace.name },
         status: {
           conditions: [
             {
@@ -95,23 +89,26 @@ describe('boot server', () => {
       'BootCompleted cached',
       5_000,
       () =>
-        !!stack.sources.sbcs
-          .get(s.sbc.metadata.name!, ns.name)
+        !!fx.stack.sources.sbcs
+          .get(s.sbc.metadata.name!, fx.namespace.name)
           ?.status?.conditions?.some((c) => c.type === 'BootCompleted'),
     );
-    const before = (await sbcCondition(client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion;
-    const again = await fetch(`${stack.bootUrl}/ipxe/${s.uuid.toUpperCase()}`);
+    const before = (await sbcCondition(fx.client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion;
+    const again = await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid.toUpperCase()}`);
     const text = await again.text();
     assert.equal(again.status, 200);
     assert.match(text, /^exit$/m);
     assert.doesNotMatch(text, /kernel|metal\.token/);
-    assert.equal((await sbcCondition(client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion, before);
+    assert.equal(
+      (await sbcCondition(fx.client, s, 'IPXEScriptFetched')).sbc.metadata.resourceVersion,
+      before,
+    );
   });
 
   it('serves the kernel and initrd the script names (image names with a slash, as firmware sends them)', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
-    const script = await (await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`)).text();
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
+    const script = await (await fetch(`${fx.stack.bootUrl}/ipxe/${s.uuid}`)).text();
     const kernelUrl = /^kernel (\S+)/m.exec(script)?.[1];
     const initrdUrl = /^initrd --name initrd.img (\S+)/m.exec(script)?.[1];
     assert.ok(kernelUrl && initrdUrl, script);
@@ -122,21 +119,21 @@ describe('boot server', () => {
     const decoded = await fetch(decodeURIComponent(initrdUrl));
     assert.equal(decoded.status, 200);
     assert.equal((await decoded.arrayBuffer()).byteLength, 2048);
-    assert.equal((await fetch(`${stack.bootUrl}/images/test/os:1.0/etc-passwd`)).status, 404);
-    assert.equal((await fetch(`${stack.bootUrl}/images/no/such:image/kernel`)).status, 404);
+    assert.equal((await fetch(`${fx.stack.bootUrl}/images/test/os:1.0/etc-passwd`)).status, 404);
+    assert.equal((await fetch(`${fx.stack.bootUrl}/images/no/such:image/kernel`)).status, 404);
   });
 
   it('pins an attempt script to the first client address (403 for another)', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
-    const url = `${stack.bootUrl}/ipxe/${s.uuid}`;
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
+    const url = `${fx.stack.bootUrl}/ipxe/${s.uuid}`;
     assert.equal((await getFrom(url, '127.0.0.1')).status, 200);
     await waitFor(
       'pin cached',
       5_000,
       () =>
-        !!stack.sources.sbcs
-          .get(s.sbc.metadata.name!, ns.name)
+        !!fx.stack.sources.sbcs
+          .get(s.sbc.metadata.name!, fx.namespace.name)
           ?.status?.conditions?.some((c) => c.type === 'IPXEScriptFetched'),
     );
     const other = await getFrom(url, '127.0.0.2');
@@ -146,23 +143,23 @@ describe('boot server', () => {
   });
 
   it('records booted=false as BootStateReceived=False reason BootFailed', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
     const res = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${fx.stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: false },
       bearer(s.token),
     );
     assert.equal(res.status, 200, res.text);
-    const { cond } = await sbcCondition(client, s, 'BootStateReceived');
+    const { cond } = await sbcCondition(fx.client, s, 'BootStateReceived');
     assert.equal(cond?.status, 'False');
     assert.equal(cond?.reason, 'BootFailed');
   });
 
   it('serves Ignition v3 with the /bootstate unit merged in, and sets IgnitionDataFetched', async () => {
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await waitCached(stack, s);
-    const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
+    await waitCached(fx.stack, s);
+    const res = await fetch(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
     assert.equal(res.status, 200);
     const cfg = (await res.json()) as {
       ignition: { version: string };
@@ -177,23 +174,21 @@ describe('boot server', () => {
       cfg.storage.files.find((f) => f.path === '/etc/metal/bootstate.env')!.contents.source,
     );
     assert.match(env, new RegExp(`METAL_TOKEN=${s.token}`));
-    assert.match(env, new RegExp(`METAL_REGISTRY=${stack.registryUrl}`));
-    const { cond } = await sbcCondition(client, s, 'IgnitionDataFetched');
+    assert.match(env, new RegExp(`METAL_REGISTRY=${fx.stack.registryUrl}`));
+    const { cond } = await sbcCondition(fx.client, s, 'IgnitionDataFetched');
     assert.equal(cond?.status, 'True');
   });
 
   it('Butane (format fcos 1.5) is translated by the official translator and served with the hook', async () => {
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await client.mergePatch<SecretObject>(Resources.Secret, `${s.sbc.metadata.name}-ignition`, ns.name, {
-      data: {
-        format: Buffer.from('fcos').toString('base64'),
-        ignition: Buffer.from(
-          'variant: fcos\nversion: 1.5.0\npasswd:\n  users:\n    - name: core\nstorage:\n  files:\n    - path: /etc/hostname\n      contents:\n        inline: metal\n',
-        ).toString('base64'),
-      },
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
+    await patchIgnition(s, {
+      format: Buffer.from('fcos').toString('base64'),
+      ignition: Buffer.from(
+        'variant: fcos\nversion: 1.5.0\npasswd:\n  users:\n    - name: core\nstorage:\n  files:\n    - path: /etc/hostname\n      contents:\n        inline: metal\n',
+      ).toString('base64'),
     });
-    await waitCached(stack, s);
-    const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    await waitCached(fx.stack, s);
+    const res = await fetch(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
     assert.equal(res.status, 200);
     const cfg = (await res.json()) as {
       ignition: { version: string };
@@ -208,20 +203,18 @@ describe('boot server', () => {
   });
 
   it('an invalid Ignition config: 409 InvalidIgnition with the validator report, no condition', async () => {
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await client.mergePatch<SecretObject>(Resources.Secret, `${s.sbc.metadata.name}-ignition`, ns.name, {
-      data: {
-        ignition: Buffer.from(
-          JSON.stringify({ ignition: { version: '3.4.0' }, storage: { files: [{ path: 'relative' }] } }),
-        ).toString('base64'),
-      },
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
+    await patchIgnition(s, {
+      ignition: Buffer.from(
+        JSON.stringify({ ignition: { version: '3.4.0' }, storage: { files: [{ path: 'relative' }] } }),
+      ).toString('base64'),
     });
-    await waitCached(stack, s);
-    const res = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
+    await waitCached(fx.stack, s);
+    const res = await fetch(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${encodeURIComponent(s.token)}`);
     const body = (await res.json()) as { reason: string; message: string };
     assert.equal(res.status, 409);
     assert.equal(body.reason, 'InvalidIgnition');
     assert.match(body.message, /\$\.storage\.files\.0\.path.*path not absolute/);
-    assert.equal((await sbcCondition(client, s, 'IgnitionDataFetched')).cond, undefined);
+    assert.equal((await sbcCondition(fx.client, s, 'IgnitionDataFetched')).cond, undefined);
   });
 });

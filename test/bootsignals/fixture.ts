@@ -4,7 +4,8 @@
  * a discovery attempt, a ServerClaim for a claim attempt — the callback Secret of attempt 1, and the
  * owner's record of the attempt's power-on), rotates attempts as the controllers do, and runs the
  * signal servers in-process or as child processes (for SIGKILL tests). Everything talks to the real
- * API server of the test run.
+ * API server of the test run. {@link useSignalStack} is a suite's whole lifecycle of an in-process
+ * stack: cluster, client, namespace and stack up in `before`, torn down in reverse in `after`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -12,6 +13,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
@@ -35,6 +37,7 @@ import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { stablePorts } from '../harness/ports.js';
+import { sharedCluster, type TestCluster, testNamespace } from '../harness/shared.js';
 
 export const API = 'metal.ironcore.dev/v1alpha1';
 export const TEST_IMAGE = 'test/os:1.0';
@@ -269,18 +272,21 @@ export async function waitCached(stack: SignalStack, s: Seeded): Promise<void> {
   });
 }
 
+/** Options of {@link startTestStack}. */
+export interface TestStackOptions {
+  callbackAuth?: 'required' | 'optional';
+  pin?: boolean;
+  timeouts?: { requestMs?: number; headersMs?: number; keepAliveMs?: number; idleMs?: number };
+  tls?: { cert: string; key: string };
+  /** 401 budget per client address (default: the servers' own, see auth-failure-limit.ts). */
+  authFailureLimit?: { burst?: number; perSecond?: number };
+}
+
+/** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
+export type TestStack = SignalStack & { registryUrl: string; bootUrl: string };
+
 /** In-process registry + boot server on free loopback ports. */
-export async function startTestStack(
-  kc: KubeConfig,
-  opts: {
-    callbackAuth?: 'required' | 'optional';
-    pin?: boolean;
-    timeouts?: { requestMs?: number; headersMs?: number; keepAliveMs?: number; idleMs?: number };
-    tls?: { cert: string; key: string };
-    /** 401 budget per client address (default: the servers' own, see auth-failure-limit.ts). */
-    authFailureLimit?: { burst?: number; perSecond?: number };
-  } = {},
-): Promise<SignalStack & { registryUrl: string; bootUrl: string }> {
+export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}): Promise<TestStack> {
   const [rp, bp] = await stablePorts(2);
   const registryUrl = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
@@ -309,6 +315,48 @@ export async function startTestStack(
     },
   });
   return { ...stack, registryUrl, bootUrl: stack.bootServer!.url };
+}
+
+/** What {@link useSignalStack} sets up for its suite. */
+export interface SignalStackFixture {
+  cluster: TestCluster;
+  client: KubeClient;
+  namespace: Awaited<ReturnType<typeof testNamespace>>;
+  stack: TestStack;
+}
+
+/**
+ * Registers `before` and `after` hooks (node:test) on the suite it is called in. `before` attaches
+ * to the run's cluster ({@link sharedCluster}), makes a client, a namespace `<prefix>-<random>` and
+ * a {@link startTestStack} with `opts` (a function is called first, for options that can only be
+ * made then, such as a certificate). `after` closes the stack, deletes the Servers seeded for the
+ * namespace ({@link deleteSeededServers}), deletes the namespace and closes the client, each only as
+ * far as `before` got; an error of a step fails the hook and skips the steps after it.
+ *
+ * The returned object is empty until `before` has run: read its fields in tests and later hooks.
+ * Stopping the control plane (`releaseSharedCluster`) stays with the test file.
+ */
+export function useSignalStack(
+  prefix: string,
+  opts: TestStackOptions | (() => TestStackOptions) = {},
+): SignalStackFixture {
+  const fixture: Partial<SignalStackFixture> = {};
+  before(async () => {
+    const stackOpts = typeof opts === 'function' ? opts() : opts;
+    fixture.cluster = await sharedCluster();
+    const kc = fixture.cluster.kubeConfig();
+    fixture.client = newTestClient(kc);
+    fixture.namespace = await testNamespace(kc, prefix);
+    fixture.stack = await startTestStack(kc, stackOpts);
+  });
+  after(async () => {
+    const { stack, client, namespace } = fixture;
+    await stack?.close();
+    if (namespace && client) await deleteSeededServers(client, namespace.name);
+    await namespace?.cleanup();
+    await client?.close();
+  });
+  return fixture as SignalStackFixture;
 }
 
 /** A registry child process (`dist/src/cmd/registry.js`) on a fixed port, for SIGKILL tests. */

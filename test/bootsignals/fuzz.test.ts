@@ -8,24 +8,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
-import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
-import { releaseSharedCluster, sharedCluster, testNamespace } from '../harness/shared.js';
-import {
-  bearer,
-  deleteSeededServers,
-  newTestClient,
-  nextAttempt,
-  postJson,
-  type Seeded,
-  seedBootTarget,
-  startTestStack,
-} from './fixture.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import { bearer, nextAttempt, postJson, type Seeded, seedBootTarget, useSignalStack } from './fixture.js';
 
 // A file run on its own started a private control plane: stop it, or the process never exits.
 after(releaseSharedCluster);
@@ -211,48 +201,33 @@ function send(base: string, r: FuzzRequest): Promise<number> {
   });
 }
 
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
-
 describe('fuzzing the registry and the boot server', () => {
-  before(async () => {
-    const kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'fuzz');
-    // Every request comes from one address: without a large 401 budget most would be answered 429
-    // before authentication (security review S6, tested in security.test.ts), and the fuzz is to
-    // reach authentication.
-    stack = await startTestStack(kc, { authFailureLimit: { burst: 1_000_000 } });
-  });
-  after(async () => {
-    await stack?.close();
-    if (ns && client) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
-  });
+  // Every request comes from one address: without a large 401 budget most would be answered 429
+  // before authentication (security review S6, tested in security.test.ts), and the fuzz is to
+  // reach authentication.
+  const fx = useSignalStack('fuzz', { authFailureLimit: { burst: 1_000_000 } });
 
   it('10,000+ malformed requests: no 5xx but 503, still serving, nothing written', async () => {
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
     // Attempt 2 is current, so attempt 1's token is a stale one (409) the fuzzer can send.
-    const { token: currentToken } = await nextAttempt(client, s);
+    const { token: currentToken } = await nextAttempt(fx.client, s);
     await waitFor('cached', 10_000, () => {
-      const secret = stack.sources.secrets.get(s.secretName, ns.name);
-      const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name);
+      const secret = fx.stack.sources.secrets.get(s.secretName, fx.namespace.name);
+      const sbc = fx.stack.sources.sbcs.get(s.sbc.metadata.name!, fx.namespace.name);
       return (
         decodeCallbackSecret(secret?.data)?.token === currentToken &&
         sbc?.spec.bootAttempt === 2 &&
         sbc.status?.attemptGeneration === sbc.metadata.generation &&
-        !!stack.sources.servers.get(s.server.metadata.name!)
+        !!fx.stack.sources.servers.get(s.server.metadata.name!)
       );
     });
     const snapshot = async () => {
-      const sbc = await client.get<ServerBootConfiguration>(
+      const sbc = await fx.client.get<ServerBootConfiguration>(
         Resources.ServerBootConfiguration,
         s.sbc.metadata.name!,
-        ns.name,
+        fx.namespace.name,
       );
-      const server = await client.get<Server>(Resources.Server, s.server.metadata.name!);
+      const server = await fx.client.get<Server>(Resources.Server, s.server.metadata.name!);
       // Other test files run concurrently, so only the objects this test seeded are compared.
       return `${sbc?.metadata.resourceVersion} ${server?.metadata.resourceVersion}`;
     };
@@ -268,7 +243,7 @@ describe('fuzzing the registry and the boot server', () => {
           sent++;
           const target = sent % 2 ? 'registry' : 'boot';
           const r = next(target);
-          const status = await send(target === 'registry' ? stack.registryUrl : stack.bootUrl, r);
+          const status = await send(target === 'registry' ? fx.stack.registryUrl : fx.stack.bootUrl, r);
           statuses.set(status, (statuses.get(status) ?? 0) + 1);
           if (status >= 200 && status < 300 && accepted.length < 20) {
             accepted.push(
@@ -289,13 +264,13 @@ describe('fuzzing the registry and the boot server', () => {
     assert.ok((statuses.get(409) ?? 0) > N * 0.02, `409 answers: ${statuses.get(409) ?? 0}`);
     assert.equal(await snapshot(), before, `nothing written; 2xx answers:\n${accepted.join('\n')}`);
     // Both processes still serve, and a legitimate callback still goes through.
-    const alive = await fetch(`${stack.bootUrl}/ipxe`);
+    const alive = await fetch(`${fx.stack.bootUrl}/ipxe`);
     assert.equal(alive.status, 200);
-    const sys = await fetch(`${stack.registryUrl}/systems/${s.uuid}`, { headers: bearer(currentToken) });
+    const sys = await fetch(`${fx.stack.registryUrl}/systems/${s.uuid}`, { headers: bearer(currentToken) });
     assert.equal(sys.status, 404);
     assert.equal(((await sys.json()) as { reason?: string }).reason, 'NoRegistration');
     const ok = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${fx.stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: true },
       bearer(currentToken),
     );

@@ -6,11 +6,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
@@ -24,16 +23,15 @@ import {
   recordPowerOn,
   SEEDED_BY_LABEL,
   type Seeded,
+  type SignalStackFixture,
   sbcCondition,
   seedBootTarget,
   startTestStack,
+  useSignalStack,
   waitCached,
 } from './fixture.js';
 
-let kc: KubeConfig;
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
+let sec: SignalStackFixture;
 
 const reasonOf = (text: string) => {
   try {
@@ -44,8 +42,8 @@ const reasonOf = (text: string) => {
 };
 
 /** Marks the claim of a NetBootOnce SBC completed, as the claim controller does, and waits for the cache. */
-async function completeClaim(s: Seeded, st = stack): Promise<void> {
-  await client.apply(
+async function completeClaim(s: Seeded, st = sec.stack): Promise<void> {
+  await sec.client.apply(
     Resources.ServerBootConfiguration,
     {
       apiVersion: API_VERSION,
@@ -76,7 +74,7 @@ async function completeClaim(s: Seeded, st = stack): Promise<void> {
   );
 }
 
-async function refreshes(st = stack): Promise<number> {
+async function refreshes(st = sec.stack): Promise<number> {
   const metric = st.metrics.getSingleMetric('metal_boot_target_refreshes_total');
   assert.ok(metric, 'the resolver reports its live reads (metal_boot_target_refreshes_total)');
   const m = await st.metrics.getSingleMetricAsString('metal_boot_target_refreshes_total');
@@ -86,51 +84,40 @@ async function refreshes(st = stack): Promise<number> {
 }
 
 describe('security review (registry + boot server)', () => {
-  before(async () => {
-    kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'sec');
-    stack = await startTestStack(kc);
-  });
-  after(async () => {
-    await stack?.close();
-    if (client && ns) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
-  });
+  sec = useSignalStack('sec');
 
   it('S3: the script and its token are served only after the attempt power-on is recorded', async () => {
     for (const flow of ['discovery', 'claim'] as const) {
-      const s = await seedBootTarget(client, ns.name, { flow, powerOnRecorded: false });
-      await waitCached(stack, s);
-      const early = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+      const s = await seedBootTarget(sec.client, sec.namespace.name, { flow, powerOnRecorded: false });
+      await waitCached(sec.stack, s);
+      const early = await fetch(`${sec.stack.bootUrl}/ipxe/${s.uuid}`);
       const text = await early.text();
       assert.equal(early.status, 503, `${flow}: no script before the power-on intent`);
       assert.equal(reasonOf(text), 'AwaitingPowerOn');
       assert.ok(!text.includes(s.token), `${flow}: the token never leaves before the power-on`);
       assert.ok(early.headers.get('retry-after'));
-      assert.equal((await sbcCondition(client, s, 'IPXEScriptFetched')).cond, undefined);
+      assert.equal((await sbcCondition(sec.client, s, 'IPXEScriptFetched')).cond, undefined);
 
-      await recordPowerOn(client, s, 1);
-      const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+      await recordPowerOn(sec.client, s, 1);
+      const res = await fetch(`${sec.stack.bootUrl}/ipxe/${s.uuid}`);
       assert.equal(res.status, 200, `${flow}: served once the power-on is recorded`);
       assert.ok((await res.text()).includes(s.token));
     }
   });
 
   it('S3: the intent of an earlier attempt does not open the script of the next one', async () => {
-    const s = await seedBootTarget(client, ns.name, { flow: 'claim' });
-    await waitCached(stack, s);
-    assert.equal((await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`)).status, 200);
-    const { token } = await nextAttempt(client, s);
+    const s = await seedBootTarget(sec.client, sec.namespace.name, { flow: 'claim' });
+    await waitCached(sec.stack, s);
+    assert.equal((await fetch(`${sec.stack.bootUrl}/ipxe/${s.uuid}`)).status, 200);
+    const { token } = await nextAttempt(sec.client, s);
     // The claim still records attempt 1's power-on: as after a rotation, before the next power-on.
-    await recordPowerOn(client, s, 1);
+    await recordPowerOn(sec.client, s, 1);
     await waitFor(
       'attempt 2 cached',
       5_000,
-      () => stack.sources.sbcs.get(s.sbc.metadata.name!, ns.name)?.spec.bootAttempt === 2,
+      () => sec.stack.sources.sbcs.get(s.sbc.metadata.name!, sec.namespace.name)?.spec.bootAttempt === 2,
     );
-    const res = await fetch(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    const res = await fetch(`${sec.stack.bootUrl}/ipxe/${s.uuid}`);
     const text = await res.text();
     assert.equal(res.status, 503);
     assert.ok(!text.includes(token));
@@ -138,116 +125,124 @@ describe('security review (registry + boot server)', () => {
 
   it('S3: of concurrent clients at different addresses exactly one gets the script (pin by compare-and-swap)', async () => {
     for (let round = 0; round < 3; round++) {
-      const s = await seedBootTarget(client, ns.name);
-      await waitCached(stack, s);
+      const s = await seedBootTarget(sec.client, sec.namespace.name);
+      await waitCached(sec.stack, s);
       const answers = await Promise.all(
         Array.from({ length: 8 }, (_, i) =>
-          getFrom(`${stack.bootUrl}/ipxe/${s.uuid}`, `127.0.${round + 10}.${i + 2}`),
+          getFrom(`${sec.stack.bootUrl}/ipxe/${s.uuid}`, `127.0.${round + 10}.${i + 2}`),
         ),
       );
       const served = answers.filter((a) => a.status === 200);
       assert.equal(served.length, 1, `round ${round}: ${answers.map((a) => a.status).join(',')}`);
       assert.ok(answers.every((a) => a.status === 200 || a.status === 403));
       assert.ok(answers.filter((a) => a.text.includes(s.token)).length === 1);
-      const { cond } = await sbcCondition(client, s, 'IPXEScriptFetched');
+      const { cond } = await sbcCondition(sec.client, s, 'IPXEScriptFetched');
       const winner = answers.findIndex((a) => a.status === 200);
       assert.match(cond!.message, new RegExp(`served to 127\\.0\\.${round + 10}\\.${winner + 2}$`));
     }
   });
 
   it('S4: once a NetBootOnce claim completed, ignition is refused and the token is retired', async () => {
-    const s = await seedBootTarget(client, ns.name, {
+    const s = await seedBootTarget(sec.client, sec.namespace.name, {
       flow: 'claim',
       policy: 'NetBootOnce',
       withIgnition: true,
     });
-    await waitCached(stack, s);
-    assert.equal((await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`)).status, 200);
+    await waitCached(sec.stack, s);
+    assert.equal((await fetch(`${sec.stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`)).status, 200);
     await completeClaim(s);
-    const ign = await fetch(`${stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`);
+    const ign = await fetch(`${sec.stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`);
     const text = await ign.text();
     assert.equal(ign.status, 409);
     assert.equal(reasonOf(text), 'TokenRetired');
     assert.doesNotMatch(text, /passwd|core/);
     const bs = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${sec.stack.registryUrl}/bootstate`,
       { systemUUID: s.uuid, booted: true },
       bearer(s.token),
     );
     assert.equal(bs.status, 409);
     assert.equal(reasonOf(bs.text), 'TokenRetired');
     // A NetBootAlways claim keeps its token: every power-on boots the image again.
-    const always = await seedBootTarget(client, ns.name, { flow: 'claim', withIgnition: true });
-    await waitCached(stack, always);
+    const always = await seedBootTarget(sec.client, sec.namespace.name, {
+      flow: 'claim',
+      withIgnition: true,
+    });
+    await waitCached(sec.stack, always);
     await completeClaim(always);
-    assert.equal((await fetch(`${stack.bootUrl}/ignition/${always.uuid}?token=${always.token}`)).status, 200);
+    assert.equal(
+      (await fetch(`${sec.stack.bootUrl}/ignition/${always.uuid}?token=${always.token}`)).status,
+      200,
+    );
   });
 
   it('S5: GET /systems and DELETE /delete need the attempt token', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(sec.client, sec.namespace.name);
+    await waitCached(sec.stack, s);
     const payload = { systemUUID: s.uuid, data: { cpu: 'x' } };
-    assert.equal((await postJson(`${stack.registryUrl}/register`, payload, bearer(s.token))).status, 201);
+    assert.equal((await postJson(`${sec.stack.registryUrl}/register`, payload, bearer(s.token))).status, 201);
     await waitFor(
       'registration cached',
       5_000,
-      () => !!stack.sources.servers.get(s.server.metadata.name!)?.status?.registration,
+      () => !!sec.stack.sources.servers.get(s.server.metadata.name!)?.status?.registration,
     );
-    const url = `${stack.registryUrl}/systems/${s.uuid}`;
+    const url = `${sec.stack.registryUrl}/systems/${s.uuid}`;
     assert.equal((await fetch(url)).status, 401);
     assert.equal((await fetch(url, { headers: bearer('made-up') })).status, 401);
     const ok = await fetch(url, { headers: bearer(s.token) });
     assert.equal(ok.status, 200);
     assert.deepEqual(await ok.json(), { cpu: 'x' });
-    const del = `${stack.registryUrl}/delete/${s.uuid}`;
+    const del = `${sec.stack.registryUrl}/delete/${s.uuid}`;
     assert.equal((await fetch(del, { method: 'DELETE' })).status, 401);
-    assert.ok((await client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration);
+    assert.ok(
+      (await sec.client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
+    );
     assert.equal((await fetch(del, { method: 'DELETE', headers: bearer(s.token) })).status, 200);
     assert.equal(
-      (await client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
+      (await sec.client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
       undefined,
     );
   });
 
   it('S11: /register takes only a discovery attempt token, at most 64 KiB, nesting bounded (400)', async () => {
-    const claimed = await seedBootTarget(client, ns.name, { flow: 'claim' });
-    await waitCached(stack, claimed);
+    const claimed = await seedBootTarget(sec.client, sec.namespace.name, { flow: 'claim' });
+    await waitCached(sec.stack, claimed);
     const forged = await postJson(
-      `${stack.registryUrl}/register`,
+      `${sec.stack.registryUrl}/register`,
       { systemUUID: claimed.uuid, data: { cpu: 'forged' } },
       bearer(claimed.token),
     );
     assert.equal(forged.status, 403);
     assert.equal(reasonOf(forged.text), 'NotDiscovery');
     assert.equal(
-      (await client.get<Server>(Resources.Server, claimed.server.metadata.name!))?.status?.registration,
+      (await sec.client.get<Server>(Resources.Server, claimed.server.metadata.name!))?.status?.registration,
       undefined,
     );
 
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(sec.client, sec.namespace.name);
+    await waitCached(sec.stack, s);
     const big = await postJson(
-      `${stack.registryUrl}/register`,
+      `${sec.stack.registryUrl}/register`,
       { systemUUID: s.uuid, data: { blob: 'x'.repeat(100 * 1024) } },
       bearer(s.token),
     );
     assert.equal(big.status, 413);
     const deep = `${'['.repeat(6000)}1${']'.repeat(6000)}`;
     const tooDeep = await postJson(
-      `${stack.registryUrl}/register`,
+      `${sec.stack.registryUrl}/register`,
       `{"systemUUID":"${s.uuid}","data":{"deep":${deep}}}`,
       bearer(s.token),
     );
     assert.equal(tooDeep.status, 400);
     assert.equal(reasonOf(tooDeep.text), 'TooDeep');
     assert.equal(
-      (await client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
+      (await sec.client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
       undefined,
     );
     assert.equal(
       (
         await postJson(
-          `${stack.registryUrl}/register`,
+          `${sec.stack.registryUrl}/register`,
           { systemUUID: s.uuid, data: { a: [[1]] } },
           bearer(s.token),
         )
@@ -259,31 +254,31 @@ describe('security review (registry + boot server)', () => {
   it('S13: authenticated routes answer 401 for an unknown UUID, before any 404', async () => {
     const unknown = '6b0f6d55-1f3a-4c7e-9f55-0d7b8d3c9a10';
     const bs = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${sec.stack.registryUrl}/bootstate`,
       { systemUUID: unknown, booted: true },
       bearer('x'.repeat(43)),
     );
     assert.equal(bs.status, 401);
     assert.equal(
-      (await postJson(`${stack.registryUrl}/bootstate`, { systemUUID: unknown, booted: true })).status,
+      (await postJson(`${sec.stack.registryUrl}/bootstate`, { systemUUID: unknown, booted: true })).status,
       401,
     );
     assert.equal(
-      (await postJson(`${stack.registryUrl}/register`, { systemUUID: unknown, data: {} })).status,
+      (await postJson(`${sec.stack.registryUrl}/register`, { systemUUID: unknown, data: {} })).status,
       401,
     );
-    assert.equal((await fetch(`${stack.registryUrl}/systems/${unknown}`)).status, 401);
-    assert.equal((await fetch(`${stack.bootUrl}/ignition/${unknown}?token=abc`)).status, 401);
+    assert.equal((await fetch(`${sec.stack.registryUrl}/systems/${unknown}`)).status, 401);
+    assert.equal((await fetch(`${sec.stack.bootUrl}/ignition/${unknown}?token=abc`)).status, 401);
     // A known server without a boot configuration answers the same.
-    const bare = await client.create<Server>(Resources.Server, {
+    const bare = await sec.client.create<Server>(Resources.Server, {
       apiVersion: API_VERSION,
       kind: 'Server',
-      metadata: { name: `bare-${ns.name}`, labels: { [SEEDED_BY_LABEL]: ns.name } },
+      metadata: { name: `bare-${sec.namespace.name}`, labels: { [SEEDED_BY_LABEL]: sec.namespace.name } },
       spec: { systemUUID: randomUUID() },
     });
-    await waitFor('bare server cached', 5_000, () => !!stack.sources.servers.get(bare.metadata.name!));
+    await waitFor('bare server cached', 5_000, () => !!sec.stack.sources.servers.get(bare.metadata.name!));
     const r = await postJson(
-      `${stack.registryUrl}/bootstate`,
+      `${sec.stack.registryUrl}/bootstate`,
       { systemUUID: bare.spec.systemUUID, booted: true },
       bearer('y'.repeat(43)),
     );
@@ -291,12 +286,12 @@ describe('security review (registry + boot server)', () => {
   });
 
   it('S6: 60 concurrent wrong tokens cost at most one live read of the SBC (single flight, paced per second)', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(sec.client, sec.namespace.name);
+    await waitCached(sec.stack, s);
     const before = await refreshes();
     const answers = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
-        getFrom(`${stack.bootUrl}/ignition/${s.uuid}?token=wrong${i}`, `127.0.20.${(i % 30) + 2}`),
+        getFrom(`${sec.stack.bootUrl}/ignition/${s.uuid}?token=wrong${i}`, `127.0.20.${(i % 30) + 2}`),
       ),
     );
     const reads = (await refreshes()) - before;
@@ -308,13 +303,13 @@ describe('security review (registry + boot server)', () => {
   });
 
   it('S6: 401s are rate-limited per client address (429 + Retry-After)', async () => {
-    const s = await seedBootTarget(client, ns.name);
-    await waitCached(stack, s);
+    const s = await seedBootTarget(sec.client, sec.namespace.name);
+    await waitCached(sec.stack, s);
     const statuses: number[] = [];
     let retryAfter: unknown;
     for (let i = 0; i < 25; i++) {
       const a = await getFrom(
-        `${stack.bootUrl}/ignition/6b0f6d55-1f3a-4c7e-9f55-0d7b8d3c9a1${i % 10}?token=x`,
+        `${sec.stack.bootUrl}/ignition/6b0f6d55-1f3a-4c7e-9f55-0d7b8d3c9a1${i % 10}?token=x`,
         '127.0.21.2',
       );
       statuses.push(a.status);
@@ -327,41 +322,46 @@ describe('security review (registry + boot server)', () => {
     );
     assert.ok(Number(retryAfter) >= 1);
     // Another address is not affected, nor is a valid token elsewhere.
-    assert.equal((await getFrom(`${stack.bootUrl}/ignition/${s.uuid}?token=x`, '127.0.21.3')).status, 401);
     assert.equal(
-      (await getFrom(`${stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`, '127.0.21.4')).status,
+      (await getFrom(`${sec.stack.bootUrl}/ignition/${s.uuid}?token=x`, '127.0.21.3')).status,
+      401,
+    );
+    assert.equal(
+      (await getFrom(`${sec.stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`, '127.0.21.4')).status,
       200,
     );
   });
 });
 
 describe('security review: lagging caches and slow clients', () => {
+  let kc: KubeConfig;
   before(async () => {
     kc = (await sharedCluster()).kubeConfig();
-    client ??= newTestClient(kc);
+    // The first suite's client (its \`after\` closed it; it connects again on use), or a new one.
+    sec.client ??= newTestClient(kc);
   });
 
   it('S12: a late callback of attempt 1 cannot overwrite attempt 2 with a lower observedGeneration', async () => {
     const space = await testNamespace(kc, 'sec-lag');
     const st = await startTestStack(kc);
     try {
-      const s = await seedBootTarget(client, space.name);
+      const s = await seedBootTarget(sec.client, space.name);
       await waitCached(st, s);
       st.sources.sbcs.stop();
       st.sources.secrets.stop();
-      const { token: token2 } = await nextAttempt(client, s);
+      const { token: token2 } = await nextAttempt(sec.client, s);
       const url = `${st.registryUrl}/bootstate`;
       assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer(token2))).status, 200);
-      const after2 = await sbcCondition(client, s, 'BootStateReceived');
+      const after2 = await sbcCondition(sec.client, s, 'BootStateReceived');
       assert.equal(after2.cond?.observedGeneration, after2.sbc.metadata.generation);
       const late = await postJson(url, { systemUUID: s.uuid, booted: false }, bearer(s.token));
       assert.equal(late.status, 409, late.text);
-      const now = await sbcCondition(client, s, 'BootStateReceived');
+      const now = await sbcCondition(sec.client, s, 'BootStateReceived');
       assert.equal(now.cond?.status, 'True');
       assert.equal(now.cond?.observedGeneration, after2.cond?.observedGeneration);
     } finally {
       await st.close();
-      await deleteSeededServers(client, space.name);
+      await deleteSeededServers(sec.client, space.name);
       await space.cleanup();
     }
   });
@@ -370,19 +370,19 @@ describe('security review: lagging caches and slow clients', () => {
     const space = await testNamespace(kc, 'sec-lag');
     const st = await startTestStack(kc);
     try {
-      const s = await seedBootTarget(client, space.name);
+      const s = await seedBootTarget(sec.client, space.name);
       await waitCached(st, s);
       st.sources.sbcs.stop();
       const url = `${st.registryUrl}/bootstate`;
       assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer(s.token))).status, 200);
-      const first = (await sbcCondition(client, s, 'BootStateReceived')).cond!;
+      const first = (await sbcCondition(sec.client, s, 'BootStateReceived')).cond!;
       await new Promise((r) => setTimeout(r, 1100));
       assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer(s.token))).status, 200);
-      const second = (await sbcCondition(client, s, 'BootStateReceived')).cond!;
+      const second = (await sbcCondition(sec.client, s, 'BootStateReceived')).cond!;
       assert.equal(second.lastTransitionTime, first.lastTransitionTime);
     } finally {
       await st.close();
-      await deleteSeededServers(client, space.name);
+      await deleteSeededServers(sec.client, space.name);
       await space.cleanup();
     }
   });
@@ -391,11 +391,11 @@ describe('security review: lagging caches and slow clients', () => {
     const space = await testNamespace(kc, 'sec-lag');
     const st = await startTestStack(kc);
     try {
-      const s = await seedBootTarget(client, space.name);
+      const s = await seedBootTarget(sec.client, space.name);
       await waitCached(st, s);
       st.sources.sbcs.stop();
       st.sources.secrets.stop();
-      await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, space.name);
+      await sec.client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, space.name);
       const r = await postJson(
         `${st.registryUrl}/bootstate`,
         { systemUUID: s.uuid, booted: true },
@@ -404,7 +404,7 @@ describe('security review: lagging caches and slow clients', () => {
       assert.equal(r.status, 404, r.text);
     } finally {
       await st.close();
-      await deleteSeededServers(client, space.name);
+      await deleteSeededServers(sec.client, space.name);
       await space.cleanup();
     }
   });

@@ -9,14 +9,9 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import type { KubeClient } from '../../src/runtime/client.js';
-import { sharedCluster, testNamespace } from '../harness/shared.js';
-import { deleteSeededServers, newTestClient, seedBootTarget, startTestStack, waitCached } from './fixture.js';
+import { describe, it } from 'node:test';
+import { seedBootTarget, useSignalStack, waitCached } from './fixture.js';
 
-let client: KubeClient;
-let stack: Awaited<ReturnType<typeof startTestStack>>;
-let ns: { name: string; cleanup(): Promise<void> };
 let ca: string;
 
 function httpsRequest(
@@ -37,7 +32,8 @@ function httpsRequest(
 }
 
 describe('TLS on the registry and the boot server', () => {
-  before(async () => {
+  // Options as a function: the certificate is made in the fixture's `before`, not when the suite is declared.
+  const fx = useSignalStack('sec-tls', () => {
     const dir = mkdtempSync(join(tmpdir(), 'metal-tls-'));
     execFileSync(
       'openssl',
@@ -63,35 +59,26 @@ describe('TLS on the registry and the boot server', () => {
       { stdio: 'ignore' },
     );
     ca = readFileSync(join(dir, 'tls.crt'), 'utf8');
-    const kc = (await sharedCluster()).kubeConfig();
-    client = newTestClient(kc);
-    ns = await testNamespace(kc, 'sec-tls');
-    stack = await startTestStack(kc, { tls: { cert: ca, key: readFileSync(join(dir, 'tls.key'), 'utf8') } });
-  });
-  after(async () => {
-    await stack?.close();
-    if (client && ns) await deleteSeededServers(client, ns.name);
-    await ns?.cleanup();
-    await client?.close();
+    return { tls: { cert: ca, key: readFileSync(join(dir, 'tls.key'), 'utf8') } };
   });
 
   it('S17: both servers speak HTTPS with the given certificate; scripts name https URLs', async () => {
-    assert.match(stack.bootUrl, /^https:/);
-    const s = await seedBootTarget(client, ns.name, { withIgnition: true });
-    await waitCached(stack, s);
-    const script = await httpsRequest(`${stack.bootUrl}/ipxe/${s.uuid}`);
+    assert.match(fx.stack.bootUrl, /^https:/);
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
+    await waitCached(fx.stack, s);
+    const script = await httpsRequest(`${fx.stack.bootUrl}/ipxe/${s.uuid}`);
     assert.equal(script.status, 200, script.text);
     assert.match(script.text, /^kernel https:\/\/127\.0\.0\.1:/m);
-    assert.match(script.text, new RegExp(`metal\\.registry=${stack.registryUrl.replace(/\./g, '\\.')}`));
-    const ign = await httpsRequest(`${stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`);
+    assert.match(script.text, new RegExp(`metal\\.registry=${fx.stack.registryUrl.replace(/\./g, '\\.')}`));
+    const ign = await httpsRequest(`${fx.stack.bootUrl}/ignition/${s.uuid}?token=${s.token}`);
     assert.equal(ign.status, 200);
-    const boot = await httpsRequest(`${stack.registryUrl}/bootstate`, {
+    const boot = await httpsRequest(`${fx.stack.registryUrl}/bootstate`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${s.token}` },
       body: JSON.stringify({ systemUUID: s.uuid, booted: true }),
     });
     assert.equal(boot.status, 200, boot.text);
     // Plain HTTP is not served on those ports.
-    await assert.rejects(fetch(stack.bootUrl.replace('https:', 'http:') + '/ipxe'));
+    await assert.rejects(fetch(fx.stack.bootUrl.replace('https:', 'http:') + '/ipxe'));
   });
 });

@@ -59,6 +59,14 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
     assert.equal(bmc?.status?.state, 'Enabled');
     assert.equal(cond(bmc, 'SystemsDiscovered')?.status, 'True');
     assert.equal((await servers(s)).length, 3);
+    // One Event for the scan that created them, naming each (not one Event per Server).
+    const created = (await eventsFor(s, 'BMC', s.bmcName, 'default')).filter(
+      (e) => e.reason === 'ServerCreated',
+    );
+    assert.equal(created.length, 1, JSON.stringify(created));
+    assert.match(created[0]!.message, /^3 Server\(s\) created: /);
+    for (const srv of avail)
+      assert.ok(created[0]!.message.includes(`${srv.metadata.name} (UUID ${srv.spec.systemUUID})`));
   } finally {
     await s.close();
   }

@@ -59,7 +59,7 @@ test('S14: the systems verdict names the limit first, and the duplicates message
     listed: 5,
     withoutUUID: ['/redfish/v1/Systems/x'],
     duplicates: [{ uri: '/redfish/v1/Systems/1', uuid: U, owner }],
-    created: 0,
+    created: [],
   };
   const v = systemsVerdict(scan, 4);
   assert.equal(v.status, 'False');
@@ -68,7 +68,7 @@ test('S14: the systems verdict names the limit first, and the duplicates message
   assert.match(v.message, /without a valid UUID: \/redfish\/v1\/Systems\/x/);
   assert.equal(systemsVerdict({ ...scan, listed: 1 }, 4).reason, 'SystemUUIDMissing');
   assert.equal(systemsVerdict({ ...scan, listed: 1, withoutUUID: [] }, 4).reason, 'DuplicateSystemUUID');
-  assert.deepEqual(systemsVerdict({ listed: 2, withoutUUID: [], duplicates: [], created: 2 }, 4), {
+  assert.deepEqual(systemsVerdict({ listed: 2, withoutUUID: [], duplicates: [], created: ['a', 'b'] }, 4), {
     status: 'True',
     reason: 'AllSystemsHaveUUID',
     message: '2 system(s), each with a Server',
