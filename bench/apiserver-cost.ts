@@ -1,0 +1,635 @@
+/**
+ * What one API request costs kube-apiserver and etcd, by request kind and object shape, on the real
+ * control plane (src/localstack/control-plane.ts) with the project's CRDs.
+ *
+ * For each row (a request kind on objects shaped like the fleet's: a claim's SBC with its four
+ * conditions, a Server as the BMC controller creates it, a Server with the status a discovered fleet
+ * server has — hardware facts, conditions, discovery bookkeeping and `status.registration` with the
+ * simulated host's payload, ~1.5 KiB — and with `--payload-kib K` also one with a metalprobe-like
+ * payload of about K KiB), it sends `--requests` requests at `--concurrency`, waits `--settle-ms` for
+ * the API server's asynchronous work (watch cache, fan-out) and reads kube-apiserver's and etcd's CPU
+ * time (user + system, `/proc/PID/stat`, 10 ms ticks) before and after. Printed: CPU ms per request
+ * with the idle CPU subtracted (the idle rate is measured over `--idle-seconds` before every run and
+ * printed), min / median / max over `--runs` runs, and the stored size of each object shape (JSON as
+ * a GET returns it, managedFields included). Every write changes the object (values alternate per
+ * run), except the row that says no-op.
+ *
+ * `--watchers K` opens K idle watches on each of servers, serverbootconfigurations and events (as the
+ * manager's informers and every signal replica's have) before the runs, to show the watch fan-out's
+ * cost; the events they received are counted and printed.
+ *
+ * The objects live only in this control plane, which is stopped at the end.
+ *
+ * Usage: node dist/bench/apiserver-cost.js [--requests 300] [--runs 3] [--concurrency 10]
+ *        [--payload-kib 56] [--watchers 0] [--idle-seconds 5] [--settle-ms 1000]
+ */
+import { setMaxListeners } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command } from 'commander';
+import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import { ControlPlane } from '../src/localstack/control-plane.js';
+import { KubeClient } from '../src/runtime/client.js';
+import { type KObject, Resources, type ResourceType } from '../src/runtime/resource.js';
+import type { HostIdentity } from '../src/virtualbmc/host.js';
+import { registrationData } from '../src/virtualbmc/sim.js';
+import { simIdentity } from '../src/virtualbmc/sim-fleet.js';
+import { pool, printTable } from './stats.js';
+
+const o = new Command('apiserver-cost')
+  .option('--requests <n>', 'requests per row and run', (v) => Number(v), 300)
+  .option('--runs <n>', 'runs (min / median / max printed)', (v) => Number(v), 3)
+  .option('--concurrency <n>', 'requests in flight', (v) => Number(v), 10)
+  .option(
+    '--payload-kib <n>',
+    'also a Server with a metalprobe-like registration payload of ~n KiB (0: not)',
+    (v) => Number(v),
+    0,
+  )
+  .option(
+    '--watchers <n>',
+    'idle watches on each of servers, serverbootconfigurations, events',
+    (v) => Number(v),
+    0,
+  )
+  .option('--idle-seconds <n>', 'idle window before every run, for the idle CPU rate', (v) => Number(v), 5)
+  .option(
+    '--settle-ms <n>',
+    'wait after each row before reading CPU (asynchronous work)',
+    (v) => Number(v),
+    1000,
+  )
+  .parse()
+  .opts<{
+    requests: number;
+    runs: number;
+    concurrency: number;
+    payloadKib: number;
+    watchers: number;
+    idleSeconds: number;
+    settleMs: number;
+  }>();
+
+const N = o.requests;
+const NS = 'default';
+const indexes = [...Array(N).keys()];
+
+/** CPU seconds (user + system) of a process, from /proc/PID/stat (fields 14 and 15, clock ticks of 10 ms). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/** A fixed RFC 3339 time per run, so a row's patch is the same within a run and differs between runs. */
+const runTime = (run: number) =>
+  new Date(Date.UTC(2026, 0, 1, 0, 0, run)).toISOString().replace('.000Z', 'Z');
+
+function condition(type: string, reason: string, message: string, run: number) {
+  return { type, status: 'True', reason, message, observedGeneration: 1, lastTransitionTime: runTime(run) };
+}
+
+// --- object shapes, as the fleet's (bench/README.md "Half the requests"; src/api/v1alpha1) ---
+
+const FAKE_UID = '00000000-0000-4000-8000-000000000001';
+
+function sbc(name: string): KObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ServerBootConfiguration',
+    metadata: {
+      name,
+      namespace: NS,
+      annotations: { 'metal.ironcore.dev/attempt-key': 'a1' },
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: 'ServerClaim',
+          name,
+          uid: FAKE_UID,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      bootAttempt: 1,
+      bootPolicy: 'NetBootAlways',
+      callbackSecretRef: { name: `${name}-callback` },
+      ignitionSecretRef: { name: 'fleet-ignition' },
+      image: 'metal/os:latest',
+      serverRef: { name: `local-bmc-${simIdentity(0).uuid}` },
+    },
+  } as KObject;
+}
+
+/** A Server as the BMC controller creates it (no status). `claimed`: with the references a bound Server carries. */
+function server(name: string, id: HostIdentity, claimed: boolean): KObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'Server',
+    metadata: {
+      name,
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: 'BMC',
+          name: 'local-bmc',
+          uid: FAKE_UID,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      systemUUID: id.uuid,
+      systemURI: `/redfish/v1/Systems/${id.uuid}`,
+      bmcRef: { name: 'local-bmc' },
+      power: 'On',
+      reclaimPolicy: 'Recycle',
+      unclaimable: false,
+      bootConfigurationRef: { name: `c-${name}`, namespace: NS },
+      ...(claimed ? { serverClaimRef: { name: `c-${name}`, namespace: NS } } : {}),
+    },
+  } as KObject;
+}
+
+const CPU_FLAGS =
+  'fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid dca sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch cpuid_fault epb cat_l3 cdp_l3 invpcid_single intel_ppin ssbd mba ibrs ibpb stibp ibrs_enhanced tpr_shadow vnmi flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm cqm mpx rdt_a avx512f avx512dq rdseed adx smap clflushopt clwb intel_pt avx512cd avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local dtherm ida arat pln pts pku ospke avx512_vnni md_clear flush_l1d arch_capabilities'.split(
+    ' ',
+  );
+
+/**
+ * The sim host's payload, grown towards `kib` KiB the way metalprobe's grows on a real machine: one
+ * `cpu` entry per logical CPU with its full flag list (metalprobe reports each one), then more
+ * block devices. Stops at the first entry that reaches the size.
+ */
+function metalprobeLikePayload(id: HostIdentity, kib: number): Record<string, unknown> {
+  const data = registrationData(id) as { cpu: unknown[]; storage: unknown[] };
+  const size = () => JSON.stringify(data).length;
+  for (let i = 1; size() < kib * 1024 && i < 4096; i++) {
+    data.cpu.push({
+      id: i,
+      totalCores: id.cpus,
+      totalHardwareThreads: id.cpus * 2,
+      vendor: 'GenuineIntel',
+      model: 'Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz',
+      family: '6',
+      stepping: '6',
+      mhz: '2000.000',
+      cacheSize: '49152 KB',
+      capabilities: CPU_FLAGS,
+      vulnerabilities: { spectre_v2: 'Mitigation; Enhanced IBRS', mds: 'Not affected' },
+    });
+  }
+  return data as Record<string, unknown>;
+}
+
+/** The status of a discovered, reserved fleet server (shape of a `bench:fleet` Server at the end). */
+function discoveredStatus(id: HostIdentity, run: number): Record<string, unknown> {
+  const nic = (registrationData(id).networkInterfaces as { ipAddresses: string[] }[])[0]!;
+  return {
+    biosVersion: '1.16.3',
+    conditions: [condition('Discovered', 'Registered', 'registration received in attempt 1', run)],
+    discovery: {
+      attempt: 1,
+      attemptStartedAt: runTime(run),
+      phase: 'Completed',
+      poweredOnAt: '2026-01-01T00:00:00.947Z',
+    },
+    manufacturer: id.manufacturer,
+    model: id.model,
+    networkInterfaces: [
+      {
+        carrierStatus: 'up',
+        ip: nic.ipAddresses[0],
+        ips: nic.ipAddresses,
+        macAddress: id.macAddress,
+        name: 'eth0',
+      },
+    ],
+    powerState: 'On',
+    processors: [
+      {
+        id: '0',
+        manufacturer: 'GenuineIntel',
+        model: 'Simulated CPU',
+        totalCores: id.cpus,
+        totalThreads: id.cpus,
+        type: 'CPU',
+      },
+    ],
+    serialNumber: id.serialNumber,
+    state: 'Reserved',
+    storages: [
+      {
+        drives: [
+          {
+            capacity: 64 * 1024 ** 3,
+            mediaType: 'SSD',
+            model: 'Virtual disk',
+            name: 'vda',
+            type: 'Fixed',
+            vendor: '0x1af4',
+          },
+        ],
+        name: 'vda',
+      },
+    ],
+    totalSystemMemory: id.memoryMiB * 1024 * 1024,
+  };
+}
+
+// --- rows ---
+
+interface Row {
+  label: string;
+  /** Unmeasured preparation before the first run (creates the objects the row writes to). */
+  setup?: () => Promise<void>;
+  request: (i: number, run: number) => Promise<unknown>;
+}
+
+interface Shape {
+  label: string;
+  rt: ResourceType;
+  name: (i: number) => string;
+  setup: () => Promise<void>;
+}
+
+const onOff = (run: number) => (run % 2 === 0 ? 'Off' : 'On');
+
+async function main(): Promise<void> {
+  const cp = await ControlPlane.start({});
+  try {
+    const kc = cp.kubeConfig();
+    const client = new KubeClient(kc);
+    const registry = new KubeClient(kc, { fieldManager: 'metal-registry' });
+    const apiPid = cp.apiServer!.pid!;
+    const etcdPid = cp.etcd!.pid!;
+    const each = (fn: (i: number) => Promise<unknown>) =>
+      pool(indexes, o.concurrency, async (i) => {
+        await fn(i);
+      });
+
+    const sbcShape: Shape = {
+      label: 'SBC (claim, 4 conditions)',
+      rt: Resources.ServerBootConfiguration,
+      name: (i) => `cost-sbc-${i}`,
+      setup: () =>
+        each(async (i) => {
+          const name = `cost-sbc-${i}`;
+          await client.create(Resources.ServerBootConfiguration, sbc(name));
+          await client.mergePatch(
+            Resources.ServerBootConfiguration,
+            name,
+            NS,
+            {
+              status: {
+                state: 'Ready',
+                conditions: [condition('Ready', 'Ready', 'image metal/os:latest resolved', 0)],
+              },
+            },
+            { subresource: 'status' },
+          );
+          for (const [type, reason] of [
+            ['IPXEScriptFetched', 'ScriptServed'],
+            ['IgnitionDataFetched', 'IgnitionServed'],
+            ['BootStateReceived', 'Booted'],
+          ] as const) {
+            await client.apply(
+              Resources.ServerBootConfiguration,
+              {
+                apiVersion: API_VERSION,
+                kind: 'ServerBootConfiguration',
+                metadata: { name, namespace: NS },
+                status: { conditions: [condition(type, reason, `${type} for attempt 1 from 127.0.0.1`, 0)] },
+              },
+              { subresource: 'status', fieldManager: `bootserver-${type}`, force: true },
+            );
+          }
+        }),
+    };
+    const bareShape: Shape = {
+      label: 'Server, no status',
+      rt: Resources.Server,
+      name: (i) => `cost-bare-${i}`,
+      setup: () =>
+        each((i) => client.create(Resources.Server, server(`cost-bare-${i}`, simIdentity(i, 'bare'), false))),
+    };
+    const discovered = (
+      label: string,
+      prefix: string,
+      payload: (id: HostIdentity) => Record<string, unknown>,
+    ): Shape => ({
+      label,
+      rt: Resources.Server,
+      name: (i) => `${prefix}-${i}`,
+      setup: () =>
+        each(async (i) => {
+          const name = `${prefix}-${i}`;
+          const id = simIdentity(i, prefix);
+          await client.create(Resources.Server, server(name, id, true));
+          await client.mergePatch(
+            Resources.Server,
+            name,
+            undefined,
+            { status: discoveredStatus(id, 0) },
+            { subresource: 'status' },
+          );
+          // The registry's write: a JSON patch of status.registration, by its own field manager.
+          await registry.jsonPatch(
+            Resources.Server,
+            name,
+            undefined,
+            [
+              {
+                op: 'add',
+                path: '/status/registration',
+                value: { receivedAt: runTime(0), clientAddress: '127.0.0.1', data: payload(id) },
+              },
+            ],
+            { subresource: 'status' },
+          );
+        }),
+    });
+    const simShape = discovered('Server, discovered (sim payload)', 'cost-sim', registrationData);
+    const largeShape =
+      o.payloadKib > 0
+        ? discovered(`Server, discovered (${o.payloadKib} KiB payload)`, 'cost-big', (id) =>
+            metalprobeLikePayload(id, o.payloadKib),
+          )
+        : undefined;
+
+    const get = (s: Shape): Row => ({
+      label: `${s.label}: GET`,
+      request: (i) => client.get(s.rt, s.name(i), s.rt.namespaced ? NS : undefined),
+    });
+    const statusCondition = (s: Shape, manager: string, type: string): Row => ({
+      label: `${s.label}: status apply, 2nd field manager`,
+      // First apply by this manager outside the measurement: measured runs update its entry.
+      setup: () => each((i) => applyCondition(s, i, manager, type, -1)),
+      request: (i, run) => applyCondition(s, i, manager, type, run),
+    });
+    const applyCondition = (s: Shape, i: number, manager: string, type: string, run: number) =>
+      client.apply(
+        s.rt,
+        {
+          apiVersion: API_VERSION,
+          kind: s.rt.kind,
+          metadata: { name: s.name(i), ...(s.rt.namespaced ? { namespace: NS } : {}) },
+          status: { conditions: [condition(type, 'Observed', `run ${run}`, run + 1)] },
+        },
+        { subresource: 'status', fieldManager: manager, force: true },
+      );
+    const serverStatusPatch = (s: Shape): Row => ({
+      label: `${s.label}: status merge-patch (powerState)`,
+      request: (i, run) =>
+        client.mergePatch(
+          Resources.Server,
+          s.name(i),
+          undefined,
+          { status: { powerState: onOff(run) } },
+          { subresource: 'status' },
+        ),
+    });
+    const serverSpecPatch = (s: Shape): Row => ({
+      label: `${s.label}: spec merge-patch (power)`,
+      request: (i, run) =>
+        client.mergePatch(Resources.Server, s.name(i), undefined, { spec: { power: onOff(run) } }),
+    });
+    const sbcStatus = (run: number) => ({
+      status: {
+        state: 'Ready',
+        conditions: [condition('Ready', 'Ready', `image metal/os:latest resolved (run ${run})`, run + 1)],
+      },
+    });
+    const serverShapes = [bareShape, simShape, ...(largeShape ? [largeShape] : [])];
+
+    const rows: Row[] = [
+      get(sbcShape),
+      {
+        label: 'SBC: create',
+        request: (i, run) => client.create(Resources.ServerBootConfiguration, sbc(`cost-new-${run}-${i}`)),
+      },
+      {
+        label: `${sbcShape.label}: status merge-patch (Ready)`,
+        request: (i, run) =>
+          client.mergePatch(Resources.ServerBootConfiguration, sbcShape.name(i), NS, sbcStatus(run), {
+            subresource: 'status',
+          }),
+      },
+      {
+        label: `${sbcShape.label}: same status merge-patch again (no-op)`,
+        request: (i, run) =>
+          client.mergePatch(Resources.ServerBootConfiguration, sbcShape.name(i), NS, sbcStatus(run), {
+            subresource: 'status',
+          }),
+      },
+      statusCondition(sbcShape, 'bootserver-IPXEScriptFetched-2', 'IPXEScriptFetched'),
+      {
+        label: `${sbcShape.label}: spec merge-patch (bootAttempt)`,
+        request: (i, run) =>
+          client.mergePatch(Resources.ServerBootConfiguration, sbcShape.name(i), NS, {
+            spec: { bootAttempt: run + 2 },
+          }),
+      },
+      {
+        label: 'Server: create (as the BMC controller)',
+        request: (i, run) =>
+          client.create(Resources.Server, server(`cost-new-${run}-${i}`, simIdentity(i, `new${run}`), false)),
+      },
+      ...serverShapes.flatMap((s) => [
+        get(s),
+        serverStatusPatch(s),
+        statusCondition(s, 'metal-cost-second', 'Probed'),
+        serverSpecPatch(s),
+      ]),
+      {
+        label: 'Event: create',
+        request: (i, run) =>
+          client.create(Resources.Event, {
+            apiVersion: 'v1',
+            kind: 'Event',
+            metadata: { name: `cost-ev-${run}-${i}`, namespace: NS },
+            involvedObject: { apiVersion: API_VERSION, kind: 'Server', name: `cost-sim-${i}`, uid: FAKE_UID },
+            reason: 'BootAttemptStarted',
+            message: 'attempt 1: boot override Pxe set, powered on',
+            type: 'Normal',
+            source: { component: 'metal-operator' },
+            firstTimestamp: runTime(run),
+            lastTimestamp: runTime(run),
+            count: 1,
+          } as KObject),
+      },
+    ];
+
+    console.error('[apiserver-cost] creating objects');
+    for (const s of [sbcShape, ...serverShapes]) await s.setup();
+    for (const r of rows) await r.setup?.();
+    const sizes: [string, string][] = [];
+    for (const s of [sbcShape, ...serverShapes]) {
+      const obj = await client.get(s.rt, s.name(0), s.rt.namespaced ? NS : undefined);
+      const reg = (obj as { status?: { registration?: { data?: unknown } } }).status?.registration?.data;
+      sizes.push([
+        s.label,
+        `${JSON.stringify(obj).length} bytes${reg ? ` (registration.data ${JSON.stringify(reg).length} bytes)` : ''}`,
+      ]);
+    }
+
+    const watching = await startWatchers(kc, o.watchers);
+    // The setup's aftermath (watch cache, etcd compaction of the burst) inflated the first idle window
+    // to 5x the later ones: let it pass before the first measurement.
+    await sleep(10_000);
+
+    const loadStart = loadavg()[0]!;
+    const results = new Map<string, { api: number[]; etcd: number[]; perSecond: number[] }>();
+    const idle: { api: number[]; etcd: number[] } = { api: [], etcd: [] };
+    for (let run = 0; run < o.runs; run++) {
+      const a0 = cpuSeconds(apiPid);
+      const e0 = cpuSeconds(etcdPid);
+      await sleep(o.idleSeconds * 1000);
+      const idleApi = (cpuSeconds(apiPid) - a0) / o.idleSeconds;
+      const idleEtcd = (cpuSeconds(etcdPid) - e0) / o.idleSeconds;
+      idle.api.push(idleApi * 1000);
+      idle.etcd.push(idleEtcd * 1000);
+      for (const row of rows) {
+        const api0 = cpuSeconds(apiPid);
+        const etcd0 = cpuSeconds(etcdPid);
+        const t0 = performance.now();
+        await pool(indexes, o.concurrency, async (i) => {
+          await row.request(i, run);
+        });
+        const busy = (performance.now() - t0) / 1000;
+        await sleep(o.settleMs);
+        const window = (performance.now() - t0) / 1000;
+        const r = results.get(row.label) ?? { api: [], etcd: [], perSecond: [] };
+        r.api.push(((cpuSeconds(apiPid) - api0 - idleApi * window) * 1000) / N);
+        r.etcd.push(((cpuSeconds(etcdPid) - etcd0 - idleEtcd * window) * 1000) / N);
+        r.perSecond.push(N / busy);
+        results.set(row.label, r);
+      }
+      console.error(`[apiserver-cost] run ${run + 1}/${o.runs} done`);
+    }
+    const loadEnd = loadavg()[0]!;
+    const received = await watching.stop();
+
+    const spread = (v: number[], digits = 2) => {
+      const s = [...v].sort((a, b) => a - b);
+      const f = (x: number) => x.toFixed(digits);
+      return `${f(s[0]!)} / ${f(s[Math.floor((s.length - 1) / 2)]!)} / ${f(s[s.length - 1]!)}`;
+    };
+    const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+    console.log(
+      `\nCPU ms per request, idle subtracted, min / median / max of ${o.runs} run(s) of ${N} requests at concurrency ${o.concurrency}` +
+        (o.watchers ? `, ${o.watchers} idle watch(es) on each of servers, SBCs, events` : ''),
+    );
+    const w = Math.max(...rows.map((r) => r.label.length));
+    console.log(
+      `${'request'.padEnd(w)}  ${'kube-apiserver'.padEnd(20)}  ${'etcd'.padEnd(20)}  requests/s (median)`,
+    );
+    for (const row of rows) {
+      const r = results.get(row.label)!;
+      console.log(
+        `${row.label.padEnd(w)}  ${spread(r.api).padEnd(20)}  ${spread(r.etcd).padEnd(20)}  ${Math.round(median(r.perSecond))}`,
+      );
+    }
+    console.log('\nstored object size (JSON as GET returns it, managedFields included)');
+    printTable(sizes);
+    console.log('');
+    printTable([
+      ['idle CPU ms per second kube-apiserver (per run)', idle.api.map((x) => x.toFixed(0)).join(' / ')],
+      ['idle CPU ms per second etcd (per run)', idle.etcd.map((x) => x.toFixed(0)).join(' / ')],
+      ['load average at start / end (1 min)', `${loadStart.toFixed(1)} / ${loadEnd.toFixed(1)}`],
+      ...(o.watchers
+        ? [
+            [
+              'watch events received per watch (servers / SBCs / events)',
+              received.map((x) => x.toFixed(0)).join(' / '),
+            ] as [string, string],
+          ]
+        : []),
+    ]);
+    console.log(
+      JSON.stringify({
+        bench: 'apiserver-cost',
+        requests: N,
+        runs: o.runs,
+        concurrency: o.concurrency,
+        watchers: o.watchers,
+        payloadKib: o.payloadKib,
+        loadAverage: [loadStart, loadEnd],
+        idleCpuMsPerSecond: idle,
+        rows: Object.fromEntries(results),
+      }),
+    );
+    await client.close();
+    await registry.close();
+  } finally {
+    await cp.stop();
+  }
+}
+
+/**
+ * K watches on each of servers, serverbootconfigurations and events from their current version, on
+ * a client of their own; `stop()` ends them and answers the events received per watch, per resource.
+ */
+async function startWatchers(
+  kc: ReturnType<ControlPlane['kubeConfig']>,
+  k: number,
+): Promise<{ stop: () => Promise<number[]> }> {
+  const resources = [Resources.Server, Resources.ServerBootConfiguration, Resources.Event];
+  const counts = resources.map(() => 0);
+  const abort = new AbortController();
+  // One listener per watch on the shared signal: 3 K of them is intended.
+  setMaxListeners(0, abort.signal);
+  if (k === 0) return { stop: async () => counts };
+  const watcher = new KubeClient(kc, { fieldManager: 'metal-cost-watch' });
+  let connected = 0;
+  resources.forEach((rt, r) => {
+    for (let j = 0; j < k; j++) {
+      void (async () => {
+        let rv = (await watcher.list(rt, { limit: 1 })).resourceVersion;
+        let first = true;
+        while (!abort.signal.aborted) {
+          try {
+            await watcher.watch(
+              rt,
+              {
+                resourceVersion: rv,
+                timeoutSeconds: 3600,
+                allowWatchBookmarks: true,
+                onConnected: () => {
+                  if (first) connected++;
+                  first = false;
+                },
+              },
+              (type, obj) => {
+                rv = obj?.metadata?.resourceVersion ?? rv;
+                if (type !== 'BOOKMARK') counts[r]!++;
+              },
+              abort.signal,
+            );
+          } catch (err) {
+            if (abort.signal.aborted) return;
+            console.error(`[apiserver-cost] watch ${rt.plural}: ${(err as Error).message}; again`);
+            await sleep(500);
+            rv = (await watcher.list(rt, { limit: 1 })).resourceVersion;
+          }
+        }
+      })();
+    }
+  });
+  const deadline = Date.now() + 60_000;
+  while (connected < k * resources.length && Date.now() < deadline) await sleep(100);
+  console.error(`[apiserver-cost] ${connected} watches connected`);
+  return {
+    stop: async () => {
+      abort.abort();
+      await watcher.close();
+      return counts.map((c) => c / k);
+    },
+  };
+}
+
+await main();
