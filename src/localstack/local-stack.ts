@@ -23,8 +23,8 @@ import { type Firmware, QemuHost, qemuHostIdentity } from '../virtualbmc/qemu.js
 import { type RequestRecord, startVirtualBmc, type VirtualBmc } from '../virtualbmc/server.js';
 import { createSimFleet } from '../virtualbmc/sim-fleet.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from './control-plane.js';
+import { nodeOptions } from './deployment-node-options.js';
 import { type LocalImages, startLocalImages } from './local-images.js';
-import { managerNodeOptions } from './manager-node-options.js';
 import { SignalReplicas } from './signal-replicas.js';
 import { bridgeNetworkProblem, TestNetwork } from './test-network.js';
 import { buildVmArtefacts, OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from './vm-artefacts.js';
@@ -520,7 +520,7 @@ function spawnManager(args: string[], log: string): ChildProcess {
       '--',
       process.execPath,
       // The Deployment's V8 heap settings (its NODE_OPTIONS), so the heap behaves as deployed.
-      ...managerNodeOptions(),
+      ...nodeOptions(),
       join(REPO_ROOT, 'dist', 'src', 'cmd', 'manager.js'),
       ...args,
     ],

@@ -9,6 +9,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePorts, REPO_ROOT, waitFor } from './control-plane.js';
+import { nodeOptions, SIGNAL_MANIFESTS } from './deployment-node-options.js';
 import { type ServiceProxy, startServiceProxy } from './service-proxy.js';
 
 export type SignalKind = 'registry' | 'bootserver';
@@ -109,7 +110,16 @@ export class SignalReplicas {
     const fd = openSync(r.log, 'a');
     r.process = spawn(
       'setpriv',
-      ['--pdeathsig', 'KILL', '--', process.execPath, join(REPO_ROOT, 'dist', 'src', 'cmd', script), ...args],
+      [
+        '--pdeathsig',
+        'KILL',
+        '--',
+        process.execPath,
+        // The Deployment's V8 heap settings, so the replica's heap behaves as deployed.
+        ...nodeOptions(SIGNAL_MANIFESTS[r.kind], r.kind),
+        join(REPO_ROOT, 'dist', 'src', 'cmd', script),
+        ...args,
+      ],
       { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' } },
     );
     closeSync(fd);

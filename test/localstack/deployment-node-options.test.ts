@@ -10,7 +10,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { managerContainer, managerNodeOptions } from '../../src/localstack/manager-node-options.js';
+import {
+  deploymentContainer,
+  MANAGER_MANIFEST,
+  nodeOptions,
+  SIGNAL_MANIFESTS,
+} from '../../src/localstack/deployment-node-options.js';
 
 const MiB = 1024 * 1024;
 
@@ -21,18 +26,23 @@ function quantityBytes(q: string): number {
   return Number(m[1]) * ({ Ki: 1024, Mi: MiB, Gi: 1024 * MiB }[m[2] ?? ''] ?? 1);
 }
 
-describe('manager node options', () => {
-  it('the Deployment bounds the old generation within 75 % of the memory limit', () => {
-    const flags = managerNodeOptions();
-    const heap = flags.map((f) => /^--max-old-space-size=(\d+)$/.exec(f)).find(Boolean);
-    assert.ok(heap, `--max-old-space-size in ${JSON.stringify(flags)}`);
-    const limit = managerContainer().resources?.limits?.memory;
-    assert.ok(limit, 'the manager container has a memory limit');
-    assert.ok(Number(heap[1]) * MiB <= 0.75 * quantityBytes(limit), `${heap[0]} vs limits.memory ${limit}`);
-  });
+describe('deployment node options', () => {
+  const deployed: [string, string][] = [
+    [MANAGER_MANIFEST, 'manager'],
+    ...Object.entries(SIGNAL_MANIFESTS).map(([name, file]): [string, string] => [file, name]),
+  ];
+  for (const [file, name] of deployed)
+    it(`the ${name} Deployment bounds the old generation within 75 % of the memory limit`, () => {
+      const flags = nodeOptions(file, name);
+      const heap = flags.map((f) => /^--max-old-space-size=(\d+)$/.exec(f)).find(Boolean);
+      assert.ok(heap, `--max-old-space-size in ${JSON.stringify(flags)}`);
+      const limit = deploymentContainer(file, name).resources?.limits?.memory;
+      assert.ok(limit, `the ${name} container has a memory limit`);
+      assert.ok(Number(heap[1]) * MiB <= 0.75 * quantityBytes(limit), `${heap[0]} vs limits.memory ${limit}`);
+    });
 
   it('the flags take effect in this node (heap limit of old + young generation)', () => {
-    const flags = managerNodeOptions();
+    const flags = nodeOptions();
     const oldSpaceMiB = Number(flags.find((f) => f.startsWith('--max-old-space-size='))?.split('=')[1]);
     const out = execFileSync(
       process.execPath,
@@ -53,16 +63,13 @@ describe('manager node options', () => {
         'apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n---\napiVersion: apps/v1\nkind: Deployment\n' +
           'spec: {template: {spec: {containers: [{name: manager, env: [{name: A, value: b}]}]}}}\n',
       );
-      assert.deepEqual(managerNodeOptions(plain), []);
+      assert.deepEqual(nodeOptions(plain), []);
       const other = join(dir, 'other.yaml');
       writeFileSync(
         other,
         'apiVersion: apps/v1\nkind: Deployment\nspec: {template: {spec: {containers: [{name: registry}]}}}\n',
       );
-      assert.throws(
-        () => managerNodeOptions(other),
-        /other\.yaml: no Deployment with a container named "manager"/,
-      );
+      assert.throws(() => nodeOptions(other), /other\.yaml: no Deployment with a container named "manager"/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
