@@ -68,10 +68,13 @@ describe('request metrics (real API server)', () => {
   it('does not count a write as a no-op because its own watch event arrived first', async () => {
     const abort = new AbortController();
     let seen = 0;
+    // From the list's resourceVersion, not '0': a watch established only after the first writes
+    // (a loaded machine) still gets every event, where '0' would fold them into one ADDED.
+    const { resourceVersion } = await client.list(Resources.ConfigMap, { namespace: ns.name });
     const watching = client
       .watch(
         Resources.ConfigMap,
-        { namespace: ns.name, resourceVersion: '0' },
+        { namespace: ns.name, resourceVersion },
         () => {
           seen++;
         },
