@@ -35,6 +35,7 @@ import { type KObject, Resources, type ResourceType } from '../src/runtime/resou
 import type { HostIdentity } from '../src/virtualbmc/host.js';
 import { registrationData } from '../src/virtualbmc/sim.js';
 import { simIdentity } from '../src/virtualbmc/sim-fleet.js';
+import { condition, discoveredStatus, FAKE_UID, NS, runTime, server } from './fleet-objects.js';
 import { pool, printTable } from './stats.js';
 
 const o = new Command('apiserver-cost')
@@ -72,7 +73,6 @@ const o = new Command('apiserver-cost')
   }>();
 
 const N = o.requests;
-const NS = 'default';
 const indexes = [...Array(N).keys()];
 
 /** CPU seconds (user + system) of a process, from /proc/PID/stat (fields 14 and 15, clock ticks of 10 ms). */
@@ -82,17 +82,7 @@ function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 
-/** A fixed RFC 3339 time per run, so a row's patch is the same within a run and differs between runs. */
-const runTime = (run: number) =>
-  new Date(Date.UTC(2026, 0, 1, 0, 0, run)).toISOString().replace('.000Z', 'Z');
-
-function condition(type: string, reason: string, message: string, run: number) {
-  return { type, status: 'True', reason, message, observedGeneration: 1, lastTransitionTime: runTime(run) };
-}
-
 // --- object shapes, as the fleet's (bench/README.md "Half the requests"; src/api/v1alpha1) ---
-
-const FAKE_UID = '00000000-0000-4000-8000-000000000001';
 
 function sbc(name: string): KObject {
   return {
@@ -120,37 +110,6 @@ function sbc(name: string): KObject {
       ignitionSecretRef: { name: 'fleet-ignition' },
       image: 'metal/os:latest',
       serverRef: { name: `local-bmc-${simIdentity(0).uuid}` },
-    },
-  } as KObject;
-}
-
-/** A Server as the BMC controller creates it (no status). `claimed`: with the references a bound Server carries. */
-function server(name: string, id: HostIdentity, claimed: boolean): KObject {
-  return {
-    apiVersion: API_VERSION,
-    kind: 'Server',
-    metadata: {
-      name,
-      ownerReferences: [
-        {
-          apiVersion: API_VERSION,
-          kind: 'BMC',
-          name: 'local-bmc',
-          uid: FAKE_UID,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
-    },
-    spec: {
-      systemUUID: id.uuid,
-      systemURI: `/redfish/v1/Systems/${id.uuid}`,
-      bmcRef: { name: 'local-bmc' },
-      power: 'On',
-      reclaimPolicy: 'Recycle',
-      unclaimable: false,
-      bootConfigurationRef: { name: `c-${name}`, namespace: NS },
-      ...(claimed ? { serverClaimRef: { name: `c-${name}`, namespace: NS } } : {}),
     },
   } as KObject;
 }
@@ -184,61 +143,6 @@ function metalprobeLikePayload(id: HostIdentity, kib: number): Record<string, un
     });
   }
   return data as Record<string, unknown>;
-}
-
-/** The status of a discovered, reserved fleet server (shape of a `bench:fleet` Server at the end). */
-function discoveredStatus(id: HostIdentity, run: number): Record<string, unknown> {
-  const nic = (registrationData(id).networkInterfaces as { ipAddresses: string[] }[])[0]!;
-  return {
-    biosVersion: '1.16.3',
-    conditions: [condition('Discovered', 'Registered', 'registration received in attempt 1', run)],
-    discovery: {
-      attempt: 1,
-      attemptStartedAt: runTime(run),
-      phase: 'Completed',
-      poweredOnAt: '2026-01-01T00:00:00.947Z',
-    },
-    manufacturer: id.manufacturer,
-    model: id.model,
-    networkInterfaces: [
-      {
-        carrierStatus: 'up',
-        ip: nic.ipAddresses[0],
-        ips: nic.ipAddresses,
-        macAddress: id.macAddress,
-        name: 'eth0',
-      },
-    ],
-    powerState: 'On',
-    processors: [
-      {
-        id: '0',
-        manufacturer: 'GenuineIntel',
-        model: 'Simulated CPU',
-        totalCores: id.cpus,
-        totalThreads: id.cpus,
-        type: 'CPU',
-      },
-    ],
-    serialNumber: id.serialNumber,
-    state: 'Reserved',
-    storages: [
-      {
-        drives: [
-          {
-            capacity: 64 * 1024 ** 3,
-            mediaType: 'SSD',
-            model: 'Virtual disk',
-            name: 'vda',
-            type: 'Fixed',
-            vendor: '0x1af4',
-          },
-        ],
-        name: 'vda',
-      },
-    ],
-    totalSystemMemory: id.memoryMiB * 1024 * 1024,
-  };
 }
 
 // --- rows ---

@@ -1,0 +1,719 @@
+/**
+ * The claim phase's floor: how fast the API requests the claim phase makes can go on this machine
+ * with no controller at all — the bound that no manager optimisation can beat for that request set.
+ *
+ * On the real control plane (src/localstack/control-plane.ts, with the garbage collector, as the
+ * local stack) it prepares, unmeasured: one BMC, N Servers shaped as a discovered fleet Server
+ * (state Available, the registry's `status.registration` JSON patch with the sim host's payload,
+ * owned by the BMC), the Secret `fleet-ignition` (as bench/fleet.ts), and the idle watches the
+ * manager holds — started and synced `Informer`s on Servers, ServerClaims, ServerBootConfigurations,
+ * Secrets labelled `metal.ironcore.dev/callback=true` and BMCs — plus one ServerClaim informer for
+ * this benchmark's own wait.
+ *
+ * Measured: for every Server the request sequence the manager and the signal servers make in the
+ * claim phase, as recorded from a real run (one claim of `bench:fleet`'s kind; the shapes follow
+ * /work/status/claim-phase-trace.jsonl of session 14): the claim create (as bench/fleet.ts), the
+ * finalizer, the Server's spec, the claim's status (Bound), the Server's state Reserved (JSON patch
+ * with `test` ops), the SBC and its callback Secret, the SBC controller's GET of the claim and of
+ * the ignition Secret, the SBC status apply (Ready) and its `ImageResolved` Event, the claim's
+ * power-on status, the Server's powerState, the three boot signals (server-side applies with the
+ * boot server's and registry's field managers, preconditioned on the SBC's resourceVersion as
+ * `recordSignal` does), the claim's netboot and Booted status writes, the SBC's `BootCompleted`
+ * apply and the claim's `BootCompleted` Event — 20 requests per server (`--set trace`; `--set
+ * brief` leaves out the claim GET, the `ImageResolved` Event and the `BootCompleted` apply: 17).
+ * One server's requests go in order, `--concurrency` servers at a time, over one client (the
+ * manager's registry and boot server share the manager's client in `bench:fleet`).
+ *
+ * Printed per run and as min / median / max over `--runs`: wall time from the first claim create to
+ * the last Booted status write, and to the moment the claim informer holds all N claims Booted;
+ * kube-apiserver, etcd, kube-controller-manager (garbage collector) and this process's CPU seconds
+ * over the measured window (first create to the later of both ends); requests/s; kube-apiserver CPU
+ * ms per server; the 1-minute load average at start and end. Between runs (unmeasured) the claims
+ * (finalizer removed), SBCs, callback Secrets and Events are deleted and the Servers' spec and status
+ * reset to Available.
+ *
+ * Not measured: anything a controller does besides its requests — reconcile logic, queueing, the
+ * requests' timing relative to watch events (here each request follows the previous answer at
+ * once), conflicts, retries, the BMC's Redfish traffic, the simulated hosts' HTTP requests to the
+ * boot server and registry. Only this control plane is touched; it is stopped at the end.
+ *
+ * Usage: node dist/bench/claim-floor.js [--servers 1000] [--runs 3] [--concurrency 64]
+ *        [--set trace|brief] [--settle-seconds 5]
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command } from 'commander';
+import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
+import { BOOTSERVER_COMPONENT } from '../src/bootserver/server.js';
+import { CALLBACK_SECRET_LABEL } from '../src/bootsignals/signal-stack.js';
+import { CONTROLLER_COMPONENT } from '../src/controllers/owned-conditions.js';
+import { CLAIM_FINALIZER } from '../src/controllers/serverclaim.js';
+import { ControlPlane, waitFor } from '../src/localstack/control-plane.js';
+import { OS_IMAGE } from '../src/localstack/vm-artefacts.js';
+import { REGISTRY_COMPONENT } from '../src/registry/server.js';
+import { KubeClient } from '../src/runtime/client.js';
+import { Informer } from '../src/runtime/informer.js';
+import { type KObject, Resources } from '../src/runtime/resource.js';
+import { registrationData } from '../src/virtualbmc/sim.js';
+import { simIdentity } from '../src/virtualbmc/sim-fleet.js';
+import { discoveredStatus, NS, runTime, server } from './fleet-objects.js';
+import { pool, printTable } from './stats.js';
+
+const o = new Command('claim-floor')
+  .option('--servers <n>', 'Servers, one claim each', (v) => Number(v), 1000)
+  .option('--runs <n>', 'runs (min / median / max printed)', (v) => Number(v), 3)
+  .option('--concurrency <n>', 'servers whose sequences run at a time', (v) => Number(v), 64)
+  .option('--set <set>', 'request set: trace (20 per server) or brief (17)', 'trace')
+  .option('--settle-seconds <n>', 'quiet time after setup and after each reset', (v) => Number(v), 5)
+  .parse()
+  .opts<{ servers: number; runs: number; concurrency: number; set: string; settleSeconds: number }>();
+if (o.set !== 'trace' && o.set !== 'brief') throw new Error(`--set must be trace or brief, not ${o.set}`);
+const FULL = o.set === 'trace';
+const REQUESTS_PER_SERVER = FULL ? 20 : 17;
+
+const N = o.servers;
+const BMC_NAME = 'local-bmc';
+const indexes = [...Array(N).keys()];
+const ids = indexes.map((i) => simIdentity(i));
+const serverName = (i: number) => `${BMC_NAME}-${ids[i]!.uuid}`;
+const claimName = (i: number) => `fleet-${serverName(i)}`.slice(0, 63);
+
+/** CPU seconds (user + system) of a process, from /proc/PID/stat (fields 14 and 15, clock ticks of 10 ms). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+const ownCpuSeconds = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+// --- values as the trace has them (image digests of the local stack's OS image, session 14) ---
+
+const DIGEST = 'sha256:4b377c7aa7d1a82c6a85a11709bc65f2d25b1be6dbc776f4fed6ebec7bfd05bb';
+const KERNEL = 'sha256:507a9a8be3d145a86daa9644b28bf42a8dc0720d8baeabdf0406c393692bf082';
+const IMAGE_MESSAGE = `image ${OS_IMAGE} (${DIGEST}) resolved; ignition fleet-ignition valid`;
+/** RFC 3339 to the second, as condition times are written. */
+const seconds = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+/** `eventTime` (MicroTime): microseconds. */
+const micro = (d: Date) => d.toISOString().replace(/Z$/, '000Z');
+
+function cond(type: string, status: string, reason: string, message: string, at: string) {
+  return { type, status, reason, message, observedGeneration: 1, lastTransitionTime: at };
+}
+
+interface Attempt {
+  startedAt: string;
+  poweredOnAt: string;
+  deadline: string;
+  bound: string;
+}
+
+function boot(a: Attempt, phase: string, extra: Record<string, unknown>): Record<string, unknown> {
+  return {
+    attempt: 1,
+    phase,
+    series: 1,
+    firstAttempt: 1,
+    attemptStartedAt: a.startedAt,
+    poweredOnAt: a.poweredOnAt,
+    netbootDeadline: null,
+    deadline: a.deadline,
+    completedAt: null,
+    adoptedAt: null,
+    ...extra,
+  };
+}
+
+function event(
+  name: string,
+  involved: KObject,
+  reason: string,
+  message: string,
+  now: Date,
+  run: number,
+): KObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { name: `${name}.r${run}${reason.toLowerCase()}`, namespace: NS },
+    involvedObject: {
+      apiVersion: API_VERSION,
+      kind: involved.kind,
+      name: involved.metadata.name,
+      namespace: NS,
+      uid: involved.metadata.uid,
+      resourceVersion: involved.metadata.resourceVersion,
+    },
+    type: 'Normal',
+    reason,
+    message,
+    action: reason,
+    eventTime: micro(now),
+    firstTimestamp: seconds(now),
+    lastTimestamp: seconds(now),
+    count: 1,
+    source: { component: 'metal-operator' },
+    reportingComponent: 'metal-operator',
+    reportingInstance: 'metal-operator-floor',
+  } as KObject;
+}
+
+/**
+ * The claim phase of server `i`: the requests of the trace in order, each with the resourceVersion
+ * the previous answer gave (as the manager's writes carry the version it read). Resolves the time
+ * (performance.now()) of the Booted status write's answer.
+ */
+async function claimPhase(client: KubeClient, i: number, serverRv: string, run: number): Promise<number> {
+  const srv = serverName(i);
+  const name = claimName(i);
+  const bound = `bound to Server ${srv}`;
+  const ready = cond('BootConfigurationReady', 'True', 'Ready', IMAGE_MESSAGE, '');
+  const claim = await client.create<ServerClaim>(Resources.ServerClaim, {
+    apiVersion: API_VERSION,
+    kind: 'ServerClaim',
+    metadata: { name, namespace: NS },
+    spec: {
+      power: 'On',
+      image: OS_IMAGE,
+      serverRef: { name: srv },
+      ignitionSecretRef: { name: 'fleet-ignition' },
+    },
+  } as ServerClaim);
+  const c1 = await client.mergePatch(Resources.ServerClaim, name, NS, {
+    metadata: { resourceVersion: claim.metadata.resourceVersion, finalizers: [CLAIM_FINALIZER] },
+  });
+  await client.mergePatch(Resources.Server, srv, undefined, {
+    metadata: { resourceVersion: serverRv },
+    spec: {
+      serverClaimRef: { name, namespace: NS },
+      bootConfigurationRef: { name, namespace: NS },
+      power: 'On',
+    },
+  });
+  const start = new Date();
+  const t0 = seconds(start);
+  const a: Attempt = { startedAt: start.toISOString(), poweredOnAt: '', deadline: '', bound: t0 };
+  const c2 = await client.mergePatch(
+    Resources.ServerClaim,
+    name,
+    NS,
+    {
+      metadata: { resourceVersion: c1.metadata.resourceVersion },
+      status: {
+        conditions: [
+          cond('Bound', 'True', 'ServerBound', bound, t0),
+          cond(
+            'BootConfigurationReady',
+            'False',
+            'Pending',
+            'the boot configuration has not been evaluated yet',
+            t0,
+          ),
+          cond(
+            'Booted',
+            'False',
+            'Booting',
+            'attempt 1/3: waiting for the boot configuration (Pending: the boot configuration has not been evaluated yet)',
+            t0,
+          ),
+        ],
+        phase: 'Bound',
+        boot: { ...boot(a, 'WaitingForConfiguration', {}), poweredOnAt: null, deadline: null, history: null },
+      },
+    },
+    { subresource: 'status' },
+  );
+  await client.jsonPatch(
+    Resources.Server,
+    srv,
+    undefined,
+    [
+      { op: 'test', path: '/status/state', value: 'Available' },
+      { op: 'test', path: '/status/discovery', value: discoveryOf(0) },
+      { op: 'add', path: '/status/state', value: 'Reserved' },
+    ],
+    { subresource: 'status' },
+  );
+  const sbc = await client.create(Resources.ServerBootConfiguration, {
+    apiVersion: API_VERSION,
+    kind: 'ServerBootConfiguration',
+    metadata: {
+      name,
+      namespace: NS,
+      labels: {},
+      annotations: { 'metal.ironcore.dev/attempt-key': 'a1' },
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: 'ServerClaim',
+          name,
+          uid: claim.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      serverRef: { name: srv },
+      image: OS_IMAGE,
+      ignitionSecretRef: { name: 'fleet-ignition' },
+      bootPolicy: 'NetBootOnce',
+      callbackSecretRef: { name: `${name}-callback` },
+      bootAttempt: 1,
+    },
+  } as KObject);
+  if (FULL) await client.get(Resources.ServerClaim, name, NS);
+  await client.create(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: `${name}-callback`,
+      namespace: NS,
+      labels: { [CALLBACK_SECRET_LABEL]: 'true' },
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: 'ServerBootConfiguration',
+          name,
+          uid: sbc.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    type: 'Opaque',
+    data: {
+      token: Buffer.from(randomBytes(32).toString('base64url')).toString('base64'),
+      attempt: Buffer.from('1').toString('base64'),
+      previous: '',
+    },
+  } as KObject);
+  await client.get(Resources.Secret, 'fleet-ignition', NS);
+  const readyAt = seconds(new Date());
+  ready.lastTransitionTime = readyAt;
+  const sbc1 = await client.apply(
+    Resources.ServerBootConfiguration,
+    {
+      apiVersion: API_VERSION,
+      kind: 'ServerBootConfiguration',
+      metadata: { name, namespace: NS },
+      status: {
+        state: 'Ready',
+        image: {
+          reference: OS_IMAGE,
+          digest: DIGEST,
+          manifest: DIGEST,
+          kernel: KERNEL,
+          initrd: KERNEL,
+          commandLine: 'console=ttyS0 quiet',
+          bootAttempt: 1,
+        },
+        conditions: [cond('Ready', 'True', 'Ready', IMAGE_MESSAGE, readyAt)],
+      },
+    } as KObject,
+    { subresource: 'status', fieldManager: `${CONTROLLER_COMPONENT}-Ready`, force: true },
+  );
+  if (FULL)
+    await client.create(
+      Resources.Event,
+      event(
+        name,
+        sbc1,
+        'ImageResolved',
+        `attempt 1: ${OS_IMAGE} resolved to ${DIGEST}; boot configuration Ready`,
+        new Date(),
+        run,
+      ),
+    );
+  const on = new Date();
+  a.poweredOnAt = on.toISOString();
+  a.deadline = new Date(on.getTime() + 5 * 60_000).toISOString();
+  const history = (extra: Record<string, unknown>) => [
+    { attempt: 1, startedAt: a.startedAt, poweredOnAt: a.poweredOnAt, ...extra },
+  ];
+  const c3 = await client.mergePatch(
+    Resources.ServerClaim,
+    name,
+    NS,
+    {
+      metadata: { resourceVersion: c2.metadata.resourceVersion },
+      status: {
+        conditions: [
+          cond('Bound', 'True', 'ServerBound', bound, t0),
+          ready,
+          cond(
+            'Booted',
+            'False',
+            'Booting',
+            `attempt 1/3: arrived []; waiting for the network boot (IPXEScriptFetched) until ${a.deadline}`,
+            t0,
+          ),
+        ],
+        boot: boot(a, 'AwaitingNetboot', { history: history({}) }),
+      },
+    },
+    { subresource: 'status' },
+  );
+  await client.mergePatch(
+    Resources.Server,
+    srv,
+    undefined,
+    { status: { powerState: 'On' } },
+    { subresource: 'status' },
+  );
+  const signal = (prev: KObject, type: string, reason: string, message: string, component: string) =>
+    client.apply(
+      Resources.ServerBootConfiguration,
+      {
+        apiVersion: API_VERSION,
+        kind: 'ServerBootConfiguration',
+        metadata: {
+          name,
+          namespace: NS,
+          resourceVersion: prev.metadata.resourceVersion,
+          uid: prev.metadata.uid,
+        },
+        status: { conditions: [cond(type, 'True', reason, message, seconds(new Date()))] },
+      } as KObject,
+      { subresource: 'status', fieldManager: `${component}-${type}`, force: true },
+    );
+  const sbc2 = await signal(
+    sbc1,
+    'IPXEScriptFetched',
+    'ScriptServed',
+    'script for attempt 1 served to 127.0.0.1',
+    BOOTSERVER_COMPONENT,
+  );
+  const ipxeAt = seconds(new Date());
+  const sbc3 = await signal(
+    sbc2,
+    'IgnitionDataFetched',
+    'IgnitionServed',
+    'ignition for attempt 1 served to 127.0.0.1',
+    BOOTSERVER_COMPONENT,
+  );
+  const c4 = await client.mergePatch(
+    Resources.ServerClaim,
+    name,
+    NS,
+    {
+      metadata: { resourceVersion: c3.metadata.resourceVersion },
+      status: {
+        conditions: [
+          cond('Bound', 'True', 'ServerBound', bound, t0),
+          ready,
+          cond(
+            'Booted',
+            'False',
+            'Booting',
+            `attempt 1/3: arrived [IPXEScriptFetched]; waiting for BootStateReceived until ${a.deadline}`,
+            t0,
+          ),
+        ],
+        boot: boot(a, 'AwaitingSignals', { history: history({ signals: { IPXEScriptFetched: ipxeAt } }) }),
+      },
+    },
+    { subresource: 'status' },
+  );
+  await signal(
+    sbc3,
+    'BootStateReceived',
+    'Booted',
+    'attempt 1: agent reported booted=true',
+    REGISTRY_COMPONENT,
+  );
+  const done = new Date();
+  const doneAt = seconds(done);
+  const c5 = await client.mergePatch(
+    Resources.ServerClaim,
+    name,
+    NS,
+    {
+      metadata: { resourceVersion: c4.metadata.resourceVersion },
+      status: {
+        conditions: [
+          cond('Bound', 'True', 'ServerBound', bound, t0),
+          ready,
+          cond('Booted', 'True', 'BootCompleted', 'attempt 1/3 completed: BootStateReceived', doneAt),
+        ],
+        boot: boot(a, 'Completed', {
+          completedAt: done.toISOString(),
+          history: history({
+            signals: { IPXEScriptFetched: ipxeAt, IgnitionDataFetched: ipxeAt, BootStateReceived: doneAt },
+            endedAt: done.toISOString(),
+            result: 'BootCompleted',
+          }),
+        }),
+      },
+    },
+    { subresource: 'status' },
+  );
+  const bootedAt = performance.now();
+  if (FULL)
+    await client.apply(
+      Resources.ServerBootConfiguration,
+      {
+        apiVersion: API_VERSION,
+        kind: 'ServerBootConfiguration',
+        metadata: { name, namespace: NS },
+        status: {
+          conditions: [cond('BootCompleted', 'True', 'ClaimBooted', 'claim booted in attempt 1', doneAt)],
+        },
+      } as KObject,
+      { subresource: 'status', fieldManager: `${CONTROLLER_COMPONENT}-BootCompleted`, force: true },
+    );
+  await client.create(
+    Resources.Event,
+    event(
+      name,
+      c5,
+      'BootCompleted',
+      `bound Server ${srv}; powered on ${a.poweredOnAt}; attempt 1/3 completed (BootStateReceived)`,
+      new Date(),
+      run,
+    ),
+  );
+  return bootedAt;
+}
+
+/** `status.discovery` of a discovered Server (what the Reserved JSON patch tests). */
+function discoveryOf(run: number): unknown {
+  return (discoveredStatus(ids[0]!, run) as { discovery: unknown }).discovery;
+}
+
+/** The Servers' spec and status as before a claim: Available, powered off, no references. Answers the new resourceVersions. */
+async function resetServers(client: KubeClient): Promise<string[]> {
+  const rvs: string[] = [];
+  await pool(indexes, 32, async (i) => {
+    await client.mergePatch(Resources.Server, serverName(i), undefined, {
+      spec: { serverClaimRef: null, bootConfigurationRef: null, power: 'Off' },
+    });
+    const s = await client.mergePatch(
+      Resources.Server,
+      serverName(i),
+      undefined,
+      { status: { state: 'Available', powerState: 'Off' } },
+      { subresource: 'status' },
+    );
+    rvs[i] = s.metadata.resourceVersion!;
+  });
+  return rvs;
+}
+
+const isBooted = (c: ServerClaim) =>
+  c.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') === true;
+
+interface RunResult {
+  secondsToLastBootedWrite: number;
+  secondsToAllBootedSeen: number;
+  secondsToLastRequest: number;
+  apiServerCpuSeconds: number;
+  etcdCpuSeconds: number;
+  controllerManagerCpuSeconds: number;
+  benchmarkCpuSeconds: number;
+  requestsPerSecond: number;
+  apiServerCpuMsPerServer: number;
+  loadAverage: [number, number];
+}
+
+async function main(): Promise<void> {
+  const cp = await ControlPlane.start({ garbageCollector: true });
+  try {
+    const kc = cp.kubeConfig();
+    const client = new KubeClient(kc, { fieldManager: 'metal-operator' });
+    const registry = new KubeClient(kc, { fieldManager: REGISTRY_COMPONENT });
+    const pids = {
+      api: cp.apiServer!.pid!,
+      etcd: cp.etcd!.pid!,
+      kcm: cp.controllerManager?.pid,
+    };
+
+    console.error(`[claim-floor] creating the BMC, ${N} Servers and fleet-ignition`);
+    const bmc = await client.create(Resources.BMC, {
+      apiVersion: API_VERSION,
+      kind: 'BMC',
+      metadata: { name: BMC_NAME },
+      spec: {
+        access: { ip: '127.0.0.1' },
+        bmcSecretRef: { name: `${BMC_NAME}-credentials` },
+        protocol: { name: 'Redfish', port: 8000, scheme: 'http' },
+      },
+    } as KObject);
+    const owner = { name: BMC_NAME, uid: bmc.metadata.uid! };
+    await pool(indexes, 32, async (i) => {
+      const s = server(serverName(i), ids[i]!, false, owner) as KObject & { spec: Record<string, unknown> };
+      delete s.spec.bootConfigurationRef;
+      s.spec.power = 'Off';
+      await client.create(Resources.Server, s);
+      await client.mergePatch(
+        Resources.Server,
+        serverName(i),
+        undefined,
+        { status: discoveredStatus(ids[i]!, 0, { state: 'Available', powerState: 'Off' }) },
+        { subresource: 'status' },
+      );
+      await registry.jsonPatch(
+        Resources.Server,
+        serverName(i),
+        undefined,
+        [
+          {
+            op: 'add',
+            path: '/status/registration',
+            value: { receivedAt: runTime(0), clientAddress: '127.0.0.1', data: registrationData(ids[i]!) },
+          },
+        ],
+        { subresource: 'status' },
+      );
+    });
+    await client.create(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'fleet-ignition', namespace: NS },
+      data: { ignition: Buffer.from('{"ignition":{"version":"3.4.0"}}').toString('base64') },
+    } as KObject);
+
+    // The manager's informers (src/controllers/setup.ts), idle watches like its, and the benchmark's own.
+    const informers = [
+      new Informer(client, Resources.Server),
+      new Informer(client, Resources.ServerClaim),
+      new Informer(client, Resources.ServerBootConfiguration),
+      new Informer(client, Resources.Secret, { labelSelector: `${CALLBACK_SECRET_LABEL}=true` }),
+      new Informer(client, Resources.BMC),
+    ];
+    const claims = new Informer<ServerClaim>(client, Resources.ServerClaim, { namespace: NS });
+    await Promise.all([...informers, claims].map((inf) => inf.start()));
+    const [, , sbcInformer, secretInformer] = informers;
+
+    let booted = new Set<string>();
+    let allBootedAt = 0;
+    const count = (c: ServerClaim) => {
+      if (!isBooted(c) || booted.has(c.metadata.name!)) return;
+      booted.add(c.metadata.name!);
+      if (booted.size === N) allBootedAt = performance.now();
+    };
+    claims.on('add', count);
+    claims.on('update', count);
+
+    let serverRvs = await resetServers(client);
+    await sleep(o.settleSeconds * 1000);
+
+    const results: RunResult[] = [];
+    for (let run = 0; run < o.runs; run++) {
+      booted = new Set();
+      allBootedAt = 0;
+      const load0 = loadavg()[0]!;
+      const cpu0 = {
+        api: cpuSeconds(pids.api),
+        etcd: cpuSeconds(pids.etcd),
+        kcm: pids.kcm ? cpuSeconds(pids.kcm) : 0,
+        own: ownCpuSeconds(),
+      };
+      const t0 = performance.now();
+      let lastBooted = 0;
+      await pool(indexes, o.concurrency, async (i) => {
+        const at = await claimPhase(client, i, serverRvs[i]!, run);
+        if (at > lastBooted) lastBooted = at;
+      });
+      const tRequests = performance.now();
+      await waitFor(`${N} claims Booted in the informer`, 120_000, () => allBootedAt > 0);
+      const r: RunResult = {
+        secondsToLastBootedWrite: round1((lastBooted - t0) / 1000),
+        secondsToAllBootedSeen: round1((allBootedAt - t0) / 1000),
+        secondsToLastRequest: round1((tRequests - t0) / 1000),
+        apiServerCpuSeconds: round1(cpuSeconds(pids.api) - cpu0.api),
+        etcdCpuSeconds: round1(cpuSeconds(pids.etcd) - cpu0.etcd),
+        controllerManagerCpuSeconds: round1((pids.kcm ? cpuSeconds(pids.kcm) : 0) - cpu0.kcm),
+        benchmarkCpuSeconds: round1(ownCpuSeconds() - cpu0.own),
+        requestsPerSecond: Math.round((N * REQUESTS_PER_SERVER) / ((tRequests - t0) / 1000)),
+        apiServerCpuMsPerServer: 0,
+        loadAverage: [round1(load0), round1(loadavg()[0]!)],
+      };
+      r.apiServerCpuMsPerServer = round1((r.apiServerCpuSeconds * 1000) / N);
+      results.push(r);
+      console.log(
+        `\nrun ${run + 1}/${o.runs}: N=${N}, ${REQUESTS_PER_SERVER} requests per server (--set ${o.set}), concurrency ${o.concurrency}`,
+      );
+      printRun(r);
+      console.log(
+        JSON.stringify({ bench: 'claim-floor', servers: N, set: o.set, concurrency: o.concurrency, ...r }),
+      );
+
+      if (run < o.runs - 1) {
+        console.error('[claim-floor] resetting (unmeasured)');
+        await cleanup(client, run);
+        await waitFor('claims, SBCs and callback Secrets gone', 300_000, () => {
+          return (
+            claims.list().length === 0 &&
+            sbcInformer!.list().length === 0 &&
+            secretInformer!.list().length === 0
+          );
+        });
+        serverRvs = await resetServers(client);
+        await sleep(o.settleSeconds * 1000);
+      }
+    }
+
+    const spread = (f: (r: RunResult) => number) => {
+      const v = results.map(f).sort((x, y) => x - y);
+      return `${v[0]} / ${v[Math.floor((v.length - 1) / 2)]} / ${v[v.length - 1]}`;
+    };
+    console.log(
+      `\nclaim-phase floor, N=${N}, ${REQUESTS_PER_SERVER} requests per server (--set ${o.set}), concurrency ${o.concurrency}: min / median / max of ${results.length} run(s)`,
+    );
+    printTable([
+      ['first claim create → last Booted write (s)', spread((r) => r.secondsToLastBootedWrite)],
+      ['first claim create → informer shows all Booted (s)', spread((r) => r.secondsToAllBootedSeen)],
+      ['first claim create → last request answered (s)', spread((r) => r.secondsToLastRequest)],
+      ['requests/s', spread((r) => r.requestsPerSecond)],
+      ['kube-apiserver CPU s', spread((r) => r.apiServerCpuSeconds)],
+      ['etcd CPU s', spread((r) => r.etcdCpuSeconds)],
+      ['kube-controller-manager (GC) CPU s', spread((r) => r.controllerManagerCpuSeconds)],
+      ['this process CPU s', spread((r) => r.benchmarkCpuSeconds)],
+      ['kube-apiserver CPU ms per server', spread((r) => r.apiServerCpuMsPerServer)],
+      ['load average at start / end of each run', results.map((r) => r.loadAverage.join(' / ')).join(', ')],
+    ]);
+    for (const inf of [...informers, claims]) inf.stop();
+    await client.close();
+    await registry.close();
+  } finally {
+    await cp.stop();
+  }
+}
+
+function printRun(r: RunResult): void {
+  printTable([
+    ['first claim create → last Booted write (s)', r.secondsToLastBootedWrite],
+    ['first claim create → informer shows all Booted (s)', r.secondsToAllBootedSeen],
+    ['first claim create → last request answered (s)', r.secondsToLastRequest],
+    ['requests/s', r.requestsPerSecond],
+    [
+      'CPU s kube-apiserver / etcd / kube-controller-manager / this process',
+      `${r.apiServerCpuSeconds} / ${r.etcdCpuSeconds} / ${r.controllerManagerCpuSeconds} / ${r.benchmarkCpuSeconds}`,
+    ],
+    ['kube-apiserver CPU ms per server', r.apiServerCpuMsPerServer],
+    ['load average at start / end (1 min)', `${r.loadAverage[0]} / ${r.loadAverage[1]}`],
+  ]);
+}
+
+/** Deletes the run's claims (finalizer removed first), SBCs, callback Secrets and Events. */
+async function cleanup(client: KubeClient, run: number): Promise<void> {
+  await pool(indexes, 32, async (i) => {
+    const name = claimName(i);
+    await client.mergePatch(Resources.ServerClaim, name, NS, { metadata: { finalizers: null } });
+    await client.delete(Resources.ServerClaim, name, NS);
+    await client.delete(Resources.ServerBootConfiguration, name, NS);
+    await client.delete(Resources.Secret, `${name}-callback`, NS);
+    for (const reason of FULL ? ['imageresolved', 'bootcompleted'] : ['bootcompleted'])
+      await client.delete(Resources.Event, `${name}.r${run}${reason}`, NS);
+  });
+}
+
+const round1 = (v: number) => Math.round(v * 10) / 10;
+
+await main();
