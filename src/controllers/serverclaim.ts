@@ -49,6 +49,7 @@ import {
   ReleaseReason,
 } from '../api/vocabulary.js';
 import type { PowerState } from '../bmc/bmc.js';
+import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { type Condition, findCondition, setCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
@@ -293,6 +294,22 @@ class ServerClaimReconciler {
     return undefined;
   }
 
+  /**
+   * The Servers selection reads: for a claim naming its Server, that Server and every cached Server
+   * with its system UUID (the ownership rule compares them), found through the UUID index; else
+   * every cached Server. Why: a fleet of claims with `serverRef` would otherwise scan the whole
+   * cache once per claim (quadratic in the fleet).
+   */
+  private selectionPool(claim: ServerClaim): Server[] {
+    const want = claim.spec.serverRef?.name;
+    if (!want) return this.o.servers.list();
+    const named = this.o.servers.get(want);
+    if (!named) return [];
+    const [uuid] = serverUUIDIndexer(named);
+    const same = uuid ? this.o.servers.byIndex(SERVER_UUID_INDEX, uuid) : [];
+    return [named, ...same.filter((s) => s.metadata.name !== want)];
+  }
+
   private async bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
     const refused = selectionRefusal(claim, this.cfg.requireServerSelection);
     if (refused) {
@@ -302,7 +319,8 @@ class ServerClaimReconciler {
       });
       return undefined;
     }
-    const list = candidates(claim, this.o.servers.list());
+    const pool = this.selectionPool(claim);
+    const list = candidates(claim, pool);
     for (const s of list) {
       try {
         // One write: the binding (guarded by the resourceVersion the Server was chosen on) and the
@@ -338,7 +356,7 @@ class ServerClaimReconciler {
         throw err;
       }
     }
-    const { reason, message } = unboundExplanation(claim, this.o.servers.list(), list.length);
+    const { reason, message } = unboundExplanation(claim, pool, list.length);
     const before = findCondition(claim.status?.conditions, BOUND_CONDITION);
     await this.save(claim, {
       phase: 'Unbound',

@@ -2,8 +2,8 @@
  * Issue 20 defect 1 and issue 15 item S14: a second BMC object for an already registered BMC (or a
  * BMC that reports another BMC's system UUIDs) must never get Servers for those UUIDs nor power
  * anything; a BMC that lists more systems than the per-BMC limit gets Servers for the first ones
- * only; a hand-made duplicate Server is not driven, and callbacks it makes ambiguous are Warning
- * Events on every Server involved. Against the real API server with the sim virtual BMC.
+ * only; a hand-made duplicate Server is not driven nor bound by a claim naming it, and callbacks it
+ * makes ambiguous are Warning Events on every Server involved. Against the real API server with the sim virtual BMC.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
@@ -141,6 +141,19 @@ test('S14: a hand-made Server with a UUID another Server owns is not driven; amb
         ),
       );
     }
+    // A claim naming the copy is refused for the owner's sake (selection finds the owner through
+    // the UUID index, not a scan of every Server).
+    await createClaim(s, 'wants-copy', { serverRef: `${s.ns}-copy`, timeout: '20s' });
+    const refused = await eventually('the claim naming the copy is not bound', 15_000, async () => {
+      const b = cond(await getClaim(s, 'wants-copy'), 'Bound');
+      return b?.status === 'False' ? b : undefined;
+    });
+    assert.equal(refused.reason, 'ServerNotAvailable');
+    assert.match(refused.message, new RegExp(`system UUID held by Server ${owner!.metadata.name}`));
+    assert.equal(
+      (await s.client.get<Server>(Resources.Server, `${s.ns}-copy`))?.spec.serverClaimRef,
+      undefined,
+    );
   } finally {
     await s.client.delete(Resources.Server, `${s.ns}-copy`).catch(() => undefined);
     await s.close();

@@ -1,9 +1,11 @@
 /**
  * KubeClient against a real kube-apiserver: CRUD, status subresource, patches, server-side apply,
- * delete preconditions, the 409 + retryOnConflict path, finalizers, and status 0 when unreachable.
+ * delete preconditions, the 409 + retryOnConflict path, finalizers, connection reuse across deletions,
+ * and status 0 when unreachable.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import diagnostics from 'node:diagnostics_channel';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ApiError, KubeClient, retryOnConflict } from '../../src/runtime/client.js';
@@ -263,6 +265,33 @@ describe('KubeClient (real API server)', () => {
       status: { ...s.status, conditions: r.conditions },
     });
     assert.equal(findCondition(s.status?.conditions, 'Ready')?.lastTransitionTime, '2025-01-01T03:00:00Z');
+  });
+
+  it('deletions keep the connection: sequential creates and deletes use one TLS connection', async () => {
+    // undici closes a connection after a request with a body whose method expects none unless told
+    // not to; a DELETE carries DeleteOptions, so each deletion cost a new TLS handshake.
+    const port = Number(new URL((await sharedCluster()).kubeConfig().getCurrentCluster()!.server).port);
+    const connected: number[] = [];
+    const onConnect = (m: unknown) => {
+      const p = (m as { connectParams?: { port?: string | number } }).connectParams?.port;
+      if (Number(p) === port) connected.push(Number(p));
+    };
+    diagnostics.subscribe('undici:client:connected', onConnect);
+    const one = new KubeClient((await sharedCluster()).kubeConfig(), { maxConnections: 1 });
+    try {
+      for (let i = 0; i < 5; i++) {
+        await one.create<ConfigMap>(Resources.ConfigMap, {
+          metadata: { name: `del-${i}`, namespace: ns.name },
+          data: { k: 'v' },
+        });
+        assert.equal(await one.delete(Resources.ConfigMap, `del-${i}`, ns.name), true);
+      }
+      assert.equal(await one.delete(Resources.ConfigMap, 'del-0', ns.name), false);
+    } finally {
+      diagnostics.unsubscribe('undici:client:connected', onConnect);
+      await one.close();
+    }
+    assert.equal(connected.length, 1, `${connected.length} TLS connections for 6 deletions and 5 creates`);
   });
 
   it('reports status 0 (unreachable) when nothing listens', async () => {
