@@ -12,7 +12,7 @@
  *
  * Measured: for every Server the request sequence the manager and the signal servers make in the
  * claim phase, as recorded from a real run (one claim of `bench:fleet`'s kind; the shapes follow
- * /work/status/claim-phase-trace.jsonl of session 14): the claim create (as bench/fleet.ts), the
+ * a request trace of `local up --backend sim` recorded on 2026-12-01): the claim create (as bench/fleet.ts), the
  * finalizer, the Server's spec, the claim's status (Bound), the Server's state Reserved (JSON patch
  * with `test` ops), the SBC and its callback Secret, the SBC controller's GET of the claim and of
  * the ignition Secret, the SBC status apply (Ready) and its `ImageResolved` Event, the claim's
@@ -94,7 +94,7 @@ const ownCpuSeconds = () => {
   return (u.user + u.system) / 1e6;
 };
 
-// --- values as the trace has them (image digests of the local stack's OS image, session 14) ---
+// --- values as the trace has them (image digests of the local stack's OS image, 2026-12-01) ---
 
 const DIGEST = 'sha256:4b377c7aa7d1a82c6a85a11709bc65f2d25b1be6dbc776f4fed6ebec7bfd05bb';
 const KERNEL = 'sha256:507a9a8be3d145a86daa9644b28bf42a8dc0720d8baeabdf0406c393692bf082';
