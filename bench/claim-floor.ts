@@ -200,35 +200,46 @@ async function claimPhase(client: KubeClient, i: number, serverRv: string, run: 
   const start = new Date();
   const t0 = seconds(start);
   const a: Attempt = { startedAt: start.toISOString(), poweredOnAt: '', deadline: '', bound: t0 };
-  const c2 = await client.mergePatch(
-    Resources.ServerClaim,
-    name,
-    NS,
-    {
-      metadata: { resourceVersion: c1.metadata.resourceVersion },
-      status: {
-        conditions: [
-          cond('Bound', 'True', 'ServerBound', bound, t0),
-          cond(
-            'BootConfigurationReady',
-            'False',
-            'Pending',
-            'the boot configuration has not been evaluated yet',
-            t0,
-          ),
-          cond(
-            'Booted',
-            'False',
-            'Booting',
-            'attempt 1/3: waiting for the boot configuration (Pending: the boot configuration has not been evaluated yet)',
-            t0,
-          ),
-        ],
-        phase: 'Bound',
-        boot: { ...boot(a, 'WaitingForConfiguration', {}), poweredOnAt: null, deadline: null, history: null },
+  /** The claim controller's status write (Bound, BootConfigurationReady, Booted and `rest`), guarded by `prev`'s resourceVersion. */
+  const claimStatus = (
+    prev: KObject,
+    configReady: ReturnType<typeof cond>,
+    booted: ReturnType<typeof cond>,
+    rest: Record<string, unknown>,
+  ) =>
+    client.mergePatch<KObject>(
+      Resources.ServerClaim,
+      name,
+      NS,
+      {
+        metadata: { resourceVersion: prev.metadata.resourceVersion },
+        status: {
+          conditions: [cond('Bound', 'True', 'ServerBound', bound, t0), configReady, booted],
+          ...rest,
+        },
       },
+      { subresource: 'status' },
+    );
+  const c2 = await claimStatus(
+    c1,
+    cond(
+      'BootConfigurationReady',
+      'False',
+      'Pending',
+      'the boot configuration has not been evaluated yet',
+      t0,
+    ),
+    cond(
+      'Booted',
+      'False',
+      'Booting',
+      'attempt 1/3: waiting for the boot configuration (Pending: the boot configuration has not been evaluated yet)',
+      t0,
+    ),
+    {
+      phase: 'Bound',
+      boot: { ...boot(a, 'WaitingForConfiguration', {}), poweredOnAt: null, deadline: null, history: null },
     },
-    { subresource: 'status' },
   );
   await client.jsonPatch(
     Resources.Server,
@@ -338,28 +349,17 @@ async function claimPhase(client: KubeClient, i: number, serverRv: string, run: 
   const history = (extra: Record<string, unknown>) => [
     { attempt: 1, startedAt: a.startedAt, poweredOnAt: a.poweredOnAt, ...extra },
   ];
-  const c3 = await client.mergePatch(
-    Resources.ServerClaim,
-    name,
-    NS,
-    {
-      metadata: { resourceVersion: c2.metadata.resourceVersion },
-      status: {
-        conditions: [
-          cond('Bound', 'True', 'ServerBound', bound, t0),
-          ready,
-          cond(
-            'Booted',
-            'False',
-            'Booting',
-            `attempt 1/3: arrived []; waiting for the network boot (IPXEScriptFetched) until ${a.deadline}`,
-            t0,
-          ),
-        ],
-        boot: boot(a, 'AwaitingNetboot', { history: history({}) }),
-      },
-    },
-    { subresource: 'status' },
+  const c3 = await claimStatus(
+    c2,
+    ready,
+    cond(
+      'Booted',
+      'False',
+      'Booting',
+      `attempt 1/3: arrived []; waiting for the network boot (IPXEScriptFetched) until ${a.deadline}`,
+      t0,
+    ),
+    { boot: boot(a, 'AwaitingNetboot', { history: history({}) }) },
   );
   await client.mergePatch(
     Resources.Server,
@@ -399,28 +399,17 @@ async function claimPhase(client: KubeClient, i: number, serverRv: string, run: 
     'ignition for attempt 1 served to 127.0.0.1',
     BOOTSERVER_COMPONENT,
   );
-  const c4 = await client.mergePatch(
-    Resources.ServerClaim,
-    name,
-    NS,
-    {
-      metadata: { resourceVersion: c3.metadata.resourceVersion },
-      status: {
-        conditions: [
-          cond('Bound', 'True', 'ServerBound', bound, t0),
-          ready,
-          cond(
-            'Booted',
-            'False',
-            'Booting',
-            `attempt 1/3: arrived [IPXEScriptFetched]; waiting for BootStateReceived until ${a.deadline}`,
-            t0,
-          ),
-        ],
-        boot: boot(a, 'AwaitingSignals', { history: history({ signals: { IPXEScriptFetched: ipxeAt } }) }),
-      },
-    },
-    { subresource: 'status' },
+  const c4 = await claimStatus(
+    c3,
+    ready,
+    cond(
+      'Booted',
+      'False',
+      'Booting',
+      `attempt 1/3: arrived [IPXEScriptFetched]; waiting for BootStateReceived until ${a.deadline}`,
+      t0,
+    ),
+    { boot: boot(a, 'AwaitingSignals', { history: history({ signals: { IPXEScriptFetched: ipxeAt } }) }) },
   );
   await signal(
     sbc3,
@@ -431,29 +420,20 @@ async function claimPhase(client: KubeClient, i: number, serverRv: string, run: 
   );
   const done = new Date();
   const doneAt = seconds(done);
-  const c5 = await client.mergePatch(
-    Resources.ServerClaim,
-    name,
-    NS,
+  const c5 = await claimStatus(
+    c4,
+    ready,
+    cond('Booted', 'True', 'BootCompleted', 'attempt 1/3 completed: BootStateReceived', doneAt),
     {
-      metadata: { resourceVersion: c4.metadata.resourceVersion },
-      status: {
-        conditions: [
-          cond('Bound', 'True', 'ServerBound', bound, t0),
-          ready,
-          cond('Booted', 'True', 'BootCompleted', 'attempt 1/3 completed: BootStateReceived', doneAt),
-        ],
-        boot: boot(a, 'Completed', {
-          completedAt: done.toISOString(),
-          history: history({
-            signals: { IPXEScriptFetched: ipxeAt, IgnitionDataFetched: ipxeAt, BootStateReceived: doneAt },
-            endedAt: done.toISOString(),
-            result: 'BootCompleted',
-          }),
+      boot: boot(a, 'Completed', {
+        completedAt: done.toISOString(),
+        history: history({
+          signals: { IPXEScriptFetched: ipxeAt, IgnitionDataFetched: ipxeAt, BootStateReceived: doneAt },
+          endedAt: done.toISOString(),
+          result: 'BootCompleted',
         }),
-      },
+      }),
     },
-    { subresource: 'status' },
   );
   const bootedAt = performance.now();
   if (FULL)
