@@ -8,7 +8,7 @@
 #   localhost/metal-base/debian:bookworm  debootstrap --variant=minbase from the Debian mirror apt
 #                                         is configured with (read from /etc/apt at run time);
 #   localhost/metal-base/node:20          that root file system plus this machine's Node.js 20
-#                                         package files (`dpkg -L nodejs`): the same Node as the host;
+#                                         (its node binary and npm): the same Node as the host;
 #   localhost/metal-base/golang:host      that root file system plus this machine's Go (/usr/local/go).
 # The image's own layers are then what the Dockerfile says: npm ci, tsc, the ignition tools.
 # The tag is a hash of every input file, so an unchanged tree reuses the image (no rebuild).
@@ -73,11 +73,11 @@ base_node() {
   [[ "$v" == v20.* ]] || { log "this machine's Node is $v, the image wants 20"; exit 1; }
   local c
   c=$(buildah from localhost/metal-base/debian:bookworm)
-  local files
-  files=$(mktemp)
-  dpkg -L nodejs | while read -r f; do [[ -f "$f" || -L "$f" ]] && echo "$f"; done > "$files"
-  tar -cf - -T "$files" | buildah run "$c" -- tar -xf - -C /
-  rm -f "$files"
+  # The node binary and the npm this machine runs (npm may be newer than the nodejs package's).
+  local npm
+  npm=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
+  tar -cf - "$(readlink -f "$(command -v node)")" "$npm" "$(command -v npm)" "$(command -v npx)" 2>/dev/null \
+    | buildah run "$c" -- tar -xf - -C /
   buildah config --env NODE_VERSION="${v#v}" --cmd node "$c"
   buildah commit --rm "$c" "$img" >&2
 }
@@ -121,12 +121,20 @@ if ! exists "$image"; then
   log "building $image from Dockerfile"
   mkdir -p "$HOME/go/pkg/mod" "$HOME/.cache/go-build"
   # chroot isolation: RUN steps need no runc or network namespace; they use this machine's network
-  # (the npm registry and the Go module proxy) and its Go module and build caches.
+  # (the npm registry and the Go module proxy) and its Go module and build caches. They also use
+  # this machine's trust store (where a site's TLS proxy adds its CA) with an npmrc naming it:
+  # mounted for the build steps only, so the image keeps Debian's own certificates.
+  npmrc=$(mktemp)
+  trap 'rm -f "$npmrc"' EXIT
+  mounts=(-v "$HOME/go/pkg/mod:/go/pkg/mod" -v "$HOME/.cache/go-build:/root/.cache/go-build")
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    echo "cafile=/etc/ssl/certs/ca-certificates.crt" > "$npmrc"
+    mounts+=(-v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro -v "$npmrc:/root/.npmrc:ro")
+  fi
   buildah bud --isolation chroot --pull-never --layers \
     --build-arg GO_IMAGE=localhost/metal-base/golang:host \
     --build-arg NODE_IMAGE=localhost/metal-base/node:20 \
-    -v "$HOME/go/pkg/mod:/go/pkg/mod" -v "$HOME/.cache/go-build:/root/.cache/go-build" \
-    -t "$image" -f Dockerfile . >&2
+    "${mounts[@]}" -t "$image" -f Dockerfile . >&2
 fi
 write_archive "$image"
 echo "$image"
