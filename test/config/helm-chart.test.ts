@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { CHART, helm, helmInstallArgs, helmTemplate, NAMESPACE } from './helm.js';
+import { CHART, helm, helmInstallArgs, helmTemplate, helmValuesFor, NAMESPACE } from './helm.js';
 import { CONFIG, kustomize, type Manifest, readAsKubectl } from './kubectl.js';
 
 type Obj = Record<string, unknown>;
@@ -271,5 +271,20 @@ describe('charts/metal-operator', () => {
       '--set',
       'bootNetwork.allowedRegistries=ghcr.io\\,registry.example:5000',
     ]);
+  });
+
+  it('helmValuesFor gives the image and ConfigMap metal-boot-network a kustomize overlay would set', () => {
+    const data = {
+      'registry-url': 'http://10.0.0.1:30100',
+      'bootserver-url': 'http://10.0.0.1:30082',
+      'probe-image': '10.0.0.1:5000/metal/probe:v1',
+      'allowed-registries': '10.0.0.1:5000,ghcr.io',
+      'insecure-registries': '10.0.0.1:5000',
+    };
+    const docs = render(helmValuesFor('localhost/metal-operator:dev-1', data, 'signals'));
+    assert.deepEqual(find(docs, 'ConfigMap', 'metal-boot-network').data, data);
+    for (const name of deployments)
+      assert.equal(container(docs, name).image, 'localhost/metal-operator:dev-1');
+    assert.throws(() => helmValuesFor('x:y', { 'registry-uri': 'z' }), /has no key registry-uri/);
   });
 });

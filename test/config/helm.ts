@@ -82,3 +82,36 @@ export function helmInstallArgs(
     ...helmSetArgs(values),
   ];
 }
+
+/** ConfigMap metal-boot-network's keys (config/manager/manager.yaml) -> the chart's values. */
+const BOOT_NETWORK_VALUES: Record<string, string> = {
+  'registry-url': 'bootNetwork.registryUrl',
+  'bootserver-url': 'bootNetwork.bootserverUrl',
+  'probe-image': 'bootNetwork.probeImage',
+  'allowed-registries': 'bootNetwork.allowedRegistries',
+  'insecure-registries': 'bootNetwork.insecureRegistries',
+};
+
+/**
+ * The values that make the chart deploy what a kustomize overlay of config/<layout> deploys when it
+ * sets only the image (`name:tag`) and ConfigMap metal-boot-network's `data` (keys as in that
+ * ConfigMap). Throws on a data key the ConfigMap does not have.
+ */
+export function helmValuesFor(
+  image: string,
+  bootNetwork: Record<string, string>,
+  layout: 'default' | 'signals' = 'default',
+): Record<string, string> {
+  const i = image.lastIndexOf(':');
+  const values: Record<string, string> = {
+    'image.repository': image.slice(0, i),
+    'image.tag': image.slice(i + 1),
+    'signals.enabled': String(layout === 'signals'),
+  };
+  for (const [k, v] of Object.entries(bootNetwork)) {
+    const key = BOOT_NETWORK_VALUES[k];
+    if (!key) throw new Error(`ConfigMap metal-boot-network has no key ${k}`);
+    values[key] = v;
+  }
+  return values;
+}
