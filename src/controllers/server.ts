@@ -23,8 +23,10 @@
  *   claim controller acts only after it sees Reserved, which this controller writes in a reconcile
  *   of its own: so an Available-state power-off can never race a claim's power-on.
  */
+
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
+import { discoveryBootConfigurationName } from '../api/boot-configuration-names.js';
 import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -70,9 +72,7 @@ import { TaintActions } from './taints.js';
 export const DISCOVERED_CONDITION = ConditionType.Discovered;
 
 /** Name of a Server's discovery SBC (in the manager namespace). */
-export function discoveryBootConfigurationName(server: string): string {
-  return `discovery-${server}`.slice(0, 240);
-}
+export { discoveryBootConfigurationName };
 
 export interface ServerControllerOptions {
   client: KubeClient;

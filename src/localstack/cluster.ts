@@ -97,7 +97,11 @@ export class Cluster {
     mkdirSync(opts.dir, { recursive: true });
     const bin = nodeBinaries();
     // The CRDs come from the shipped manifests (kubectl apply -k), as in a user's cluster.
-    const cp = await ControlPlane.start({ nodeAddress: opts.nodeAddress, exitOnSignal: true, installCRDs: false });
+    const cp = await ControlPlane.start({
+      nodeAddress: opts.nodeAddress,
+      exitOnSignal: true,
+      installCRDs: false,
+    });
     const c = new Cluster(opts, cp, bin);
     try {
       await c.boot();
