@@ -650,11 +650,19 @@ async function followBoots(
         console.log(state);
       }
       // Refused fetches of the current attempt (the boot server's FetchRefused, issue 28).
-      const sbc = await client.get<ServerBootConfiguration>(
-        Resources.ServerBootConfiguration,
-        name,
-        o.namespace,
-      );
+      // The claim's current SBC: its Server's bootConfigurationRef when it points into the claim's namespace.
+      const serverName = claim.spec.serverRef?.name;
+      const ref = serverName
+        ? (await client.get<Server>(Resources.Server, serverName))?.spec.bootConfigurationRef
+        : undefined;
+      const sbc =
+        ref?.name && ref.namespace === o.namespace
+          ? await client.get<ServerBootConfiguration>(
+              Resources.ServerBootConfiguration,
+              ref.name,
+              ref.namespace,
+            )
+          : undefined;
       const refused = sbc ? currentAttemptCondition(sbc, ConditionType.FetchRefused) : undefined;
       const refusedLine = refused && `  refused: ${refused.reason}: ${refused.message}`;
       if (refusedLine && !seen.has(refusedLine)) {

@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import { DnsmasqLeases } from '../../src/bootserver/address-source.js';
+import { bootsCommand } from '../../src/localstack/commands.js';
 import { Resources } from '../../src/runtime/resource.js';
 import {
   getFrom,
@@ -214,6 +215,23 @@ describe('machine identity: BMC NICs, DHCP leases, refusals', () => {
     assert.ok(cond?.message.includes(old) && /attempt 1/.test(cond.message), cond?.message);
     assert.match(cond!.message, / at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ /);
     assert.ok(!cond!.message.includes(s.token), 'no token in the condition');
+    // `metalctl boots` shows it under the claim's attempt.
+    const printed: string[] = [];
+    const log = console.log;
+    console.log = (line: string) => printed.push(line);
+    try {
+      await bootsCommand(s.claim!.metadata.name!, {
+        namespace: fx.namespace.name,
+        kubeconfig: fx.cluster.kubeconfigPath,
+        dir,
+      });
+    } finally {
+      console.log = log;
+    }
+    assert.ok(
+      printed.some((l) => l.startsWith('  refused: MACMismatch: attempt 1:') && l.includes(old)),
+      printed.join('\n'),
+    );
     for (let i = 0; i < 3; i++) assert.equal((await getFrom(scriptUrl(s), old)).status, 403);
     await waitFor('one aggregated FetchRefused Warning on the claim', 15_000, async () => {
       const evs = await warningEvents(
