@@ -122,7 +122,8 @@ export function parseProcNetArp(text: string): LeaseTable {
 
 /**
  * The boot server's IPv4 neighbour table (`/proc/net/arp` of its network namespace), read at most
- * once a second. Useful only where the boot server shares the L2 segment with the hosts.
+ * once a second (every 100 ms for an address not in it). Useful only where the boot server shares
+ * the L2 segment with the hosts.
  */
 export class NeighbourTable implements AddressMacSource {
   readonly name: string;
@@ -136,8 +137,8 @@ export class NeighbourTable implements AddressMacSource {
     this.name = `neighbours:${file}`;
   }
 
-  private current(): LeaseTable {
-    if (this.now() - this.readAt < 1000) return this.table;
+  private current(maxAgeMs = 1000): LeaseTable {
+    if (this.now() - this.readAt < maxAgeMs) return this.table;
     let text = '';
     try {
       text = readFileSync(this.file, 'utf8');
@@ -150,7 +151,9 @@ export class NeighbourTable implements AddressMacSource {
   }
 
   macOf(address: string): string | undefined {
-    return this.current().byAddress.get(address);
+    // The kernel resolves a new client while answering its TCP handshake: a miss in a table read
+    // before that is read again (at most every 100 ms).
+    return this.current().byAddress.get(address) ?? this.current(100).byAddress.get(address);
   }
 
   addressesOf(mac: string): string[] {

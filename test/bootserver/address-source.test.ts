@@ -70,6 +70,27 @@ describe('lease and neighbour parsing', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('NeighbourTable: read once a second, but a new address is looked for again after 100 ms', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arp-'));
+    try {
+      const file = join(dir, 'arp');
+      const head = 'IP address       HW type     Flags       HW address            Mask     Device\n';
+      writeFileSync(file, `${head}10.0.0.5 0x1 0x2 52:54:00:aa:bb:01 * eth0\n`);
+      let now = 1_000_000;
+      const src = new NeighbourTable(file, () => now);
+      assert.equal(src.macOf('10.0.0.5'), '52:54:00:aa:bb:01');
+      writeFileSync(
+        file,
+        `${head}10.0.0.5 0x1 0x2 52:54:00:aa:bb:01 * eth0\n10.0.0.6 0x1 0x2 52:54:00:aa:bb:02 * eth0\n`,
+      );
+      now += 50;
+      assert.equal(src.macOf('10.0.0.6'), undefined, 'within 100 ms: the table as read');
+      now += 100;
+      assert.equal(src.macOf('10.0.0.6'), '52:54:00:aa:bb:02', 'a miss reads the table again');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
   it('--client-mac-source: none, one source, a chain; a bad entry is an error', () => {
     assert.equal(parseAddressSource('none'), undefined);
     assert.ok(parseAddressSource('dnsmasq-leases=/x') instanceof DnsmasqLeases);
