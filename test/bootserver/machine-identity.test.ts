@@ -244,6 +244,23 @@ describe('machine identity: BMC NICs, DHCP leases, refusals', () => {
     });
   });
 
+  it('a pin refusal is visible too: FetchRefused ScriptPinned names the second client, a BMC without NICs keeps the old rule', async () => {
+    const s = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
+    await bmcReports(s, []);
+    await waitCached(fx.stack, s);
+    const [first, second] = [`${net}.4.2`, `${net}.4.3`];
+    assert.equal((await getFrom(scriptUrl(s), first)).status, 200, 'no NICs known: the first client gets it');
+    const pinned = await getFrom(scriptUrl(s), second);
+    assert.equal(reasonOf(pinned.text), 'ScriptPinned');
+    await waitFor(
+      'FetchRefused ScriptPinned written',
+      5_000,
+      async () => (await sbcCondition(fx.client, s, 'FetchRefused')).cond?.reason === 'ScriptPinned',
+    );
+    const { cond } = await sbcCondition(fx.client, s, 'FetchRefused');
+    assert.ok(cond!.message.includes(second) && !cond!.message.includes(s.token), cond!.message);
+  });
+
   it('an address change between attempts: the host still boots from its new lease, the old address gets nothing', async () => {
     const s = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
     const m1 = newMac();
