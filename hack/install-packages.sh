@@ -21,6 +21,14 @@ PACKAGES=(
   docker-registry   # the CNCF distribution registry: OCI image tests and the local stack's image registry
   apache2-utils     # htpasswd (bcrypt), for the registry's pull-secret tests
   prometheus        # promtool: hack/test.sh checks and unit-tests config/prometheus/rules.yaml
+  # The single-node cluster of the in-cluster tests (src/localstack/cluster.ts) and its image build:
+  containerd        # the container runtime the kubelet talks CRI to (with runc)
+  runc
+  containernetworking-plugins  # /usr/lib/cni: bridge, host-local, portmap, loopback
+  iptables          # kube-proxy's Service rules
+  conntrack         # kube-proxy clears stale UDP/NodePort entries with it
+  buildah           # builds the operator image from the Dockerfile (hack/build-image.sh)
+  debootstrap       # the Debian bookworm root file system of the local base images
 )
 
 log() { echo "[install-packages] $*" >&2; }

@@ -8,6 +8,11 @@ t0=$(date +%s)
 if [[ -x hack/install-packages.sh ]]; then bash hack/install-packages.sh; fi
 bash hack/ensure-node-deps.sh
 echo "[test] control plane binaries: $(bash hack/build-control-plane.sh)"
+# The in-cluster tests' node (kubelet, kube-proxy, kube-scheduler, pause) and the operator image
+# built from the Dockerfile: both cached (the image by a hash of its inputs).
+echo "[test] node binaries: $(bash hack/build-control-plane.sh --node)"
+image=$(bash hack/build-image.sh 2>/tmp/metal-build-image.log) || { cat /tmp/metal-build-image.log >&2; exit 1; }
+echo "[test] operator image: $image"
 echo "[test] ignition tools: $(bash hack/build-ignition-tools.sh)"
 # The pinned helm CLI (helm.sh/helm/v3), for test/config/helm-chart.test.ts and the in-cluster Helm install.
 echo "[test] helm: $(bash hack/build-helm.sh)"

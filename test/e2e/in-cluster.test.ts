@@ -18,10 +18,12 @@ import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { waitFor } from '../../src/localstack/control-plane.js';
 import { InClusterStack, OPERATOR_NAMESPACE } from '../../src/localstack/in-cluster.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
+import { helm, helmInstallArgs, helmValuesFor } from '../config/helm.js';
 
 const MANAGER = 'metal-operator-controller-manager';
 type Lease = KObject & { spec?: { holderIdentity?: string; leaseDurationSeconds?: number } };
 let stack: InClusterStack;
+let overlay = '';
 let dir: string;
 
 function figure(name: string, value: string): void {
@@ -125,7 +127,7 @@ describe('in-cluster: the shipped manifests in a real cluster', { timeout: 2_400
 
   it('in-cluster: kubectl apply -k config/default runs the operator as pods with the shipped RBAC, and VMs are discovered through the NodePorts', async () => {
     const t0 = Date.now();
-    await stack.deployKustomize('default');
+    overlay = await stack.deployKustomize('default');
     figure('kubectl apply -k to rolled out', `${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const pod = JSON.parse(
       await stack.kubectl([
@@ -256,5 +258,54 @@ describe('in-cluster: the shipped manifests in a real cluster', { timeout: 2_400
     assert.equal(powerOns(b, t0), 1, 'one power-on for claim c');
     assert.equal(powerOns(a, rollStart), 0, 'the booted claim a was not re-provisioned');
     assert.ok(booted(await claim('in-cluster-a')), 'claim a stays Booted');
+  });
+
+  it('in-cluster: the Helm chart (signals layout: registry and boot-server replicas) deploys the same operator and a claim boots', async () => {
+    // Uninstall as an operator does: claims and BMCs first, while the manager still runs their
+    // finalizers, then the kustomize install, CRDs and all.
+    await stack.kubectl(['delete', 'serverclaims', '--all', '-A', '--wait=true', '--timeout=300s']);
+    await stack.kubectl(['delete', 'bmcs', '--all', '--wait=true', '--timeout=300s']);
+    await stack.kubectl(['delete', '-k', overlay, '--wait=true', '--timeout=300s']);
+    await waitFor('namespace metal-system gone', 300_000, async () =>
+      (await stack.kubectl(['get', 'ns', '-o', 'name']))
+        .split('\n')
+        .every((n) => n !== 'namespace/metal-system'),
+    );
+    const t0 = Date.now();
+    const values = helmValuesFor(stack.image, stack.bootNetwork(), 'signals');
+    helm([...helmInstallArgs(values, { kubeconfig: stack.kubeconfigPath })]);
+    figure('helm install (signals layout) to available', `${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const deployments = (await stack.kubectl(['get', 'deploy', '-n', OPERATOR_NAMESPACE, '-o', 'name']))
+      .split('\n')
+      .filter(Boolean);
+    assert.deepEqual(deployments.sort(), [
+      'deployment.apps/metal-bootserver',
+      `deployment.apps/${MANAGER}`,
+      'deployment.apps/metal-registry',
+    ]);
+    await stack.createBmc();
+    let found: Server[] = [];
+    await waitFor('2 Servers Available (Helm)', 600_000, async () => {
+      found = (await servers()).filter((s) => s.status?.state === 'Available');
+      return found.length === 2;
+    });
+    const t1 = await applyClaim('in-cluster-helm', found[0]!.metadata.name!);
+    const c = await waitBooted('in-cluster-helm');
+    figure(
+      'claim applied to Booted=True (Helm, signals layout)',
+      `${((Date.now() - t1) / 1000).toFixed(1)} s`,
+    );
+    assert.equal(c.status?.boot?.attempt, 1);
+    assert.equal(powerOns(found[0]!, t1), 1);
+    // The replicas served the host, not the manager: the boot server's pods logged the script.
+    const logs = await stack.kubectl([
+      'logs',
+      '-n',
+      OPERATOR_NAMESPACE,
+      '-l',
+      'app.kubernetes.io/component=bootserver',
+      '--tail=-1',
+    ]);
+    assert.match(logs, /in-cluster-helm|"attempt":1/, 'a boot-server replica served the attempt');
   });
 });
