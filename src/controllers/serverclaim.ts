@@ -68,6 +68,8 @@ import {
   decide,
   needsPowerRead,
   type Outcome,
+  refusedStep,
+  resultOf,
   type SeriesDecision,
   type SeriesFacts,
   type Step,
@@ -85,7 +87,7 @@ import {
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import type { NetbootVia, PowerActions, PowerProgress } from './power.js';
+import { type NetbootVia, type PowerActions, type PowerProgress, powerRetry } from './power.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
@@ -418,7 +420,7 @@ class ServerClaimReconciler {
         message,
       );
     }
-    return { requeueAfterMs: p.requeueAfterMs ?? 5_000 };
+    return powerRetry(p);
   }
 
   async reconcile(req: Request): Promise<Result | undefined> {
@@ -508,8 +510,11 @@ class ServerClaimReconciler {
       book,
       wantOff: claim.spec.power === 'Off',
       retryAsked: claim.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY,
+      // A series that ended: out of attempts, or refused for good by the BMC (BootMethodUnsupported).
       exhausted:
-        book?.phase === AttemptPhase.Exhausted || bootedCond?.reason === BootedReason.AttemptsExhausted,
+        book?.phase === AttemptPhase.Exhausted ||
+        book?.phase === AttemptPhase.Refused ||
+        bootedCond?.reason === BootedReason.AttemptsExhausted,
       claimChanged: (claim.metadata.generation ?? 0) > (bootedCond?.observedGeneration ?? 0),
       configChanged:
         !!existing &&
@@ -718,6 +723,7 @@ class ServerClaimReconciler {
         reason: BootedReason.Booting,
         message: `${claimWording.attempt(x.book, x.s.maxAttempts)}: ${detail}`,
       }),
+      refused: (r) => refusedStep(x.book, r, Date.now(), claimWordingOf(x.sbc), x.s.maxAttempts),
       write: async (book, outcome) => {
         const stored = claim.status?.boot;
         if (stored && onlyProgress(step, stored, book, bootedCond, outcome)) {
@@ -739,9 +745,10 @@ class ServerClaimReconciler {
         Date.parse(x.book.poweredOnAt),
       );
     await this.afterStep(claim, x, step, carried);
+    // A failed BMC call is retried with a per-key growing delay, never past the attempt's deadline.
     if (step.phase === AttemptPhase.Completed)
-      return { requeueAfterMs: carried.requeueAfterMs ?? this.cfg.serverResyncMs };
-    return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
+      return resultOf({ ...carried, requeueAfterMs: carried.requeueAfterMs ?? this.cfg.serverResyncMs });
+    return resultOf(carried);
   }
 
   /** Events, metrics, logs and the NetBootOnce marker of a carried-out step. */
