@@ -154,12 +154,19 @@ function durationOr(text: string | undefined, fallback: number): number {
 export function claimBootSettings(claim: ServerClaim, cfg: ControllerConfig): ClaimBootSettings {
   const bc = claim.spec.bootCompletion;
   const own = bc?.conditions?.filter(isCompletionSignal) ?? [];
+  const timeoutMs = durationOr(bc?.timeout, cfg.bootTimeoutMs);
+  // A claim that sets its own timeout without a netbootTimeout keeps an early netboot signal: the
+  // manager's --netboot-timeout, but at most half the claim's timeout (a deadline at or after the
+  // full one would be none of its own).
+  const defaultNetboot = bc?.timeout
+    ? Math.max(MIN_ATTEMPT_MS, Math.min(cfg.netbootTimeoutMs, Math.floor(timeoutMs / 2)))
+    : cfg.netbootTimeoutMs;
   return {
     policy: claim.spec.bootPolicy ?? cfg.defaultBootPolicy,
     method: claim.spec.bootMethod ?? cfg.defaultBootMethod,
     completion: own.length ? own : [...cfg.bootCompletionConditions],
-    timeoutMs: durationOr(bc?.timeout, cfg.bootTimeoutMs),
-    netbootTimeoutMs: durationOr(bc?.netbootTimeout, cfg.netbootTimeoutMs),
+    timeoutMs,
+    netbootTimeoutMs: durationOr(bc?.netbootTimeout, defaultNetboot),
     maxAttempts: bc?.maxAttempts ?? cfg.bootMaxAttempts,
   };
 }

@@ -26,6 +26,7 @@ import {
   type AttemptView,
   carryOut,
   closeRecord,
+  deadlinesOf,
   type HandlerInput,
   HISTORY_LIMIT,
   phaseOf,
@@ -544,5 +545,25 @@ describe('BMC refusals (issue 30)', () => {
     assert.equal(q.backoffDelayMs('k', 2_000), 2_000);
     assert.equal(q.backoffDelayMs('big', 60_000), 60_000, "never below the dependency's own delay");
     void q.shutDown();
+  });
+
+  it('a claim that shortens its timeout gets a netboot deadline of its own: min(--netboot-timeout, timeout/2)', () => {
+    const claim = (bootCompletion: object) =>
+      ({ metadata: {}, spec: { power: 'On', image: 'i', bootCompletion } }) as unknown as ServerClaim;
+    const cfg = DEFAULT_CONTROLLER_CONFIG; // --boot-timeout 15m, --netboot-timeout 5m
+    assert.equal(claimBootSettings(claim({ timeout: '2m' }), cfg).netbootTimeoutMs, 60_000);
+    assert.equal(claimBootSettings(claim({ timeout: '1h' }), cfg).netbootTimeoutMs, 5 * 60_000);
+    assert.equal(
+      claimBootSettings(claim({ timeout: '2m', netbootTimeout: '90s' }), cfg).netbootTimeoutMs,
+      90_000,
+    );
+    assert.equal(
+      claimBootSettings(claim({}), cfg).netbootTimeoutMs,
+      5 * 60_000,
+      'the manager default otherwise',
+    );
+    // The early deadline exists: 1 min after power-on, before the 2 min one.
+    const s = claimBootSettings(claim({ timeout: '2m' }), cfg);
+    assert.equal(deadlinesOf(T0, s).netboot, T0 + 60_000);
   });
 });
