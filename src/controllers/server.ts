@@ -657,7 +657,9 @@ const DISCOVERY_EVENT: Record<string, string> = {
 /** `status.discovery` as engine bookkeeping (older objects have only a deadline: power-on = deadline - timeout). */
 function bookOf(d: Discovery, timeoutMs: number): AttemptBook {
   const legacyOn =
-    d.deadline && !d.poweredOnAt ? new Date(Date.parse(d.deadline) - timeoutMs).toISOString() : undefined;
+    d.deadline && !d.poweredOnAt && d.phase !== AttemptPhase.ReadyToPowerOn
+      ? new Date(Date.parse(d.deadline) - timeoutMs).toISOString()
+      : undefined;
   return { ...d, ...(legacyOn ? { poweredOnAt: legacyOn } : {}) };
 }
 

@@ -523,7 +523,7 @@ describe('BMC refusals (issue 30)', () => {
       write: async (b) => void retried.push(b),
     });
     assert.equal(r2.failed, true);
-    assert.equal(retried.at(-1)?.phase, v.book.phase);
+    assert.equal(retried.at(-1)?.phase, 'ReadyToPowerOn', 'retried: the power-on is pending');
   });
 
   it('classifies permanent refusals: no HttpBootUri, non-transient 4xx; not 409, 412, 429, 503', () => {

@@ -10,7 +10,7 @@ import { isTransitionalPowerState } from '../../bmc/bmc.js';
 import { classifyBmcFailure } from '../bmc-connections.js';
 import type { BootActionResult, PowerProgress } from '../power.js';
 import type { AttemptEvent, Outcome, PermanentRefusal, Step } from './handlers.js';
-import type { AttemptBook } from './phase.js';
+import { type AttemptBook, AttemptPhase } from './phase.js';
 
 /** The BMC of the attempt's server, as the runner uses it. */
 export interface AttemptPower {
@@ -78,7 +78,13 @@ export async function carryOut(c: CarryOut): Promise<Carried> {
 
 async function boot(c: CarryOut): Promise<Carried> {
   // While the power-on is not accepted the attempt's deadline (set by the first request) runs on.
-  const waiting: AttemptBook = { ...c.before, deadline: c.before.deadline ?? c.step.book.deadline };
+  // Phase ReadyToPowerOn says so in status (and tells this from a legacy discovery record, whose
+  // deadline without poweredOnAt meant "powered on at deadline - timeout").
+  const waiting: AttemptBook = {
+    ...c.before,
+    phase: AttemptPhase.ReadyToPowerOn,
+    deadline: c.before.deadline ?? c.step.book.deadline,
+  };
   const latestMs = Math.max(0, Date.parse(waiting.deadline ?? '') - Date.now() + 50);
   const retry = (requeueAfterMs: number): Carried => ({
     events: [],
