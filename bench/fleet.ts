@@ -210,6 +210,13 @@ async function run(n: number): Promise<FleetResult> {
     const claimWatch = new Informer<ServerClaim>(stack.client, Resources.ServerClaim, {
       namespace: 'default',
     });
+    // Versions of each claim (its status writes): a claim that loops writes hundreds (issue 30).
+    const writesOf = new Map<string, number>();
+    claimWatch.on('update', (c, old) => {
+      if (c.metadata.resourceVersion === old?.metadata.resourceVersion) return;
+      const name = c.metadata.name ?? '';
+      writesOf.set(name, (writesOf.get(name) ?? 0) + 1);
+    });
     await claimWatch.start();
     const t1 = performance.now();
     await pool(servers, 50, async (srv) => {
@@ -238,6 +245,7 @@ async function run(n: number): Promise<FleetResult> {
       return booted >= n;
     });
     const tBooted = (performance.now() - t1) / 1000;
+    assertEveryClaimClean(claimWatch.list(), writesOf);
     claimWatch.stop();
     const after = await apiRequestsByVerb(stack);
     const breakdownAfter = await apiBreakdown(stack);
@@ -276,6 +284,37 @@ async function run(n: number): Promise<FleetResult> {
     if (process.env.METAL_BENCH_KEEP) console.error(`[fleet ${n}] kept ${dir}`);
     else rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A claim of a healthy fleet writes its status a handful of times; more than this is a loop. */
+const MAX_CLAIM_WRITES = 20;
+
+/**
+ * Every claim of the healthy fleet booted at its first attempt: Booted=True BootCompleted, attempt
+ * 1 of series 1, no attempt in its history ended otherwise (TimedOut, NetbootNotObserved,
+ * AttemptsExhausted), and at most {@link MAX_CLAIM_WRITES} writes. Throws naming the claims that did not.
+ */
+function assertEveryClaimClean(claims: ServerClaim[], writesOf: Map<string, number>): void {
+  const bad: string[] = [];
+  for (const c of claims) {
+    const name = c.metadata.name ?? '';
+    const booted = c.status?.conditions?.find((x) => x.type === 'Booted');
+    const boot = c.status?.boot;
+    const why: string[] = [];
+    if (booted?.status !== 'True' || booted.reason !== 'BootCompleted')
+      why.push(`Booted ${booted?.status}/${booted?.reason}`);
+    if (boot?.attempt !== 1 || (boot.series ?? 1) !== 1)
+      why.push(`attempt ${boot?.attempt} series ${boot?.series}`);
+    const failed = (boot?.history ?? []).filter((h) => h.result && h.result !== 'BootCompleted');
+    if (failed.length) why.push(`history ${failed.map((h) => `${h.attempt}:${h.result}`).join(',')}`);
+    const w = writesOf.get(name) ?? 0;
+    if (w > MAX_CLAIM_WRITES) why.push(`${w} writes (hot loop)`);
+    if (why.length) bad.push(`${name}: ${why.join('; ')}`);
+  }
+  if (bad.length)
+    throw new Error(
+      `${bad.length} claim(s) did not boot cleanly at attempt 1:\n  ${bad.slice(0, 20).join('\n  ')}`,
+    );
 }
 
 function printBreakdown(b: Breakdown): void {

@@ -175,6 +175,13 @@ export const BootedReason = {
   Adopted: 'Adopted',
   /** `spec.power` is neither On nor Off: nothing is powered. */
   InvalidPower: 'InvalidPower',
+  /**
+   * Terminal: the BMC cannot boot the claim's way (boot target not offered, no `Boot.HttpBootUri` for
+   * HTTPBoot). No power action, no attempt used; a spec change or `operation=retry` starts again.
+   */
+  BootMethodUnsupported: 'BootMethodUnsupported',
+  /** Terminal: the BMC refused the power-on for good (a non-transient 4xx, no usable ResetType). As above. */
+  BootRefused: 'BootRefused',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
@@ -305,6 +312,9 @@ export const EventReason = {
   BootTimedOut: 'BootTimedOut',
   NetbootNotObserved: 'NetbootNotObserved',
   AttemptsExhausted: 'AttemptsExhausted',
+  /** A claim's series ended because the BMC refused it for good (see BootedReason.BootMethodUnsupported). */
+  BootMethodUnsupported: 'BootMethodUnsupported',
+  BootRefused: 'BootRefused',
   Adopted: 'Adopted',
   WaitingForPowerOff: 'WaitingForPowerOff',
   // Server

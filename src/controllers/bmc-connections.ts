@@ -16,6 +16,7 @@ import type { BMC } from '../bmc/bmc.js';
 import {
   BmcError,
   BootTargetNotSupportedError,
+  HttpBootUriNotSupportedError,
   isBmcBusy,
   RedfishAuthError,
   RedfishBudgetExceededError,
@@ -61,6 +62,12 @@ export interface BmcFailure {
    * changed, the same call succeeds shortly. Worth a pending condition, not a Warning.
    */
   busy?: boolean;
+  /**
+   * The BMC refused for good: asking again the same way gets the same answer (a boot target or
+   * `Boot.HttpBootUri` it does not offer, no usable ResetType, a 4xx that is not transient). A boot
+   * ends on it instead of retrying; `retryAfterMs` still paces callers that keep trying.
+   */
+  permanent?: 'unsupported' | 'refused';
 }
 
 /** Creates the BMC client; tests and embedders may replace it. */
@@ -260,6 +267,16 @@ export function httpMaybeApplied(status: number): boolean {
   return status >= 500 && status !== 503;
 }
 
+/**
+ * A 4xx refusal that the same request gets again (RFC 9110 §15.5): not 408 (timeout), 409 (conflict
+ * with the current state), 412/428 (a changed ETag: the client retries with the new one), 423, 425
+ * or 429 (wait and retry). 401 is an authentication failure of its own; transient MessageIds
+ * (a 400 during POST) were classified as busy before this is asked.
+ */
+export function permanentHttpRefusal(status: number): boolean {
+  return status >= 400 && status < 500 && ![401, 408, 409, 412, 423, 425, 428, 429].includes(status);
+}
+
 /** Maps a failure of a BMC call to a reason, a message and when to retry (at most {@link MAX_BMC_RETRY_AFTER_MS}). */
 export function classifyBmcFailure(err: unknown): BmcFailure {
   const f = classify(err);
@@ -335,14 +352,20 @@ function classifyTransportOrHttp(err: unknown): BmcFailure {
       message: err.message,
       retryAfterMs: Math.max(err.retryAfterMs ?? 0, busy ? 2_000 : 30_000),
       maybeApplied: httpMaybeApplied(err.status),
+      ...(permanentHttpRefusal(err.status) ? { permanent: 'refused' as const } : {}),
     };
   }
-  if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {
+  if (
+    err instanceof ResetTypeNotSupportedError ||
+    err instanceof BootTargetNotSupportedError ||
+    err instanceof HttpBootUriNotSupportedError
+  ) {
     return {
       reason: BmcFailureReason.BMCUnsupported,
       message: err.message,
       retryAfterMs: 5 * 60_000,
       maybeApplied: false,
+      permanent: err instanceof ResetTypeNotSupportedError ? 'refused' : 'unsupported',
     };
   }
   if (err instanceof RedfishParseError) {

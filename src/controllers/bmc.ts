@@ -233,7 +233,7 @@ class BmcReconciler {
       l.warn({ reason: f.reason, error: f.message }, 'BMC not usable');
       o.events.event(asEventObject(bmc), 'Warning', f.reason, f.message);
       await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message: f.message });
-      return { requeueAfterMs: Math.max(f.retryAfterMs, 5_000) };
+      return { requeueAfterMs: Math.max(f.retryAfterMs, 5_000), backoff: true };
     }
   }
 

@@ -50,6 +50,7 @@ import {
   carryOut,
   decide,
   type Outcome,
+  resultOf,
   type Step,
   type Wording,
 } from './boot-attempt/index.js';
@@ -57,7 +58,7 @@ import { type BootConfigurations, bootConfigurationReadiness } from './boot-conf
 import type { ControllerConfig } from './config.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
-import type { PowerActions } from './power.js';
+import { type PowerActions, powerRetry } from './power.js';
 
 export const CLEANED_CONDITION = ConditionType.Cleaned;
 
@@ -210,7 +211,7 @@ export class CleanupActions {
         'automatedCleaningMode is metadata but the manager has no --cleanup-image: not claimable until one is configured or the mode is disabled',
       );
       const p = await this.o.power.ensure(server, 'Off');
-      return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
+      return p.reached ? undefined : powerRetry(p);
     }
     const sbc = await this.syncConfiguration(server, c, plan.image);
     const { step } = decide({
@@ -273,7 +274,7 @@ export class CleanupActions {
     if (step.counts?.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: 'cleanup' });
     if (step.counts?.timedOut) this.o.bootMetrics.timeouts.inc({ flow: 'cleanup' });
     if (carried.events.length) log.info({ attempt: step.book.attempt, phase: step.phase }, 'cleanup step');
-    return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
+    return resultOf(carried);
   }
 
   /** The cleanup SBC of the current attempt, and the Server's reference to it. */
@@ -375,7 +376,7 @@ export class CleanupActions {
     );
     await this.removeConfiguration(updated);
     const p = await this.o.power.ensure(updated, 'Off');
-    return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
+    return p.reached ? undefined : powerRetry(p);
   }
 
   /** Deletes the cleanup SBC and clears a reference to it (idempotent, cheap when already gone). */

@@ -44,6 +44,8 @@ export interface PowerProgress {
   sent?: { resetType: ResetType; from: PowerState };
   /** The latest PowerState read by this call (after the action when one was sent and re-read). */
   lastRead?: PowerState;
+  /** A BMC call failed (`pending` says which): `requeueAfterMs` is its retry delay. */
+  failed?: boolean;
 }
 
 /**
@@ -312,7 +314,7 @@ export class PowerActions {
     if (!f.busy)
       this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
     await this.setPending(server, { reason: f.reason, message: pending });
-    return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending };
+    return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending, failed: true };
   }
 
   /** The pending action recorded in the condition (after a restart of the manager). */
@@ -366,6 +368,15 @@ export class PowerActions {
   private log(server: Server): pino.Logger {
     return this.o.log.child({ server: server.metadata.name, systemUUID: server.spec.systemUUID });
   }
+}
+
+/**
+ * The controller Result of power progress not reached yet: its requeue (5 s when it gave none),
+ * grown per key while the BMC call fails (runtime Result.backoff).
+ */
+export function powerRetry(p: PowerProgress): { requeueAfterMs: number; backoff?: boolean } {
+  const requeueAfterMs = p.requeueAfterMs ?? 5_000;
+  return p.failed ? { requeueAfterMs, backoff: true } : { requeueAfterMs };
 }
 
 function waitingFor(goal: PowerGoal): string {

@@ -62,6 +62,7 @@ import {
   carryOut,
   decide,
   type Outcome,
+  resultOf,
   type Step,
   type Wording,
 } from './boot-attempt/index.js';
@@ -71,7 +72,7 @@ import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
-import type { PowerActions } from './power.js';
+import { type PowerActions, powerRetry } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
 import { TaintActions } from './taints.js';
 
@@ -265,7 +266,7 @@ class ServerReconciler {
     if (findCondition(server.status?.conditions, ConditionType.PowerActionPending)?.status !== 'True')
       return undefined;
     const p = await this.o.power.ensure(server, 'Off');
-    return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs ?? 5_000 };
+    return p.reached ? undefined : powerRetry(p);
   }
 
   private async reserved(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
@@ -335,7 +336,7 @@ class ServerReconciler {
       const f = classifyBmcFailure(err);
       log.warn({ reason: f.reason, error: f.message }, 'cannot read the system');
       await this.discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
-      return { requeueAfterMs: f.retryAfterMs };
+      return { requeueAfterMs: f.retryAfterMs, backoff: true };
     }
     this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
     // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
@@ -417,7 +418,7 @@ class ServerReconciler {
     if (step.counts?.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
     if (step.counts?.timedOut) this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
     if (carried.events.length) log.info({ attempt: step.book.attempt, phase: step.phase }, 'discovery step');
-    return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
+    return resultOf(carried);
   }
 
   /**
@@ -514,7 +515,7 @@ class ServerReconciler {
     );
     await this.removeDiscoveryConfiguration(updated);
     const p = await this.o.power.ensure(updated, 'Off');
-    return p.reached ? undefined : { requeueAfterMs: p.requeueAfterMs };
+    return p.reached ? undefined : powerRetry(p);
   }
 
   private async complete(
@@ -576,7 +577,7 @@ class ServerReconciler {
     await this.removeDiscoveryConfiguration(server);
     await this.cleanup.removeConfiguration(server);
     const p = await this.o.power.ensure(server, 'Off');
-    return { requeueAfterMs: p.reached ? this.cfg.serverResyncMs : (p.requeueAfterMs ?? 5_000) };
+    return p.reached ? { requeueAfterMs: this.cfg.serverResyncMs } : powerRetry(p);
   }
 
   /** Deletes the discovery SBC and clears a reference to it (idempotent, cheap when already gone). */
@@ -681,7 +682,9 @@ const DISCOVERY_EVENT: Record<string, string> = {
 /** `status.discovery` as engine bookkeeping (older objects have only a deadline: power-on = deadline - timeout). */
 function bookOf(d: Discovery, timeoutMs: number): AttemptBook {
   const legacyOn =
-    d.deadline && !d.poweredOnAt ? new Date(Date.parse(d.deadline) - timeoutMs).toISOString() : undefined;
+    d.deadline && !d.poweredOnAt && d.phase !== AttemptPhase.ReadyToPowerOn
+      ? new Date(Date.parse(d.deadline) - timeoutMs).toISOString()
+      : undefined;
   return { ...d, ...(legacyOn ? { poweredOnAt: legacyOn } : {}) };
 }
 

@@ -68,6 +68,8 @@ import {
   decide,
   needsPowerRead,
   type Outcome,
+  refusedStep,
+  resultOf,
   type SeriesDecision,
   type SeriesFacts,
   type Step,
@@ -85,7 +87,7 @@ import {
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import type { NetbootVia, PowerActions, PowerProgress } from './power.js';
+import { type NetbootVia, type PowerActions, type PowerProgress, powerRetry } from './power.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
@@ -152,12 +154,19 @@ function durationOr(text: string | undefined, fallback: number): number {
 export function claimBootSettings(claim: ServerClaim, cfg: ControllerConfig): ClaimBootSettings {
   const bc = claim.spec.bootCompletion;
   const own = bc?.conditions?.filter(isCompletionSignal) ?? [];
+  const timeoutMs = durationOr(bc?.timeout, cfg.bootTimeoutMs);
+  // A claim that sets its own timeout without a netbootTimeout keeps an early netboot signal: the
+  // manager's --netboot-timeout, but at most half the claim's timeout (a deadline at or after the
+  // full one would be none of its own).
+  const defaultNetboot = bc?.timeout
+    ? Math.max(MIN_ATTEMPT_MS, Math.min(cfg.netbootTimeoutMs, Math.floor(timeoutMs / 2)))
+    : cfg.netbootTimeoutMs;
   return {
     policy: claim.spec.bootPolicy ?? cfg.defaultBootPolicy,
     method: claim.spec.bootMethod ?? cfg.defaultBootMethod,
     completion: own.length ? own : [...cfg.bootCompletionConditions],
-    timeoutMs: durationOr(bc?.timeout, cfg.bootTimeoutMs),
-    netbootTimeoutMs: durationOr(bc?.netbootTimeout, cfg.netbootTimeoutMs),
+    timeoutMs,
+    netbootTimeoutMs: durationOr(bc?.netbootTimeout, defaultNetboot),
     maxAttempts: bc?.maxAttempts ?? cfg.bootMaxAttempts,
   };
 }
@@ -418,7 +427,7 @@ class ServerClaimReconciler {
         message,
       );
     }
-    return { requeueAfterMs: p.requeueAfterMs ?? 5_000 };
+    return powerRetry(p);
   }
 
   async reconcile(req: Request): Promise<Result | undefined> {
@@ -508,8 +517,11 @@ class ServerClaimReconciler {
       book,
       wantOff: claim.spec.power === 'Off',
       retryAsked: claim.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_RETRY,
+      // A series that ended: out of attempts, or refused for good by the BMC (BootMethodUnsupported).
       exhausted:
-        book?.phase === AttemptPhase.Exhausted || bootedCond?.reason === BootedReason.AttemptsExhausted,
+        book?.phase === AttemptPhase.Exhausted ||
+        book?.phase === AttemptPhase.Refused ||
+        bootedCond?.reason === BootedReason.AttemptsExhausted,
       claimChanged: (claim.metadata.generation ?? 0) > (bootedCond?.observedGeneration ?? 0),
       configChanged:
         !!existing &&
@@ -718,6 +730,7 @@ class ServerClaimReconciler {
         reason: BootedReason.Booting,
         message: `${claimWording.attempt(x.book, x.s.maxAttempts)}: ${detail}`,
       }),
+      refused: (r) => refusedStep(x.book, r, Date.now(), claimWordingOf(x.sbc), x.s.maxAttempts),
       write: async (book, outcome) => {
         const stored = claim.status?.boot;
         if (stored && onlyProgress(step, stored, book, bootedCond, outcome)) {
@@ -739,9 +752,10 @@ class ServerClaimReconciler {
         Date.parse(x.book.poweredOnAt),
       );
     await this.afterStep(claim, x, step, carried);
+    // A failed BMC call is retried with a per-key growing delay, never past the attempt's deadline.
     if (step.phase === AttemptPhase.Completed)
-      return { requeueAfterMs: carried.requeueAfterMs ?? this.cfg.serverResyncMs };
-    return carried.requeueAfterMs !== undefined ? { requeueAfterMs: carried.requeueAfterMs } : undefined;
+      return resultOf({ ...carried, requeueAfterMs: carried.requeueAfterMs ?? this.cfg.serverResyncMs });
+    return resultOf(carried);
   }
 
   /** Events, metrics, logs and the NetBootOnce marker of a carried-out step. */

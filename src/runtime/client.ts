@@ -93,6 +93,9 @@ export function withRequestOrigin<T>(origin: string, fn: () => T): T {
 }
 const originStore = new AsyncLocalStorage<string>();
 
+/** See {@link KubeClient.onObject}: an object the API server answered, and the origin that wrote it. */
+export type ObjectListener = (obj: KObject, writer: string | undefined) => void;
+
 export interface ListOptions {
   namespace?: string;
   labelSelector?: string;
@@ -180,7 +183,7 @@ export class KubeClient {
    */
   private readonly versions = new Map<string, string>();
   /** Called with every object a single-object GET, create, update or patch answered (see {@link onObject}). */
-  private readonly objectListeners: ((obj: KObject) => void)[] = [];
+  private readonly objectListeners: ObjectListener[] = [];
 
   /**
    * Reads the current context of `kc`. Credentials and TLS material are loaded once (lazily, on the
@@ -210,8 +213,10 @@ export class KubeClient {
    * `get()` then serves the newest version this process has seen (client-go's `MutationCache`) —
    * without it a reconcile that follows its own write reads the older cached version, writes again
    * for nothing or is refused with 409. `fn` must not modify the object (it is the caller's answer).
+   * `writer`: for a write's answer (create, update, patch), the request origin that made it (see
+   * {@link withRequestOrigin}); undefined for a GET.
    */
-  onObject(fn: (obj: KObject) => void): void {
+  onObject(fn: ObjectListener): void {
     this.objectListeners.push(fn);
   }
 
@@ -619,7 +624,7 @@ export class KubeClient {
         const out = text ? JSON.parse(text) : undefined;
         if (this.metrics) this.noteWrite(spec, out, origin, knownBefore);
         if (spec.verb !== 'list' && spec.verb !== 'delete' && this.objectListeners.length)
-          this.tellObject(out);
+          this.tellObject(out, spec.verb === 'get' ? undefined : origin);
         return out;
       }
       const err = httpError(spec.method, path, res.statusCode, text, res.headers);
@@ -633,10 +638,10 @@ export class KubeClient {
     }
   }
 
-  private tellObject(out: unknown): void {
+  private tellObject(out: unknown, writer: string | undefined): void {
     const obj = out as KObject | undefined;
     if (!obj?.metadata?.resourceVersion || !obj.kind || obj.kind.endsWith('List')) return;
-    for (const fn of this.objectListeners) fn(obj);
+    for (const fn of this.objectListeners) fn(obj, writer);
   }
 
   private observe(spec: RequestSpec, status: number, t0: number, origin: string): void {

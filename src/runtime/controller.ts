@@ -4,6 +4,12 @@
  * stop/start, e.g. a leadership change); a failing reconcile is retried with per-key exponential
  * backoff; `requeueAfterMs` schedules a later run (the way to poll slow external state such as BMCs
  * without blocking a worker).
+ *
+ * A controller's own writes do not defeat its requeue delay: the watch echo of a write this
+ * controller made (Informer.writtenBy: same resourceVersion, same request origin) re-enqueues its
+ * key only when the reconcile that wrote it asked for no later run; after a `requeueAfterMs` the
+ * echo waits for that time (the reconcile already knew what it wrote). Changes by anyone else
+ * enqueue at once, as before.
  */
 import type pino from 'pino';
 import { ApiError, withRequestOrigin } from './client.js';
@@ -28,6 +34,14 @@ export interface Request {
 export interface Result {
   requeueAfterMs?: number;
   requeue?: boolean;
+  /**
+   * With `requeueAfterMs`: the run failed on an external dependency (a BMC refused); the delay grows
+   * per key, `requeueAfterMs·2^n` for the n-th such result in a row, up to the queue's
+   * `maxRequeueBackoffMs` (see WorkQueue.backoffDelayMs). Any other result resets it.
+   */
+  backoff?: boolean;
+  /** With `backoff`: the grown delay never exceeds this many ms (a deadline that must be acted on). */
+  latestMs?: number;
 }
 
 export interface ControllerOptions {
@@ -47,6 +61,13 @@ export class Controller {
   private workersDone: Promise<void> = Promise.resolve();
   private readonly workers: number;
   private readonly log: pino.Logger;
+  /** Keys whose last reconcile asked to run again not before this time (performance.now() ms). */
+  private readonly holdUntil = new Map<string, number>();
+  /**
+   * Update events that arrived while their key's reconcile ran, each with its "is it our own echo?"
+   * test: any foreign one re-enqueues at once; echoes only when the reconcile asked for no delay.
+   */
+  private readonly duringRun = new Map<string, (() => boolean)[]>();
 
   constructor(
     readonly name: string,
@@ -73,11 +94,22 @@ export class Controller {
       }
       for (const r of reqs) this.enqueue(r);
     };
+    const updated = (obj: T, old?: T) => {
+      let reqs: Request[];
+      try {
+        reqs = toRequests(obj);
+        if (map && old) reqs = [...reqs, ...toRequests(old)];
+      } catch (err) {
+        this.log.error({ err, informer: inf.rt.kind }, 'watch map function threw');
+        return;
+      }
+      // The watch may deliver a write's echo before the write's own answer has been read, so
+      // whether it is an echo is asked again when the reconcile of its key ends.
+      const own = () => inf.writtenBy(obj) === this.name;
+      for (const r of reqs) this.enqueueUpdate(r, own);
+    };
     inf.on('add', (o) => enqueueFor(o));
-    inf.on('update', (o, old) => {
-      if (map && old) enqueueFor(old);
-      enqueueFor(o);
-    });
+    inf.on('update', (o, old) => updated(o, old));
     inf.on('delete', (o) => enqueueFor(o));
     this.sources.push(() => {
       for (const o of inf.list()) enqueueFor(o);
@@ -108,6 +140,29 @@ export class Controller {
   enqueue(req: Request): void {
     if (!req.name) return;
     this.queue?.add(req.namespace ? `${req.namespace}/${req.name}` : req.name);
+  }
+
+  /** An update event for `req`; `own()`: it is the echo of this controller's write (see the class comment). */
+  private enqueueUpdate(req: Request, own: () => boolean): void {
+    const q = this.queue;
+    if (!req.name || !q) return;
+    const key = req.namespace ? `${req.namespace}/${req.name}` : req.name;
+    if (q.isProcessing(key)) {
+      const list = this.duringRun.get(key) ?? [];
+      list.push(own);
+      this.duringRun.set(key, list);
+      return;
+    }
+    if (!own()) {
+      q.add(key);
+      return;
+    }
+    const wait = (this.holdUntil.get(key) ?? 0) - performance.now();
+    if (wait > 0) q.addAfter(key, wait);
+    else {
+      this.holdUntil.delete(key);
+      q.add(key);
+    }
   }
 
   /** Queues `req` after `ms` milliseconds. */
@@ -163,17 +218,32 @@ export class Controller {
     let result: 'success' | 'error' | 'requeue' | 'requeue_after' = 'success';
     try {
       const res = await withRequestOrigin(this.name, () => this.opts.reconcile(parseObjectKey(key)));
+      const during = this.duringRun.get(key) ?? [];
+      this.duringRun.delete(key);
+      const echo = during.length > 0;
+      if (during.some((own) => !own())) q.add(key);
       if (res?.requeueAfterMs && res.requeueAfterMs > 0) {
-        q.forget(key);
-        q.addAfter(key, res.requeueAfterMs);
+        let delay = res.requeueAfterMs;
+        if (res.backoff) {
+          delay = q.backoffDelayMs(key, delay);
+          if (res.latestMs !== undefined) delay = Math.min(delay, Math.max(0, res.latestMs));
+        } else q.forget(key);
+        q.addAfter(key, delay);
+        this.holdUntil.set(key, performance.now() + delay);
         result = 'requeue_after';
-      } else if (res?.requeue) {
-        q.addRateLimited(key);
-        result = 'requeue';
       } else {
-        q.forget(key);
+        this.holdUntil.delete(key);
+        if (res?.requeue) {
+          q.addRateLimited(key);
+          result = 'requeue';
+        } else {
+          q.forget(key);
+          if (echo) q.add(key);
+        }
       }
     } catch (err) {
+      this.duringRun.delete(key);
+      this.holdUntil.delete(key);
       result = 'error';
       m?.reconcileErrors.inc({ controller: this.name });
       // Conflicts are the normal outcome of optimistic concurrency: retry quietly, with the per-key

@@ -78,6 +78,8 @@ export function stripManagedFields<T extends KObject>(obj: T): T {
 
 /** Objects kept by `observe()` ahead of the watch, at most (oldest out); the watch normally drains them in ms. */
 const MAX_OBSERVED = 10_000;
+/** Versions remembered per object for {@link Informer.writtenBy}. */
+const WRITERS_PER_KEY = 8;
 /**
  * How long `get()` answers with an object this process created before the watch delivered it: long
  * enough for any watch lag seen here, short enough that a creation the watch never shows (deleted
@@ -108,6 +110,8 @@ export class Informer<T extends KObject> {
   private readonly store = new Map<string, T>();
   /** key → a later version than `store` has, from `observe()`; dropped once the watch catches up. */
   private readonly observed = new Map<string, T>();
+  /** key → the last versions this process wrote and who wrote them (oldest out; see {@link writtenBy}). */
+  private readonly writers = new Map<string, { rv: string; writer: string }[]>();
   /** keys of `observed` this process created (not yet in `store`) → when that view expires (ms). */
   private readonly createdUntil = new Map<string, number>();
   /** The label selector's terms, when creations can be checked against it (equality-based). */
@@ -212,11 +216,13 @@ export class Informer<T extends KObject> {
    * would include — a creation of this process, answered by `get()` for at most
    * {@link CREATED_VIEW_MS} unless the watch delivers it first; ignored otherwise (objects outside
    * the selector never enter; `list()` and indexes show only watched objects). Not modified: a
-   * transformed copy is kept.
+   * transformed copy is kept. `writer`: the request origin whose write answered `obj` (a
+   * controller's name), remembered for {@link writtenBy}.
    */
-  observe(obj: KObject): void {
+  observe(obj: KObject, writer?: string): void {
     if (obj.kind !== this.rt.kind || obj.apiVersion !== apiVersionOf(this.rt)) return;
     const key = objectKey(obj);
+    if (writer !== undefined && obj.metadata.resourceVersion) this.noteWriter(key, obj, writer);
     const cached = this.store.get(key);
     const pending = this.observed.get(key);
     if (!cached) {
@@ -242,6 +248,27 @@ export class Informer<T extends KObject> {
     if (this.rt.namespaced && this.opts.namespace && obj.metadata.namespace !== this.opts.namespace)
       return false;
     return matchesTerms(this.selectorTerms, obj.metadata.labels);
+  }
+
+  /**
+   * The request origin (a controller's name, {@link withRequestOrigin}) whose write produced exactly
+   * this version of `obj` in this process, or undefined (another process, or not known). How a
+   * controller tells the watch echo of its own write from a change made by someone else.
+   */
+  writtenBy(obj: KObject): string | undefined {
+    const rv = obj.metadata.resourceVersion;
+    if (!rv) return undefined;
+    return this.writers.get(objectKey(obj))?.find((w) => w.rv === rv)?.writer;
+  }
+
+  private noteWriter(key: string, obj: KObject, writer: string): void {
+    const list = this.writers.get(key) ?? [];
+    list.push({ rv: obj.metadata.resourceVersion!, writer });
+    // A reconcile writes an object a few times at most before the watch delivers the first echo.
+    if (list.length > WRITERS_PER_KEY) list.shift();
+    this.writers.delete(key);
+    this.writers.set(key, list);
+    if (this.writers.size > MAX_OBSERVED) this.writers.delete(this.writers.keys().next().value!);
   }
 
   private dropObserved(key: string): void {
@@ -480,6 +507,7 @@ export class Informer<T extends KObject> {
   private remove(key: string, last: T): void {
     const cached = this.store.get(key);
     this.dropObserved(key);
+    this.writers.delete(key);
     if (!cached) return;
     this.store.delete(key);
     if (this.rt.namespaced) {

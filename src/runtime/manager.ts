@@ -78,8 +78,8 @@ export class Manager {
       metrics: this.metrics,
     });
     this.events = new EventRecorder(this.client, opts.name, { log: this.log });
-    this.client.onObject((obj) => {
-      for (const inf of this.informers.values()) inf.observe(obj);
+    this.client.onObject((obj, writer) => {
+      for (const inf of this.informers.values()) inf.observe(obj, writer);
     });
     const le = opts.leaderElection;
     if (le) {

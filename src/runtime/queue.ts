@@ -25,6 +25,11 @@ export interface WorkQueueOptions {
   ratePerSecond?: number;
   /** Token-bucket size. Default 100. */
   burst?: number;
+  /**
+   * Cap of a growing requeue delay ({@link WorkQueue.backoffDelayMs}), ms. Default 300 000 (5 min,
+   * the longest BMC `Retry-After` the controllers honour).
+   */
+  maxRequeueBackoffMs?: number;
   /** Label for metrics and logs. */
   name?: string;
   metrics?: RuntimeMetrics;
@@ -34,6 +39,7 @@ export class WorkQueue {
   readonly name: string;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
+  private readonly maxRequeueBackoffMs: number;
   private readonly rate: number;
   private readonly burst: number;
   /** FIFO of keys ready for a worker; `head` avoids O(n) shifts. */
@@ -61,6 +67,7 @@ export class WorkQueue {
     this.name = opts.name ?? 'queue';
     this.baseDelayMs = opts.baseDelayMs ?? 5;
     this.maxDelayMs = opts.maxDelayMs ?? 1_000_000;
+    this.maxRequeueBackoffMs = opts.maxRequeueBackoffMs ?? 300_000;
     this.rate = opts.ratePerSecond ?? 10;
     this.burst = opts.burst ?? 100;
     this.tokens = this.burst;
@@ -127,6 +134,24 @@ export class WorkQueue {
     this.failures.set(key, n + 1);
     this.m?.retries.inc();
     this.addAfter(key, this.itemDelayMs(n));
+  }
+
+  /**
+   * The delay of a requeue after a failure of an external dependency whose own delay is `ms`: `ms`
+   * doubled per earlier such failure of `key` since the last `forget` (`ms·2^failures`), at most
+   * `maxRequeueBackoffMs` but never below `ms`; counts a failure. What keeps a dependency that
+   * refuses for good (a BMC) from being asked at its own fixed pace forever.
+   */
+  backoffDelayMs(key: string, ms: number): number {
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    this.m?.retries.inc();
+    return Math.max(ms, Math.min(this.maxRequeueBackoffMs, ms * 2 ** n));
+  }
+
+  /** Whether a worker holds `key` (between `get()` and `done()`). */
+  isProcessing(key: string): boolean {
+    return this.processing.has(key);
   }
 
   /** Clears the failure count of `key` (after a successful reconcile). */

@@ -56,6 +56,12 @@ export interface ServiceProfile {
   reportBootMode: boolean;
   /** `BootSourceOverrideTarget@Redfish.AllowableValues`, also what a PATCH may set. */
   bootTargets: string[];
+  /**
+   * Report `Boot.HttpBootUri` (ComputerSystem v1_9_0+) when `bootTargets` offers `UefiHttp`. False: a
+   * BMC that allows `UefiHttp` but cannot be told what to fetch (older firmware), which a client
+   * must refuse to HTTP-boot rather than retry.
+   */
+  reportHttpBootUri: boolean;
   /** Boot override of every system at start; may hold a vendor value (e.g. target `UsbKey`). */
   initialBoot: BootOverrideState;
   /** Refuse (400 `PropertyMissing`) a Boot PATCH carrying only one of Target and Enabled. */
@@ -99,6 +105,7 @@ export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
   uuidCase: 'upper',
   reportBootMode: true,
   bootTargets: [...SUPPORTED_BOOT_TARGETS],
+  reportHttpBootUri: true,
   initialBoot: { target: 'None', enabled: 'Disabled', mode: 'UEFI' },
   bootTargetWithEnabled: false,
   postWindowMs: 0,

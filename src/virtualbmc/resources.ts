@@ -49,6 +49,11 @@ export function collection(type: string, name: string, uri: string, members: str
   };
 }
 
+/** Whether systems have `Boot.HttpBootUri`: `UefiHttp` is offered and the profile reports the property. */
+function offersHttpBootUri(profile: ServiceProfile): boolean {
+  return profile.bootTargets.includes('UefiHttp') && profile.reportHttpBootUri !== false;
+}
+
 export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powerState: string): Json {
   if (profile.tree !== undefined) return treeComputerSystem(profile.tree, sys, profile, powerState);
   const id = sys.host.identity;
@@ -56,7 +61,7 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     BootSourceOverrideEnabled: sys.boot.enabled,
     BootSourceOverrideTarget: sys.boot.target,
     'BootSourceOverrideTarget@Redfish.AllowableValues': profile.bootTargets,
-    ...(profile.bootTargets.includes('UefiHttp') ? { HttpBootUri: sys.boot.httpBootUri ?? null } : {}),
+    ...(offersHttpBootUri(profile) ? { HttpBootUri: sys.boot.httpBootUri ?? null } : {}),
   };
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
   const reset: Json = { target: `${sys.uri}/Actions/ComputerSystem.Reset` };
@@ -112,7 +117,8 @@ export function treeComputerSystem(
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = sys.boot.mode;
   else delete boot['BootSourceOverrideMode'];
   boot['BootSourceOverrideTarget@Redfish.AllowableValues'] = profile.bootTargets;
-  if (profile.bootTargets.includes('UefiHttp')) boot['HttpBootUri'] = sys.boot.httpBootUri ?? null;
+  if (offersHttpBootUri(profile)) boot['HttpBootUri'] = sys.boot.httpBootUri ?? null;
+  else delete boot['HttpBootUri'];
   const out: Json = {
     ...body,
     '@odata.id': sys.uri,
@@ -152,7 +158,7 @@ export function systemSettings(sys: VirtualSystem, profile: ServiceProfile): Jso
     BootSourceOverrideTarget: effective.target,
   };
   if (profile.reportBootMode) boot['BootSourceOverrideMode'] = effective.mode;
-  if (profile.bootTargets.includes('UefiHttp')) boot['HttpBootUri'] = effective.httpBootUri ?? null;
+  if (offersHttpBootUri(profile)) boot['HttpBootUri'] = effective.httpBootUri ?? null;
   return {
     '@odata.type': '#ComputerSystem.v1_22_0.ComputerSystem',
     '@odata.id': `${sys.uri}/Settings`,

@@ -622,7 +622,7 @@ function parseBootPatch(body: Record<string, unknown>, profile: ServiceProfile):
         fail(400, 'PropertyValueNotInList', `Boot/${key} ${String(value)}`);
       changes.target = value as string;
     } else if (key === 'HttpBootUri') {
-      if (!profile.bootTargets.includes('UefiHttp'))
+      if (!profile.bootTargets.includes('UefiHttp') || profile.reportHttpBootUri === false)
         fail(400, 'PropertyUnknown', `property Boot/${key} is not supported`);
       if (value !== null && (typeof value !== 'string' || !/^https?:\/\/\S+$/.test(value)))
         fail(400, 'PropertyValueFormatError', `Boot/${key} must be an http(s) URI or null`);

@@ -10,18 +10,28 @@ import { describe, it } from 'node:test';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { BootedReason, EventReason } from '../../src/api/vocabulary.js';
 import type { PowerState } from '../../src/bmc/bmc.js';
-import { RedfishBudgetExceededError, RedfishHttpError } from '../../src/bmc/errors.js';
-import { classifyBmcFailure, MAX_BMC_RETRY_AFTER_MS } from '../../src/controllers/bmc-connections.js';
+import {
+  HttpBootUriNotSupportedError,
+  RedfishBudgetExceededError,
+  RedfishHttpError,
+} from '../../src/bmc/errors.js';
+import {
+  type BmcFailure,
+  classifyBmcFailure,
+  MAX_BMC_RETRY_AFTER_MS,
+} from '../../src/controllers/bmc-connections.js';
 import {
   type AttemptBook,
   type AttemptPower,
   type AttemptView,
   carryOut,
   closeRecord,
+  deadlinesOf,
   type HandlerInput,
   HISTORY_LIMIT,
   phaseOf,
   recordProgress,
+  refusedStep,
   seriesDecision,
   stepFor,
   type Wording,
@@ -438,5 +448,122 @@ describe('defects of the attempt lifecycle (issue 14 item 5)', () => {
     assert.equal(s.timeoutMs, 24 * 3_600_000);
     assert.equal(s.netbootTimeoutMs, 1_000);
     assert.deepEqual(s.completion, ['IPXEScriptFetched']);
+  });
+});
+
+describe('BMC refusals (issue 30)', () => {
+  const v = view({ book: { attempt: 1, firstAttempt: 1 } });
+  const step = stepFor(phaseOf(v), input(v));
+  const pending = (detail: string) => ({ status: 'False' as const, reason: 'Booting', message: detail });
+  const refusal = (f: Partial<BmcFailure>): BootActionResult => ({
+    ok: false,
+    failure: { reason: 'BMCUnavailable', message: 'x', retryAfterMs: 2_000, maybeApplied: false, ...f },
+  });
+
+  it('a refused power-on keeps the deadline of its first request, and reaches it without poweredOnAt', async () => {
+    const books: AttemptBook[] = [];
+    const r = await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower([], { boot: refusal({}) }),
+      pending,
+      write: async (b) => void books.push(b),
+    });
+    const kept = books.at(-1)!;
+    assert.equal(kept.poweredOnAt, undefined);
+    assert.equal(kept.deadline, iso(T0 + settings.timeoutMs), 'the deadline runs from the first request');
+    assert.equal(r.failed, true, 'the caller backs off');
+    // Retried later: the new intent keeps the stored deadline.
+    const later = view({ book: kept, now: T0 + 60_000 });
+    const again = stepFor(phaseOf(later), input(later));
+    assert.equal(again.book.deadline, kept.deadline);
+    // At the deadline the attempt ends like a timed-out one, never powered on.
+    const late = view({ book: kept, now: T0 + settings.timeoutMs });
+    const p = phaseOf(late);
+    assert.deepEqual(p, { kind: 'DeadlineReached', which: 'completion', last: false });
+    const end = stepFor(p, input(late));
+    assert.equal(end.outcome?.reason, BootedReason.TimedOut);
+    assert.match(end.outcome!.message, /never accepted its power-on/);
+    assert.equal(end.book.attempt, 2);
+  });
+
+  it('a permanent refusal ends the series: Refused, BootMethodUnsupported, one Warning, no intent kept', async () => {
+    const books: AttemptBook[] = [];
+    const r = await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower([], { boot: refusal({ reason: 'BMCUnsupported', permanent: 'unsupported' }) }),
+      pending,
+      write: async (b) => void books.push(b),
+      refused: (x) => refusedStep(v.book, x, T0, wording, settings.maxAttempts),
+    });
+    const ended = books.at(-1)!;
+    assert.equal(ended.phase, 'Refused');
+    assert.equal(ended.poweredOnAt, undefined);
+    assert.equal(ended.deadline, undefined);
+    assert.equal(ended.history?.at(-1)?.result, BootedReason.BootMethodUnsupported);
+    assert.equal(r.ended?.outcome?.reason, BootedReason.BootMethodUnsupported);
+    assert.deepEqual(
+      r.events.map((e) => [e.type, e.reason]),
+      [['Warning', EventReason.BootMethodUnsupported]],
+    );
+    assert.equal(r.requeueAfterMs, undefined, 'nothing to look at again');
+    // Afterwards: no action, whatever the time.
+    const after = view({ book: ended, now: T0 + 10 * settings.timeoutMs });
+    const s2 = stepFor(phaseOf(after), input(after));
+    assert.equal(s2.action, undefined);
+    assert.equal(s2.phase, 'Refused');
+    // Without a refusal handler (discovery) the same failure is retried like any other.
+    const retried: AttemptBook[] = [];
+    const r2 = await carryOut({
+      step,
+      before: v.book,
+      power: memoryPower([], { boot: refusal({ permanent: 'unsupported' }) }),
+      pending,
+      write: async (b) => void retried.push(b),
+    });
+    assert.equal(r2.failed, true);
+    assert.equal(retried.at(-1)?.phase, 'ReadyToPowerOn', 'retried: the power-on is pending');
+  });
+
+  it('classifies permanent refusals: no HttpBootUri, non-transient 4xx; not 409, 412, 429, 503', () => {
+    assert.equal(classifyBmcFailure(new HttpBootUriNotSupportedError('/s/1')).permanent, 'unsupported');
+    const http = (status: number) =>
+      new RedfishHttpError('PATCH', '/s/1', status, { code: undefined, message: undefined, messageIds: [] });
+    assert.equal(classifyBmcFailure(http(400)).permanent, 'refused');
+    assert.equal(classifyBmcFailure(http(405)).permanent, 'refused');
+    for (const status of [409, 412, 429, 503, 500])
+      assert.equal(classifyBmcFailure(http(status)).permanent, undefined, `HTTP ${status}`);
+  });
+
+  it("the work queue grows a failed dependency's delay per key, doubling to the cap, reset by forget", () => {
+    const q = new WorkQueue({ maxRequeueBackoffMs: 20_000 });
+    const seq = Array.from({ length: 6 }, () => q.backoffDelayMs('k', 2_000));
+    assert.deepEqual(seq, [2_000, 4_000, 8_000, 16_000, 20_000, 20_000]);
+    assert.equal(q.backoffDelayMs('other', 2_000), 2_000, 'per key');
+    q.forget('k');
+    assert.equal(q.backoffDelayMs('k', 2_000), 2_000);
+    assert.equal(q.backoffDelayMs('big', 60_000), 60_000, "never below the dependency's own delay");
+    void q.shutDown();
+  });
+
+  it('a claim that shortens its timeout gets a netboot deadline of its own: min(--netboot-timeout, timeout/2)', () => {
+    const claim = (bootCompletion: object) =>
+      ({ metadata: {}, spec: { power: 'On', image: 'i', bootCompletion } }) as unknown as ServerClaim;
+    const cfg = DEFAULT_CONTROLLER_CONFIG; // --boot-timeout 15m, --netboot-timeout 5m
+    assert.equal(claimBootSettings(claim({ timeout: '2m' }), cfg).netbootTimeoutMs, 60_000);
+    assert.equal(claimBootSettings(claim({ timeout: '1h' }), cfg).netbootTimeoutMs, 5 * 60_000);
+    assert.equal(
+      claimBootSettings(claim({ timeout: '2m', netbootTimeout: '90s' }), cfg).netbootTimeoutMs,
+      90_000,
+    );
+    assert.equal(
+      claimBootSettings(claim({}), cfg).netbootTimeoutMs,
+      5 * 60_000,
+      'the manager default otherwise',
+    );
+    // The early deadline exists: 1 min after power-on, before the 2 min one.
+    const s = claimBootSettings(claim({ timeout: '2m' }), cfg);
+    assert.equal(deadlinesOf(T0, s).netboot, T0 + 60_000);
   });
 });

@@ -174,7 +174,7 @@ export const ServerClaimStatus = Type.Object(
           phase: Type.Optional(
             Type.String({
               description:
-                'Phase of the attempt: PoweredOff, WaitingForConfiguration, AwaitingNetboot, AwaitingSignals, Completed, Exhausted.',
+                'Phase of the attempt: PoweredOff, WaitingForConfiguration, AwaitingNetboot, AwaitingSignals, Completed, Exhausted, Refused (a permanent BMC refusal ended the series).',
             }),
           ),
           firstAttempt: Type.Optional(

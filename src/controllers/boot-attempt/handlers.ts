@@ -90,6 +90,10 @@ function waitingForConfiguration(
 
 function readyToPowerOn(i: HandlerInput): Step {
   const d = deadlinesOf(i.now, i.settings);
+  // A deadline stored by an earlier, refused power-on request of this attempt keeps running.
+  const kept = Date.parse(i.book.deadline ?? '');
+  if (Number.isFinite(kept)) d.completion = kept;
+  if (d.netboot !== undefined && d.netboot >= d.completion) d.netboot = undefined;
   const deadline = new Date(d.completion).toISOString();
   const book: AttemptBook = {
     ...i.book,
@@ -138,8 +142,9 @@ function deadlineReached(i: HandlerInput, p: Extract<Phase, { kind: 'DeadlineRea
   const after = netboot ? i.settings.netbootTimeoutMs : i.settings.timeoutMs;
   const expected = i.wording.signalOrder.find((s) => !i.seen.includes(s)) ?? i.signals.missing[0] ?? 'none';
   const last = i.seen.length ? i.seen[i.seen.length - 1] : 'none';
+  const refused = !i.book.poweredOnAt ? ' (the BMC never accepted its power-on)' : '';
   const what =
-    `${i.wording.timeoutPrefix}${text(i)} ${netboot ? 'saw no network boot' : 'timed out'} after ${formatDuration(after)}: ` +
+    `${i.wording.timeoutPrefix}${text(i)} ${netboot ? 'saw no network boot' : 'timed out'} after ${formatDuration(after)}${refused}: ` +
     `arrived [${i.seen.join(', ')}], missing [${i.signals.missing.join(', ')}]`;
   const clue = `last signal ${last}, next expected ${expected}`;
   const history = closeRecord(i.book, i.now, reason);
@@ -235,7 +240,48 @@ function poweredOff(i: HandlerInput): Step {
 }
 
 function exhausted(i: HandlerInput): Step {
-  return { phase: AttemptPhase.Exhausted, book: i.book, events: [] };
+  const phase = i.book.phase === AttemptPhase.Refused ? AttemptPhase.Refused : AttemptPhase.Exhausted;
+  return { phase, book: i.book, events: [] };
+}
+
+/** A BMC refusal that asking again does not change (see BmcFailure.permanent). */
+export interface PermanentRefusal {
+  kind: 'unsupported' | 'refused';
+  /** The BMC failure reason (BMCUnsupported, BMCRejected). */
+  reason: string;
+  message: string;
+}
+
+/**
+ * The step that ends a series on a permanent refusal of the power-on of `book`'s attempt (the
+ * bookkeeping before the refused request: no `poweredOnAt`): phase Refused, `Booted=False
+ * BootMethodUnsupported` or `BootRefused`, one Warning, no power action, no further attempt. The
+ * attempt's history record ends with that reason and has no `poweredOnAt`.
+ */
+export function refusedStep(
+  book: AttemptBook,
+  r: PermanentRefusal,
+  now: number,
+  wording: Wording,
+  maxAttempts: number,
+): Step {
+  const reason = r.kind === 'unsupported' ? BootedReason.BootMethodUnsupported : BootedReason.BootRefused;
+  const { deadline: _d, netbootDeadline: _n, ...rest } = book;
+  const message =
+    `${wording.attempt(book, maxAttempts)}: the BMC refused the network boot for good (${r.reason}: ${r.message}); ` +
+    'no power action, no further attempts until the claim changes or is annotated metal.ironcore.dev/operation=retry';
+  return {
+    phase: AttemptPhase.Refused,
+    book: { ...rest, phase: AttemptPhase.Refused, history: closeRecord(book, now, reason) },
+    outcome: { status: 'False', reason, message },
+    events: [
+      {
+        type: 'Warning',
+        reason: r.kind === 'unsupported' ? EventReason.BootMethodUnsupported : EventReason.BootRefused,
+        message,
+      },
+    ],
+  };
 }
 
 /** The step of phase `p` (one handler per phase). */

@@ -8,7 +8,9 @@
  * Two deadlines per attempt (DESIGN.md §4): the netboot deadline (`netbootTimeout` after power-on, a
  * fetch of this attempt must have arrived: the firmware took the override) and the full deadline
  * (`timeout` after power-on, every completion signal). A netboot deadline at or after the full
- * deadline is no deadline of its own.
+ * deadline is no deadline of its own. The full deadline is set at the first power-on request and
+ * kept while the BMC refuses it (`deadline` without `poweredOnAt`): time spent in BMC refusals
+ * counts against the attempt, so an attempt always ends within `timeout` of its first power-on try.
  */
 import type { PowerState } from '../../bmc/bmc.js';
 
@@ -22,6 +24,8 @@ export const AttemptPhase = {
   DeadlineReached: 'DeadlineReached',
   Completed: 'Completed',
   Exhausted: 'Exhausted',
+  /** The series ended on a permanent BMC refusal (BootMethodUnsupported, BootRefused): no power action. */
+  Refused: 'Refused',
 } as const;
 export type AttemptPhaseName = (typeof AttemptPhase)[keyof typeof AttemptPhase];
 
@@ -115,9 +119,17 @@ export function phaseOf(v: AttemptView): Phase {
   const b = v.book;
   if (v.wantOff) return { kind: 'PoweredOff' };
   if (b.completedAt) return { kind: 'Completed', booted: true };
-  if (b.phase === AttemptPhase.Exhausted) return { kind: 'Exhausted' };
+  if (b.phase === AttemptPhase.Exhausted || b.phase === AttemptPhase.Refused) return { kind: 'Exhausted' };
   const done = v.signals.missing.length === 0 && (v.completionEvidence ?? true);
   if (!b.poweredOnAt) {
+    // A power-on was requested and refused (or its result not seen) until the attempt's deadline.
+    const refusedUntil = Date.parse(b.deadline ?? '');
+    if (Number.isFinite(refusedUntil) && v.now >= refusedUntil)
+      return {
+        kind: 'DeadlineReached',
+        which: 'completion',
+        last: attemptsUsed(b) >= v.settings.maxAttempts,
+      };
     if (!v.readiness.ready)
       return { kind: 'WaitingForConfiguration', reason: v.readiness.reason, message: v.readiness.message };
     return { kind: 'ReadyToPowerOn' };

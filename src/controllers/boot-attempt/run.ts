@@ -9,8 +9,8 @@ import type { PowerState } from '../../bmc/bmc.js';
 import { isTransitionalPowerState } from '../../bmc/bmc.js';
 import { classifyBmcFailure } from '../bmc-connections.js';
 import type { BootActionResult, PowerProgress } from '../power.js';
-import type { AttemptEvent, Outcome, Step } from './handlers.js';
-import type { AttemptBook } from './phase.js';
+import type { AttemptEvent, Outcome, PermanentRefusal, Step } from './handlers.js';
+import { type AttemptBook, AttemptPhase } from './phase.js';
 
 /** The BMC of the attempt's server, as the runner uses it. */
 export interface AttemptPower {
@@ -33,6 +33,11 @@ export interface CarryOut {
   pending(detail: string): Outcome;
   /** Writes bookkeeping and outcome: the reconcile's status write. */
   write(book: AttemptBook, outcome: Outcome | undefined): Promise<void>;
+  /**
+   * The step ending the series on a permanent refusal of the network boot (handlers.ts
+   * `refusedStep`); without it such a refusal is retried like any other (discovery).
+   */
+  refused?(r: PermanentRefusal): Step;
 }
 
 export interface Carried {
@@ -41,6 +46,12 @@ export interface Carried {
   requeueAfterMs?: number;
   /** The step took effect (a boot was started, or no action was needed). */
   done: boolean;
+  /** A BMC call failed: `requeueAfterMs` is its retry delay, to be grown per key (Result.backoff). */
+  failed?: boolean;
+  /** With `failed`: the latest the next look may come (the attempt's deadline), ms from now. */
+  latestMs?: number;
+  /** The series ended on a permanent refusal (this step, with its events, replaced the planned one). */
+  ended?: Step;
 }
 
 /** Runs `c.step`; API errors propagate (the reconcile retries), BMC failures become outcomes. */
@@ -58,6 +69,7 @@ export async function carryOut(c: CarryOut): Promise<Carried> {
       events: step.events,
       requeueAfterMs: p.reached ? step.requeueAfterMs : p.requeueAfterMs,
       done: p.reached,
+      ...(p.failed ? { failed: true } : {}),
     };
   }
   await c.write(step.book, step.outcome);
@@ -65,30 +77,67 @@ export async function carryOut(c: CarryOut): Promise<Carried> {
 }
 
 async function boot(c: CarryOut): Promise<Carried> {
+  // While the power-on is not accepted the attempt's deadline (set by the first request) runs on.
+  // Phase ReadyToPowerOn says so in status (and tells this from a legacy discovery record, whose
+  // deadline without poweredOnAt meant "powered on at deadline - timeout").
+  const waiting: AttemptBook = {
+    ...c.before,
+    phase: AttemptPhase.ReadyToPowerOn,
+    deadline: c.before.deadline ?? c.step.book.deadline,
+  };
+  const latestMs = Math.max(0, Date.parse(waiting.deadline ?? '') - Date.now() + 50);
+  const retry = (requeueAfterMs: number): Carried => ({
+    events: [],
+    requeueAfterMs,
+    done: false,
+    failed: true,
+    ...(Number.isFinite(latestMs) ? { latestMs } : {}),
+  });
   let observed = c.observed;
   if (observed === undefined) {
     try {
       observed = await c.power.observe();
     } catch (err) {
       const f = classifyBmcFailure(err);
-      await c.write(c.before, c.pending(`power-on pending: ${f.reason}: ${f.message}`));
-      return { events: [], requeueAfterMs: f.retryAfterMs, done: false };
+      await c.write(waiting, c.pending(`power-on pending: ${f.reason}: ${f.message}`));
+      return retry(f.retryAfterMs);
     }
   }
   if (isTransitionalPowerState(observed)) {
-    await c.write(c.before, c.pending(`power-on pending: BMC reports ${observed}`));
-    return { events: [], requeueAfterMs: 2_000, done: false };
+    await c.write(waiting, c.pending(`power-on pending: BMC reports ${observed}`));
+    return { ...retry(2_000), failed: false };
   }
   // Commit point: the intent is stored before the BMC is asked.
   await c.write(c.step.book, c.step.outcome);
   const res = await c.power.boot(observed);
   if (!res.ok) {
     const f = res.failure;
+    if (f.permanent && !f.maybeApplied && c.refused) {
+      const ended = c.refused({ kind: f.permanent, reason: f.reason, message: f.message });
+      await c.write(ended.book, ended.outcome);
+      return { events: ended.events, done: false, ended };
+    }
     await c.write(
-      f.maybeApplied ? c.step.book : c.before,
+      f.maybeApplied ? c.step.book : waiting,
       c.pending(`power-on pending: ${f.reason}: ${f.message}`),
     );
-    return { events: [], requeueAfterMs: f.retryAfterMs, done: false };
+    return retry(f.retryAfterMs);
   }
   return { events: c.step.events, requeueAfterMs: c.step.requeueAfterMs, done: true };
+}
+
+/**
+ * The controller Result of a carried-out step: its requeue, grown per key while BMC calls fail
+ * (runtime Result.backoff), never later than the attempt's deadline.
+ */
+export function resultOf(
+  carried: Carried,
+): { requeueAfterMs: number; backoff?: boolean; latestMs?: number } | undefined {
+  if (carried.requeueAfterMs === undefined) return undefined;
+  if (!carried.failed) return { requeueAfterMs: carried.requeueAfterMs };
+  return {
+    requeueAfterMs: carried.requeueAfterMs,
+    backoff: true,
+    ...(carried.latestMs !== undefined ? { latestMs: carried.latestMs } : {}),
+  };
 }
