@@ -8,6 +8,11 @@
  * of its `Content-Length` — the client sees an aborted transfer, never a complete wrong file — and
  * the partial file is deleted. Only verified files are renamed into the cache (`<dir>/sha256/<hex>`).
  *
+ * Access (security review N3): files are stored once per digest, but a cached file or a download
+ * another request started is handed to a (reference, credentials) pair only after the registry
+ * confirmed that pair may read the digest (`RegistryClient.confirm`, an authenticated HEAD whose
+ * yes is remembered for a bounded time); a miss is authorised by its own GET.
+ *
  * Bounds: `maxBytes` of verified files (least recently used evicted; open readers keep their file
  * handle, so eviction never cuts a transfer), registry timeouts as `RegistryClient`.
  *
@@ -111,6 +116,8 @@ export class BlobCache {
     const m = DIGEST.exec(digest);
     if (!m) throw new RegistryError('InvalidDigest', `unsupported digest ${digest}`);
     this.o.registry.origin(ref); // the allow-list applies to cached blobs too
+    if (this.files.has(digest) || this.inflight.has(digest))
+      await this.o.registry.confirm(ref, 'blobs', digest, credentials);
     const cached = this.files.get(digest);
     if (cached) {
       cached.used = Date.now();

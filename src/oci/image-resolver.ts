@@ -7,8 +7,11 @@
  * upstream, the image config's `commandLine` (a string) to prepend to the kernel command line.
  *
  * A tag is resolved on every call (one manifest GET); everything addressed by digest (manifests,
- * config blobs) is cached in memory by digest, so a digest reference costs no registry call after
- * the first. Manifests are verified against their digest. Errors are `RegistryError`s
+ * config blobs) is cached in memory by (registry, repository, digest), and a hit is served only
+ * after the registry confirmed that this reference with these credentials may read that digest
+ * (`RegistryClient.confirm`: an authenticated HEAD, its yes remembered for a bounded time), so one
+ * tenant's private manifest never answers another's reference to it (security review N3).
+ * Manifests are verified against their digest. Errors are `RegistryError`s
  * (`registry-client.ts`) or `ImageError`s with reasons `ImageArchitectureNotFound`,
  * `ImageLayerMissing`, `ImageManifestInvalid`.
  */
@@ -135,8 +138,11 @@ export class ImageResolver {
     credentials: RegistryCredentials | undefined,
   ): Promise<{ digest: string; mediaType: string; doc: ManifestDoc }> {
     const byDigest = tagOrDigest.includes(':');
-    const hit = byDigest ? this.byDigest.get(tagOrDigest) : undefined;
-    if (hit) return { digest: tagOrDigest, ...hit };
+    const hit = byDigest ? this.byDigest.get(cacheKey(ref, tagOrDigest)) : undefined;
+    if (hit) {
+      await this.registry.confirm(ref, 'manifests', tagOrDigest, credentials, MANIFEST_ACCEPT);
+      return { digest: tagOrDigest, ...hit };
+    }
     const res = await this.registry.get(ref, `/manifests/${tagOrDigest}`, {
       accept: MANIFEST_ACCEPT,
       credentials,
@@ -167,7 +173,7 @@ export class ImageResolver {
     const ct = res.headers['content-type'];
     const mediaType = doc.mediaType ?? (typeof ct === 'string' ? ct.split(';')[0]!.trim() : '');
     if (this.byDigest.size >= CACHE_ENTRIES) this.byDigest.delete(this.byDigest.keys().next().value!);
-    this.byDigest.set(computed, { mediaType, doc });
+    this.byDigest.set(cacheKey(ref, computed), { mediaType, doc });
     return { digest: computed, mediaType, doc };
   }
 
@@ -177,7 +183,11 @@ export class ImageResolver {
     credentials: RegistryCredentials | undefined,
   ): Promise<string | undefined> {
     if (!config?.digest || (config.size ?? 0) > MAX_CONFIG_BYTES) return undefined;
-    if (this.configs.has(config.digest)) return this.configs.get(config.digest);
+    const key = cacheKey(ref, config.digest);
+    if (this.configs.has(key)) {
+      await this.registry.confirm(ref, 'blobs', config.digest, credentials);
+      return this.configs.get(key);
+    }
     let value: string | undefined;
     try {
       const res = await this.registry.get(ref, `/blobs/${config.digest}`, { credentials });
@@ -195,9 +205,14 @@ export class ImageResolver {
       value = undefined; // a config that is not JSON (e.g. the empty descriptor's `{}`) has no commandLine
     }
     if (this.configs.size >= CACHE_ENTRIES) this.configs.delete(this.configs.keys().next().value!);
-    this.configs.set(config.digest, value);
+    this.configs.set(key, value);
     return value;
   }
+}
+
+/** Cache key of a digest: content is shared only within one registry repository (N3). */
+function cacheKey(ref: ImageReference, digest: string): string {
+  return `${ref.domain}/${ref.repository}@${digest}`;
 }
 
 function isIndex(mediaType: string, doc: ManifestDoc): boolean {

@@ -11,6 +11,10 @@
  * - Redirects (blob storage behind a registry) are followed up to 5 times; `Authorization` is sent
  *   only to the registry's own origin, never to another one.
  * - Bounded: 10 s to connect, 30 s for headers, 60 s between body chunks.
+ * - Access confirmation for caches keyed by content (security review N3): {@link RegistryClient.confirm}
+ *   asks the registry, with an authenticated `HEAD`, whether a (reference, credentials) pair may read
+ *   a digest before a cached manifest or blob is handed to it; a yes is remembered for
+ *   {@link ACCESS_TTL_MS} (at most {@link ACCESS_ENTRIES} answers), a no never.
  *
  * Errors are `RegistryError`s with a `reason` for the SBC (`RegistryNotAllowed`,
  * `RegistryUnavailable`, `RegistryUnauthorized`, `ImageNotFound`, `RegistryError`).
@@ -54,6 +58,10 @@ export interface RegistryResponse {
 
 const MAX_REDIRECTS = 5;
 const MAX_TOKEN_BYTES = 64 * 1024;
+/** How long a confirmed (reference, credentials, digest) access is believed without asking again. */
+export const ACCESS_TTL_MS = 5 * 60_000;
+/** Remembered access confirmations at most (oldest dropped first). */
+export const ACCESS_ENTRIES = 4096;
 
 interface CachedToken {
   header: string;
@@ -78,6 +86,8 @@ export function parseChallenge(v: string): { scheme: string; params: Record<stri
 export class RegistryClient {
   private readonly agent: Agent;
   private readonly tokens = new Map<string, CachedToken>();
+  /** `origin|repository|credentials hash|kind|digest` → when the confirmation expires (ms epoch). */
+  private readonly access = new Map<string, number>();
   /** Registry blob and manifest GETs sent (benchmarks count them). */
   requests = 0;
 
@@ -103,20 +113,26 @@ export class RegistryClient {
   async get(
     ref: ImageReference,
     path: string,
-    opts: { accept?: string[]; credentials?: RegistryCredentials; range?: string; signal?: AbortSignal } = {},
+    opts: {
+      accept?: string[];
+      credentials?: RegistryCredentials;
+      range?: string;
+      signal?: AbortSignal;
+      method?: 'GET' | 'HEAD';
+    } = {},
   ): Promise<RegistryResponse> {
     const origin = this.origin(ref);
     const url = `${origin}/v2/${ref.repository}${path}`;
-    // Tokens are cached per credentials (a hash of them), so changed credentials never reuse a token.
-    const c = opts.credentials;
-    const who = c
-      ? createHash('sha256').update(`${c.username}\0${c.password}\0${c.identityToken}`).digest('hex')
-      : '';
-    const key = `${origin}|${ref.repository}|${who}`;
+    const key = this.accessKey(ref, opts.credentials);
     let auth = this.cachedToken(key);
     for (let round = 0; round < 2; round++) {
       const res = await this.follow(url, origin, auth, opts);
-      if (res.status !== 401) return this.check(res, ref, path);
+      if (res.status !== 401) {
+        const ok = await this.check(res, ref, path);
+        const byDigest = /^\/(manifests|blobs)\/(sha256:[a-f0-9]{64})$/.exec(path);
+        if (byDigest) this.remember(`${key}|${byDigest[1]}|${byDigest[2]}`);
+        return ok;
+      }
       const challenge = header(res.headers, 'www-authenticate');
       await res.body.dump();
       if (round > 0 || !challenge) break;
@@ -129,8 +145,51 @@ export class RegistryClient {
     );
   }
 
+  /**
+   * Whether `ref` with `credentials` may read `digest` (a manifest or blob), asked with an
+   * authenticated `HEAD /v2/<repository>/<kind>/<digest>` unless a yes of the last
+   * {@link ACCESS_TTL_MS} is remembered (a successful GET by digest counts as one). Resolves when
+   * it may; throws the `RegistryError` of the answer otherwise (`RegistryUnauthorized`,
+   * `ImageNotFound`, `RegistryUnavailable`, ...). Callers serving content cached by digest call it
+   * before every hit: the cache must never answer for a repository or credentials the registry would
+   * refuse (security review N3).
+   */
+  async confirm(
+    ref: ImageReference,
+    kind: 'manifests' | 'blobs',
+    digest: string,
+    credentials: RegistryCredentials | undefined,
+    accept?: string[],
+  ): Promise<void> {
+    const key = `${this.accessKey(ref, credentials)}|${kind}|${digest}`;
+    const until = this.access.get(key);
+    if (until !== undefined && until > Date.now()) return;
+    this.access.delete(key);
+    const res = await this.get(ref, `/${kind}/${digest}`, {
+      method: 'HEAD',
+      credentials,
+      ...(accept ? { accept } : {}),
+    });
+    await res.body.dump();
+  }
+
   close(): Promise<void> {
     return this.agent.close();
+  }
+
+  /** Token and access cache key: registry origin, repository and a hash of the credentials. */
+  private accessKey(ref: ImageReference, c: RegistryCredentials | undefined): string {
+    // Cached per credentials (a hash of them), so changed credentials never reuse a token or a yes.
+    const who = c
+      ? createHash('sha256').update(`${c.username}\0${c.password}\0${c.identityToken}`).digest('hex')
+      : '';
+    return `${this.origin(ref)}|${ref.repository}|${who}`;
+  }
+
+  private remember(key: string): void {
+    this.access.delete(key);
+    if (this.access.size >= ACCESS_ENTRIES) this.access.delete(this.access.keys().next().value!);
+    this.access.set(key, Date.now() + ACCESS_TTL_MS);
   }
 
   private async check(res: RegistryResponse, ref: ImageReference, path: string): Promise<RegistryResponse> {
@@ -156,7 +215,7 @@ export class RegistryClient {
     start: string,
     registryOrigin: string,
     auth: string | undefined,
-    opts: { accept?: string[]; range?: string; signal?: AbortSignal },
+    opts: { accept?: string[]; range?: string; signal?: AbortSignal; method?: 'GET' | 'HEAD' },
   ): Promise<RegistryResponse> {
     let url = new URL(start);
     for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
@@ -168,7 +227,12 @@ export class RegistryClient {
       let res: Dispatcher.ResponseData;
       try {
         this.requests++;
-        res = await request(url, { method: 'GET', headers, dispatcher: this.agent, signal: opts.signal });
+        res = await request(url, {
+          method: opts.method ?? 'GET',
+          headers,
+          dispatcher: this.agent,
+          signal: opts.signal,
+        });
       } catch (err) {
         throw new RegistryError(
           RegistryReason.RegistryUnavailable,
