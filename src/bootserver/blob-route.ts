@@ -132,7 +132,7 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
     try {
       let credentials: Awaited<ReturnType<BootImages['credentials']>>;
       try {
-        credentials = await o.images.credentials(img.pullSecret, ref);
+        credentials = await o.images.credentialsOf(sbc, ref); // never status.image.pullSecret (N5)
       } catch (err) {
         if (err instanceof RegistryError) throw err;
         apiFailure(err, 'reading the image pull secret');

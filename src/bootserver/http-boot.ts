@@ -82,7 +82,7 @@ async function localBootFiles(
   }
   const ref = parseReference(img.reference);
   try {
-    const credentials = await o.oci.images.credentials(img.pullSecret, ref);
+    const credentials = await o.oci.images.credentialsOf(sbc, ref); // never status.image.pullSecret (N5)
     return {
       kernel: await o.oci.cache.file(ref, img.kernel, credentials),
       initrd: await o.oci.cache.file(ref, img.initrd, credentials),

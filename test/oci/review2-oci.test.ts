@@ -5,6 +5,8 @@
  * - N3: the resolver's and the blob cache's content caches never answer a (reference, credentials)
  *   pair the registry would refuse: tenant B, anonymous, naming tenant A's private digest in a
  *   repository that does not exist (or A's repository itself) gets a refusal, not A's image.
+ * - N5: a current-looking `status.image` (forged layers, another namespace's pull secret) is not
+ *   reused as it is: the SBC controller resolves its digest again with the SBC's own credentials.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -15,13 +17,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { ImageCatalog } from '../../src/bootserver/image-catalog.js';
+import { resolveSbcImage } from '../../src/controllers/boot-image-resolution.js';
 import { freePorts } from '../../src/localstack/control-plane.js';
 import { REGISTRY_BINARY } from '../../src/localstack/oci-registry.js';
 import { BlobCache } from '../../src/oci/blob-cache.js';
+import { BootImages } from '../../src/oci/boot-images.js';
 import { ImageResolver } from '../../src/oci/image-resolver.js';
-import { parseReference } from '../../src/oci/reference.js';
+import { formatReference, parseReference } from '../../src/oci/reference.js';
 import { RegistryClient } from '../../src/oci/registry-client.js';
 import { newRegistryPolicy } from '../../src/oci/registry-policy.js';
+import type { KubeClient } from '../../src/runtime/client.js';
 
 const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 const TENANT_A = { username: 'tenant-a', password: 'pw' };
@@ -37,6 +44,8 @@ describe('second security review: OCI caches', () => {
   let seen = 0;
   let manifestDigest = '';
   let kernelDigest = '';
+  let pubManifestDigest = '';
+  let pubKernelDigest = '';
 
   before(async () => {
     execFileSync(
@@ -132,7 +141,7 @@ auth:
         () => res.writeHead(502).end(),
       );
     });
-    await new Promise<void>((ok) => proxy.listen(proxyPort, '127.0.0.1', ok));
+    await new Promise<void>((ok) => proxy!.listen(proxyPort, '127.0.0.1', ok));
     host = `127.0.0.1:${proxyPort}`;
     for (let i = 0; i < 150; i++) {
       try {
@@ -142,28 +151,29 @@ auth:
       }
       await new Promise((ok) => setTimeout(ok, 100));
     }
-    const tok = (
-      (await (
-        await fetch(
-          `http://${tokHost}/token?service=metal-review2-registry&scope=repository:priv/os:pull,push`,
-          {
-            headers: { authorization: `Basic ${Buffer.from('tenant-a:pw').toString('base64')}` },
-          },
-        )
-      ).json()) as { token: string }
-    ).token;
-    const auth = { authorization: `Bearer ${tok}` };
-    const put = async (data: Buffer) => {
+    const tokenFor = async (repo: string) =>
+      (
+        (await (
+          await fetch(
+            `http://${tokHost}/token?service=metal-review2-registry&scope=repository:${repo}:pull,push`,
+            { headers: { authorization: `Basic ${Buffer.from('tenant-a:pw').toString('base64')}` } },
+          )
+        ).json()) as { token: string }
+      ).token;
+    const auth = { authorization: `Bearer ${await tokenFor('priv/os')}` };
+    const pubAuth = { authorization: `Bearer ${await tokenFor('pub/os')}` };
+    const put = async (data: Buffer, repo = 'priv/os') => {
       const digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
-      const start = await fetch(`http://${backend}/v2/priv/os/blobs/uploads/`, {
+      const h = repo === 'pub/os' ? pubAuth : auth;
+      const start = await fetch(`http://${backend}/v2/${repo}/blobs/uploads/`, {
         method: 'POST',
-        headers: auth,
+        headers: h,
       });
       const loc = new URL(start.headers.get('location')!, `http://${backend}`);
       loc.searchParams.set('digest', digest);
       const r = await fetch(loc, {
         method: 'PUT',
-        headers: { ...auth, 'content-type': 'application/octet-stream' },
+        headers: { ...h, 'content-type': 'application/octet-stream' },
         body: data,
       });
       assert.equal(r.status, 201);
@@ -189,6 +199,25 @@ auth:
       body: manifest,
     });
     assert.equal(m.status, 201, await m.text());
+    const pk = await put(randomBytes(32 * 1024), 'pub/os');
+    const pi = await put(randomBytes(8 * 1024), 'pub/os');
+    pubKernelDigest = pk.digest;
+    const pub = JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      config: { mediaType: 'application/vnd.oci.empty.v1+json', ...(await put(Buffer.from('{}'), 'pub/os')) },
+      layers: [
+        { mediaType: 'application/vnd.ironcore.image.kernel', ...pk },
+        { mediaType: 'application/vnd.ironcore.image.initramfs', ...pi },
+      ],
+    });
+    pubManifestDigest = `sha256:${createHash('sha256').update(pub).digest('hex')}`;
+    const pm = await fetch(`http://${backend}/v2/pub/os/manifests/1.0`, {
+      method: 'PUT',
+      headers: { ...pubAuth, 'content-type': 'application/vnd.oci.image.manifest.v1+json' },
+      body: pub,
+    });
+    assert.equal(pm.status, 201, await pm.text());
   });
   after(async () => {
     registry?.kill('SIGKILL');
@@ -247,6 +276,49 @@ auth:
       assert.equal(seen, settled, 'remembered confirmations cost no registry request');
     } finally {
       await client.close();
+    }
+  });
+
+  it('N5: a forged current-looking status.image is resolved again, not reused', async () => {
+    // No annotation, no controlling claim, no default: the SBC's own pull secret is none.
+    const images = new BootImages({
+      client: {} as KubeClient,
+      policy: newRegistryPolicy({ allowed: [host], insecure: [host, tokHost] }),
+    });
+    try {
+      const image = `${host}/pub/os:1.0`;
+      const reference = formatReference(parseReference(image));
+      const sbc = {
+        apiVersion: 'metal.ironcore.dev/v1alpha1',
+        kind: 'ServerBootConfiguration',
+        metadata: { name: 'b', namespace: 'tenant-b', uid: 'u' },
+        spec: { serverRef: { name: 's' }, image, bootAttempt: 1 },
+        status: {
+          image: {
+            reference,
+            digest: pubManifestDigest,
+            manifest: pubManifestDigest,
+            kernel: kernelDigest, // tenant A's private kernel
+            initrd: kernelDigest,
+            commandLine: 'forged',
+            bootAttempt: 1,
+            pullSecret: 'tenant-a/pull', // another namespace's credentials
+          },
+        },
+      } as unknown as ServerBootConfiguration;
+      const v = await resolveSbcImage(sbc, ImageCatalog.parse('images: {}\n'), images);
+      assert.ok(v.ok, JSON.stringify(v));
+      assert.equal(v.image?.kernel, pubKernelDigest, 'the layers of the pinned digest, not the stored ones');
+      assert.equal(v.image?.pullSecret, undefined, 'no Secret reference taken from status');
+      assert.equal(v.image?.commandLine, undefined);
+      assert.equal(v.image?.digest, pubManifestDigest, 'the attempt keeps its digest');
+      assert.equal(v.resolvedNow, true, 'status is rewritten');
+      // An honest status is reused as it is.
+      const honest = { ...sbc, status: { image: v.image } } as ServerBootConfiguration;
+      const again = await resolveSbcImage(honest, ImageCatalog.parse('images: {}\n'), images);
+      assert.ok(again.ok && !again.resolvedNow && again.image === v.image);
+    } finally {
+      await images.close();
     }
   });
 });
