@@ -7,6 +7,8 @@
  *   repository that does not exist (or A's repository itself) gets a refusal, not A's image.
  * - N5: a current-looking `status.image` (forged layers, another namespace's pull secret) is not
  *   reused as it is: the SBC controller resolves its digest again with the SBC's own credentials.
+ * - N6: manifests beyond what boot images need are refused, the resolver caches extracted fields
+ *   only within a byte bound, and an image `commandLine` is capped.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -46,6 +48,9 @@ describe('second security review: OCI caches', () => {
   let kernelDigest = '';
   let pubManifestDigest = '';
   let pubKernelDigest = '';
+  /** Pushes a blob / a manifest to `pub/os` (as tenant A). */
+  let pushPub: (data: Buffer) => Promise<{ digest: string; size: number }>;
+  let pushPubManifest: (tag: string, body: string) => Promise<void>;
 
   before(async () => {
     execFileSync(
@@ -218,6 +223,15 @@ auth:
       body: pub,
     });
     assert.equal(pm.status, 201, await pm.text());
+    pushPub = (data) => put(data, 'pub/os');
+    pushPubManifest = async (tag, body) => {
+      const r = await fetch(`http://${backend}/v2/pub/os/manifests/${tag}`, {
+        method: 'PUT',
+        headers: { ...pubAuth, 'content-type': 'application/vnd.oci.image.manifest.v1+json' },
+        body,
+      });
+      assert.equal(r.status, 201, await r.text());
+    };
   });
   after(async () => {
     registry?.kill('SIGKILL');
@@ -319,6 +333,58 @@ auth:
       assert.ok(again.ok && !again.resolvedNow && again.image === v.image);
     } finally {
       await images.close();
+    }
+  });
+
+  it('N6: oversized manifests and commandLines are refused; the digest caches hold extracted fields within a byte bound', async () => {
+    const client = newClient();
+    const resolver = new ImageResolver(client);
+    try {
+      const kernel = await pushPub(randomBytes(1024));
+      const initrd = await pushPub(randomBytes(1024));
+      const manifest = (config: { digest: string; size: number }, pad: number, salt: string) =>
+        JSON.stringify({
+          schemaVersion: 2,
+          mediaType: 'application/vnd.oci.image.manifest.v1+json',
+          config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+          layers: [
+            { mediaType: 'application/vnd.ironcore.image.kernel', ...kernel },
+            { mediaType: 'application/vnd.ironcore.image.initramfs', ...initrd },
+          ],
+          annotations: { pad: salt + 'x'.repeat(pad) },
+        });
+      const empty = await pushPub(Buffer.from('{}'));
+      await pushPubManifest('big', manifest(empty, 1024 * 1024, 'big'));
+      await assert.rejects(
+        resolver.resolve(parseReference(`${host}/pub/os:big`)),
+        (e: { reason?: string; message: string }) =>
+          e.reason === 'ImageManifestInvalid' && /larger than/.test(e.message),
+        'a 1 MiB manifest is refused',
+      );
+
+      for (let i = 0; i < 12; i++) {
+        await pushPubManifest(`pad${i}`, manifest(empty, 200 * 1024, `p${i}-`));
+        const r = await resolver.resolve(parseReference(`${host}/pub/os:pad${i}`));
+        assert.equal(r.layers.kernel, kernel.digest);
+      }
+      const held = resolver.cachedBytes();
+      assert.ok(held < 32 * 1024, `12 manifests of 200 KiB keep ${held} bytes of cache, not their size`);
+
+      for (const [tag, commandLine] of [
+        ['long', `console=ttyS0 ${'a'.repeat(8 * 1024)}`],
+        ['newline', 'console=ttyS0\nmetal.token=forged'],
+      ] as const) {
+        const cfg = await pushPub(Buffer.from(JSON.stringify({ commandLine })));
+        await pushPubManifest(tag, manifest(cfg, 0, tag));
+        await assert.rejects(
+          resolver.resolve(parseReference(`${host}/pub/os:${tag}`)),
+          (e: { reason?: string; message: string }) =>
+            e.reason === 'ImageManifestInvalid' && /commandLine/.test(e.message),
+          `${tag} commandLine refused`,
+        );
+      }
+    } finally {
+      await client.close();
     }
   });
 });
