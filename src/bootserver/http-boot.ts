@@ -17,8 +17,9 @@
  * - 409 `NotHTTPBoot` (the configuration boots over PXE) or `StaleAttempt` (another attempt's URL);
  * - 403 `UnknownClient` (checked first; client-identity.ts) or `ScriptPinned` (this attempt's file
  *   went to another address), logged with the address;
- * - 503 + `Retry-After` while the configuration is not Ready or is being rotated, and
- *   `AwaitingPowerOn` while the power-on of the attempt is not recorded.
+ * - 503 + `Retry-After` while the configuration is not Ready or is being rotated,
+ *   `AwaitingPowerOn` while the power-on of the attempt is not recorded, and `BootFileBusy` while
+ *   the UKI builds are at their bound (uki.ts, security review N7).
  */
 import { createReadStream, statSync } from 'node:fs';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -38,7 +39,7 @@ import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptKernelArgs } from './ipxe-script.js';
-import type { UkiBuilder } from './uki.js';
+import { type UkiBuilder, UkiBusy, type UkiLease } from './uki.js';
 
 export interface HttpBootRouteOptions {
   client: SignalServerOptions['client'];
@@ -63,6 +64,8 @@ export interface HttpBootRouteOptions {
 }
 
 const REGISTRY_RETRY_AFTER_S = 5;
+/** Seconds firmware is told to wait while the UKI build queue is full (a build takes about a second). */
+const UKI_BUSY_RETRY_AFTER_S = 5;
 
 /**
  * Local files of the attempt's kernel and initrd: catalog paths as they are, OCI layers (`status.image`)
@@ -150,14 +153,26 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       bootServerUrl: o.baseUrl(),
       registryUrl: o.registryUrl,
     }).join(' ');
-    let file: string;
+    let lease: UkiLease;
     try {
-      file = await o.uki.get({ kernel, initrd, cmdline });
+      lease = await o.uki.lease({ kernel, initrd, cmdline });
     } catch (err) {
+      if (err instanceof UkiBusy) {
+        log.warn({ err: err.message }, 'UKI builds busy: retry later');
+        throw new HttpError(
+          503,
+          'BootFileBusy',
+          `the boot file cannot be built now: ${err.message}`,
+          UKI_BUSY_RETRY_AFTER_S,
+        );
+      }
       log.error({ err: (err as Error).message }, 'building the UKI failed');
       throw unavailable('the boot file could not be built', 30);
     }
-    const size = statSync(file).size;
+    // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
+    reply.raw.once('close', lease.release);
+    const file = lease.path;
+    const size = lease.size;
     if (req.method === 'GET') {
       // The pin is stored (compare-and-swap) before a byte of the file leaves.
       await recordSignal(

@@ -16,7 +16,9 @@
  *   `AwaitingPowerOn` before, see bootsignals/power-intent.ts; security review S3), and with
  *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt (403
  *   `ScriptPinned` for others; attempt-pin.ts): the pin is the `IPXEScriptFetched` write itself, a
- *   compare-and-swap on the SBC's resourceVersion, stored before the script is sent.
+ *   compare-and-swap on the SBC's resourceVersion, stored before the script is sent. An attempt
+ *   whose `spec.bootMethod` is not PXE gets no script: 409 `NotPXEBoot` (security review N2; its
+ *   token goes out by its own route only, and the pin spans both routes).
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON; Butane translated) with the
  *   `/bootstate` hook merged in, validated first (src/ignition/); 409 with the validator's report
  *   for an invalid config; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
@@ -160,6 +162,19 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       );
     }
     if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+    if ((sbc.spec.bootMethod ?? 'PXE') !== 'PXE') {
+      // The attempt boots by another route (security review N2): its token goes out only there,
+      // under that route's pin, so this route must not hand it to a second address.
+      log.warn(
+        { sbc: sbc.metadata.name, bootMethod: sbc.spec.bootMethod },
+        'iPXE script of a non-PXE attempt: refused',
+      );
+      throw new HttpError(
+        409,
+        'NotPXEBoot',
+        `the boot configuration boots by ${sbc.spec.bootMethod}, not PXE`,
+      );
+    }
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
