@@ -21,7 +21,7 @@
  *   `AwaitingPowerOn` while the power-on of the attempt is not recorded, and `BootFileBusy` while
  *   the UKI builds are at their bound (uki.ts, security review N7).
  */
-import { createReadStream, statSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
 import type { BootTargetResolver } from '../bootsignals/boot-target.js';
