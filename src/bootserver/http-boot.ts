@@ -26,7 +26,7 @@ import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfigur
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
 import type { BootTargetResolver } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
-import type { HttpApp, SignalServerOptions } from '../bootsignals/http-app.js';
+import { type HttpApp, type SignalServerOptions, UNSERVED_BUDGETED } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import type { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
@@ -106,89 +106,100 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     },
     required: ['uuid', 'attempt'],
   };
-  app.get('/httpboot/:uuid/:attempt/uki.efi', { schema: { params } }, async (req, reply) => {
-    const p = req.params as { uuid: string; attempt: string };
-    const uuid = o.parseUUID(p.uuid);
-    const wanted = Number(p.attempt);
-    const client = clientAddress(req.socket.remoteAddress);
-    let target = o.resolver.resolve(uuid);
-    const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
-    if (!target.sbc) {
-      log.info('HTTP boot without boot configuration: refused, local boot');
-      throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
-    }
-    o.identity.check(target.server, client, log, 'HTTP boot file');
-    if (
-      target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-      countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
-    ) {
-      log.info(
-        { sbc: target.sbc.metadata.name },
-        'NetBootOnce configuration already booted: HTTP boot refused, local boot',
-      );
-      throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
-    }
-    if (!o.resolver.consistent(target)) target = await o.resolver.refresh(target);
-    const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
-    if (!o.resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
-    if (sbc.spec.bootMethod !== 'HTTPBoot')
-      throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
-    if (sbc.status?.state !== 'Ready')
-      throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
-    const attempt = sbc.spec.bootAttempt ?? 1;
-    if (wanted !== attempt)
-      throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
-    const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
-    pinCheck?.(sbc);
-    await o.intents.require(sbc, target.server);
-    // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
-    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
-    const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
-    const cmdline = attemptKernelArgs({
-      image,
-      uuid,
-      attempt,
-      token: target.callback.token,
-      bootServerUrl: o.baseUrl(),
-      registryUrl: o.registryUrl,
-    }).join(' ');
-    let lease: UkiLease;
-    try {
-      lease = await o.uki.lease({ kernel, initrd, cmdline });
-    } catch (err) {
-      if (err instanceof UkiBusy) {
-        log.warn({ err: err.message }, 'UKI builds busy: retry later');
-        throw new HttpError(
-          503,
-          'BootFileBusy',
-          `the boot file cannot be built now: ${err.message}`,
-          UKI_BUSY_RETRY_AFTER_S,
+  app.get(
+    '/httpboot/:uuid/:attempt/uki.efi',
+    { ...UNSERVED_BUDGETED, schema: { params } },
+    async (req, reply) => {
+      const p = req.params as { uuid: string; attempt: string };
+      const uuid = o.parseUUID(p.uuid);
+      const wanted = Number(p.attempt);
+      const client = clientAddress(req.socket.remoteAddress);
+      let target = o.resolver.resolve(uuid);
+      const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
+      if (!target.sbc) {
+        log.info('HTTP boot without boot configuration: refused, local boot');
+        throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
+      }
+      o.identity.check(target.server, client, log, 'HTTP boot file');
+      if (
+        target.sbc.spec.bootPolicy === 'NetBootOnce' &&
+        countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
+      ) {
+        log.info(
+          { sbc: target.sbc.metadata.name },
+          'NetBootOnce configuration already booted: HTTP boot refused, local boot',
+        );
+        throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
+      }
+      // Paced per SBC (security review N4).
+      if (!o.resolver.consistent(target)) target = (await o.resolver.refreshPaced(target)).target;
+      const sbc = target.sbc;
+      if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
+      if (!o.resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+      if (sbc.spec.bootMethod !== 'HTTPBoot')
+        throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
+      if (sbc.status?.state !== 'Ready')
+        throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
+      const attempt = sbc.spec.bootAttempt ?? 1;
+      if (wanted !== attempt)
+        throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
+      const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
+      pinCheck?.(sbc);
+      await o.intents.require(sbc, target.server);
+      // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
+      const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
+      const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
+      const cmdline = attemptKernelArgs({
+        image,
+        uuid,
+        attempt,
+        token: target.callback.token,
+        bootServerUrl: o.baseUrl(),
+        registryUrl: o.registryUrl,
+      }).join(' ');
+      let lease: UkiLease;
+      try {
+        lease = await o.uki.lease({ kernel, initrd, cmdline });
+      } catch (err) {
+        if (err instanceof UkiBusy) {
+          log.warn({ err: err.message }, 'UKI builds busy: retry later');
+          throw new HttpError(
+            503,
+            'BootFileBusy',
+            `the boot file cannot be built now: ${err.message}`,
+            UKI_BUSY_RETRY_AFTER_S,
+          );
+        }
+        log.error({ err: (err as Error).message }, 'building the UKI failed');
+        throw unavailable('the boot file could not be built', 30);
+      }
+      // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
+      reply.raw.once('close', lease.release);
+      const file = lease.path;
+      const size = lease.size;
+      if (req.method === 'GET') {
+        // The pin is stored (compare-and-swap) before a byte of the file leaves.
+        await recordSignal(
+          o.client,
+          o.component,
+          sbc,
+          {
+            type: BootSignal.HTTPBootFileFetched,
+            status: 'True',
+            reason: SignalReason.BootFileServed,
+            message: pinMessage('boot file', attempt, client),
+          },
+          { check: pinCheck },
+        );
+        log.info(
+          { sbc: sbc.metadata.name, attempt, image: image.name, bytes: size },
+          'HTTP boot file served',
         );
       }
-      log.error({ err: (err as Error).message }, 'building the UKI failed');
-      throw unavailable('the boot file could not be built', 30);
-    }
-    // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
-    reply.raw.once('close', lease.release);
-    const file = lease.path;
-    const size = lease.size;
-    if (req.method === 'GET') {
-      // The pin is stored (compare-and-swap) before a byte of the file leaves.
-      await recordSignal(
-        o.client,
-        o.component,
-        sbc,
-        {
-          type: BootSignal.HTTPBootFileFetched,
-          status: 'True',
-          reason: SignalReason.BootFileServed,
-          message: pinMessage('boot file', attempt, client),
-        },
-        { check: pinCheck },
-      );
-      log.info({ sbc: sbc.metadata.name, attempt, image: image.name, bytes: size }, 'HTTP boot file served');
-    }
-    return reply.type('application/efi').header('content-length', String(size)).send(createReadStream(file));
-  });
+      return reply
+        .type('application/efi')
+        .header('content-length', String(size))
+        .send(createReadStream(file));
+    },
+  );
 }

@@ -42,7 +42,13 @@ import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { BootSignal, ConditionType, EventReason, SignalReason } from '../api/vocabulary.js';
 import { type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
-import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
+import {
+  AUTHENTICATED,
+  createHttpApp,
+  listen,
+  type SignalServerOptions,
+  UNSERVED_BUDGETED,
+} from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
@@ -122,11 +128,13 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
   app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
-  app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+  app.get('/ipxe/:uuid', { ...UNSERVED_BUDGETED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const client = clientAddress(req.socket.remoteAddress);
     let target = resolver.resolve(uuid);
     const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
+    // Identity first (security review N4): an address refused by it costs no API read.
+    identity.check(target.server, client, log, 'script');
     if (!target.sbc) {
       // The cache may lag the attempt this host was powered on for: ask the API server first.
       const live = await liveCheck.read(target.server);
@@ -150,7 +158,8 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       log.info({ sbc: current.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
-    if (!resolver.consistent(target)) target = await resolver.refresh(target);
+    // Paced per SBC (one live read per second however many requests, N4).
+    if (!resolver.consistent(target)) target = (await resolver.refreshPaced(target)).target;
     const sbc = target.sbc;
     if (!sbc || !target.callback) {
       // A hand-made SBC gets its callback Secret from the SBC controller (CallbackConfigured condition).
@@ -178,7 +187,6 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    identity.check(target.server, client, log, 'script');
     const pinCheck = pin ? notPinnedElsewhere(BootSignal.IPXEScriptFetched, client, log) : undefined;
     pinCheck?.(sbc);
     await intents.require(sbc, target.server);

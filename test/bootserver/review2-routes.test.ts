@@ -3,12 +3,15 @@
  * signal servers in-process. Each test is named after its item:
  * - N2: an HTTP-boot attempt's token is not served by `/ipxe/{uuid}` (to any address), and the
  *   first-address pin spans both routes.
+ * - N4: 100 unauthenticated `/ipxe` GETs cost a bounded number of live API reads (owner reads
+ *   budgeted per owner, refreshes paced per SBC), and an address asking for unknown servers is
+ *   throttled (429 after its 404 budget).
  * - N7: a burst of HTTP-boot requests needing 40 distinct UKIs gets complete files or 503 +
  *   `Retry-After`, never a 500 for a file deleted before it was sent.
  * Client addresses are distinct loopback addresses (127.0.0.0/8 is all local on Linux).
  */
 import assert from 'node:assert/strict';
-import { randomInt } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +20,7 @@ import { pino } from 'pino';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import { notPinnedElsewhere } from '../../src/bootserver/attempt-pin.js';
 import { DEFAULT_EFI_STUB, UkiBuilder } from '../../src/bootserver/uki.js';
+import { Resources } from '../../src/runtime/resource.js';
 import {
   getFrom,
   type SignalStackFixture,
@@ -152,5 +156,48 @@ describe('second security review: boot-server routes', () => {
       b.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  /** Live GETs the signal servers sent to the API server so far. */
+  const apiGets = async () =>
+    ((await fx.stack.metrics.getSingleMetric('metal_api_requests_total')?.get())?.values ?? [])
+      .filter((v) => v.labels.verb === 'get')
+      .reduce((n, v) => n + v.value, 0);
+
+  it('N4: 100 GETs of /ipxe cost a bounded number of API reads; unknown UUIDs are throttled', async () => {
+    // (a) The power-on is not recorded: every GET used to read the claim.
+    const waiting = await seedBootTarget(fx.client, fx.namespace.name, {
+      flow: 'claim',
+      powerOnRecorded: false,
+    });
+    await waitCached(fx.stack, waiting);
+    // (b) The callback Secret is gone: every GET used to refresh the SBC and its Secret.
+    const broken = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
+    await waitCached(fx.stack, broken);
+    await fx.client.delete(Resources.Secret, broken.secretName, fx.namespace.name);
+    for (let i = 0; i < 100 && fx.stack.sources.secrets.get(broken.secretName, fx.namespace.name); i++)
+      await new Promise((ok) => setTimeout(ok, 50));
+    for (const [s, reason, from] of [
+      [waiting, 'AwaitingPowerOn', `${net}.8.2`],
+      [broken, 'CallbackSecretPending', `${net}.8.3`],
+    ] as const) {
+      const before = await apiGets();
+      const t0 = Date.now();
+      for (let i = 0; i < 100; i++) {
+        const r = await getFrom(`${fx.stack.bootUrl}/ipxe/${s.uuid}`, from);
+        assert.equal(r.status, 503, r.text);
+        assert.equal(reasonOf(r.text), reason);
+      }
+      const reads = (await apiGets()) - before;
+      const seconds = Math.ceil((Date.now() - t0) / 1000);
+      assert.ok(reads <= 6 + 3 * seconds, `${reason}: 100 GETs in ${seconds} s cost ${reads} API reads`);
+    }
+    // (c) Unknown UUIDs from one address: 404s, then 429 once its budget is spent.
+    const from = `${net}.8.4`;
+    const statuses: number[] = [];
+    for (let i = 0; i < 80; i++)
+      statuses.push((await getFrom(`${fx.stack.bootUrl}/ipxe/${randomUUID()}`, from)).status);
+    assert.equal(statuses[0], 404);
+    assert.ok(statuses.includes(429), `statuses: ${[...new Set(statuses)].join(',')}`);
   });
 });
