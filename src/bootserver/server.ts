@@ -5,6 +5,8 @@
  *   `/ipxe/${uuid}` (iPXE expands `${uuid}`).
  * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
+ *   An unknown UUID gets the local-boot script of a server without boot configuration (not 404:
+ *   the answer does not tell which UUIDs exist, N16).
  *   A local-boot script when the server has no boot configuration (confirmed by a live read; 503
  *   `BootConfigurationPending` + `Retry-After` instead while the Server has an attempt in progress
  *   whose SBC the cache does not show yet, see attempt-in-progress.ts), and for a NetBootOnce
@@ -131,7 +133,18 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   app.get('/ipxe/:uuid', { ...UNSERVED_BUDGETED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const client = clientAddress(req.socket.remoteAddress);
-    let target = resolver.resolve(uuid);
+    let target: BootTarget;
+    try {
+      target = resolver.resolve(uuid);
+    } catch (err) {
+      // An unknown UUID gets what a known server without boot configuration gets (security review
+      // N16: the answer must not tell which UUIDs exist); it costs no API read and spends the
+      // address's 404 budget as a 404 did (the local-boot answer is counted below).
+      if (!(err instanceof HttpError) || err.reason !== 'UnknownServer') throw err;
+      req.log.info({ systemUUID: uuid, client }, 'no Server with this UUID: local boot');
+      (req as { unserved?: boolean }).unserved = true;
+      return reply.type('text/plain').send(localBootScript('no boot configuration'));
+    }
     const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
     // Identity first (security review N4): an address refused by it costs no API read.
     identity.check(target.server, client, log, 'script');

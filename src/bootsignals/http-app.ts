@@ -9,7 +9,7 @@
  * `headersMs`), an idle keep-alive connection is closed after `keepAliveMs`, and any socket without
  * traffic for `idleMs`; slow or stalled clients cannot hold file descriptors. The limits bound what
  * a client SENDS; streaming a large image to a slow client is bounded by `idleMs` only.
- * Too many 401s from one address make its requests to authenticated routes answer 429 (see
+ * Too many 401s from one address (an IPv6 address: its /64, N16) make its requests to authenticated routes answer 429 (see
  * auth-failure-limit.ts). With `tls`, the server
  * speaks HTTPS with the given certificate (PEM; security review S17).
  */
@@ -19,6 +19,7 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventRecorder } from '../runtime/events.js';
 import { AuthFailureLimit, type AuthFailureLimitOptions } from './auth-failure-limit.js';
 import type { BootTargetSources } from './boot-target.js';
+import { addressBucket } from './client-address.js';
 import { HttpError } from './http-error.js';
 
 /** Socket limits in milliseconds (see the file comment). */
@@ -47,7 +48,7 @@ export interface RouteSecurity {
   authenticated?: boolean;
   /**
    * An unauthenticated boot-file route (security review N4): its 404 answers (unknown server, no
-   * boot configuration) spend the client address's second budget ({@link UNSERVED_LIMIT}), and it
+   * boot configuration; on `/ipxe` the local-boot answer to an unknown UUID, N16) spend the client address's second budget ({@link UNSERVED_LIMIT}), and it
    * answers 429 while that is spent. Its 503 answers do not: what they cost is paced per SBC and per
    * owner instead (boot-target.ts, power-intent.ts), and hosts behind one address (NAT, simulated
    * hosts) polling `AwaitingPowerOn` as told must not lock each other out.
@@ -181,7 +182,7 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
       }
     }
     if (!sec?.authenticated) return;
-    const wait = authFailures.retryAfterSeconds(req.socket.remoteAddress ?? 'unknown');
+    const wait = authFailures.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
     if (wait > 0) {
       metrics.rejected.inc({ server, reason: 'TooManyAuthFailures' });
       (req as { rejectReason?: string }).rejectReason = 'TooManyAuthFailures';
@@ -195,8 +196,11 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;
-    if (status === 401) authFailures.fail(req.socket.remoteAddress ?? 'unknown');
-    if (status === 404 && (req.routeOptions.config as RouteSecurity | undefined)?.unservedBudget)
+    if (status === 401) authFailures.fail(budgetKey(req.socket.remoteAddress));
+    if (
+      (status === 404 || (req as { unserved?: boolean }).unserved) &&
+      (req.routeOptions.config as RouteSecurity | undefined)?.unservedBudget
+    )
       unserved.fail(budgetKey(req.socket.remoteAddress));
     metrics.requests.inc({ server, route, method: req.method, status: String(status) });
     metrics.duration.observe({ server, route, method: req.method }, reply.elapsedTime / 1000);
@@ -275,7 +279,7 @@ export async function listen(
   return { url: `${scheme}://${host.includes(':') ? `[${host}]` : host}:${bound}`, port: bound };
 }
 
-/** The budget key of a socket address (one per address). */
+/** The budget key of a socket address: the address, for IPv6 its /64 (N16, client-address.ts). */
 function budgetKey(remote: string | undefined): string {
-  return remote ?? 'unknown';
+  return addressBucket(remote);
 }

@@ -6,6 +6,7 @@
  * - N4: 100 unauthenticated `/ipxe` GETs cost a bounded number of live API reads (owner reads
  *   budgeted per owner, refreshes paced per SBC), and an address asking for unknown servers is
  *   throttled (429 after its 404 budget).
+ * - N16: `/ipxe` answers an unknown UUID as it answers a known server without boot configuration.
  * - N7: a burst of HTTP-boot requests needing 40 distinct UKIs gets complete files or 503 +
  *   `Retry-After`, never a 500 for a file deleted before it was sent.
  * Client addresses are distinct loopback addresses (127.0.0.0/8 is all local on Linux).
@@ -192,12 +193,31 @@ describe('second security review: boot-server routes', () => {
       const seconds = Math.ceil((Date.now() - t0) / 1000);
       assert.ok(reads <= 6 + 3 * seconds, `${reason}: 100 GETs in ${seconds} s cost ${reads} API reads`);
     }
-    // (c) Unknown UUIDs from one address: 404s, then 429 once its budget is spent.
+    // (c) Unknown UUIDs from one address: answered (local boot, N16), then 429 once its budget is spent.
     const from = `${net}.8.4`;
     const statuses: number[] = [];
     for (let i = 0; i < 80; i++)
       statuses.push((await getFrom(`${fx.stack.bootUrl}/ipxe/${randomUUID()}`, from)).status);
-    assert.equal(statuses[0], 404);
+    assert.equal(statuses[0], 200);
     assert.ok(statuses.includes(429), `statuses: ${[...new Set(statuses)].join(',')}`);
+  });
+
+  it('N16: /ipxe does not tell which UUIDs exist', async () => {
+    const known = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
+    await waitCached(fx.stack, known);
+    // A known Server whose boot configuration is gone (no attempt in progress: local boot).
+    await fx.client.mergePatch(Resources.Server, known.server.metadata.name!, undefined, {
+      spec: { bootConfigurationRef: null },
+    });
+    for (
+      let i = 0;
+      i < 100 && fx.stack.sources.servers.get(known.server.metadata.name!)?.spec.bootConfigurationRef;
+      i++
+    )
+      await new Promise((ok) => setTimeout(ok, 50));
+    const a = await getFrom(`${fx.stack.bootUrl}/ipxe/${known.uuid}`, `${net}.9.2`);
+    const b = await getFrom(`${fx.stack.bootUrl}/ipxe/${randomUUID()}`, `${net}.9.2`);
+    assert.equal(a.status, 200, a.text);
+    assert.deepEqual([b.status, b.text], [a.status, a.text], 'the same answer for an unknown UUID');
   });
 });
