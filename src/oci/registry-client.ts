@@ -9,7 +9,13 @@
  *   `{token | access_token, expires_in}` → retry with `Authorization: Bearer`. A `Basic` challenge
  *   gets the credentials directly. Tokens are cached per registry, repository and credentials.
  * - Redirects (blob storage behind a registry) are followed up to 5 times; `Authorization` is sent
- *   only to the registry's own origin, never to another one.
+ *   only to the registry's own origin, never to another one. A redirect target and a token realm
+ *   (security review N11) must be a host of `--allowed-registries` / `--insecure-registries`, or a
+ *   public name: IP literals of loopback, private, link-local, unique-local, CGNAT or unspecified
+ *   ranges, `localhost`, single-label names and cluster DNS names (`*.svc`, `*.cluster.local`,
+ *   `*.local`, `*.internal`) are refused, so a registry cannot make the manager call into the cluster
+ *   or the node. (A public name that resolves to a private address is not caught here.)
+ * - Registry answer bodies never reach error messages (they end up in SBC conditions, N11).
  * - Bounded: 10 s to connect, 30 s for headers, 60 s between body chunks.
  * - Access confirmation for caches keyed by content (security review N3): {@link RegistryClient.confirm}
  *   asks the registry, with an authenticated `HEAD`, whether a (reference, credentials) pair may read
@@ -66,6 +72,39 @@ export const ACCESS_ENTRIES = 4096;
 interface CachedToken {
   header: string;
   expiresAt: number;
+}
+
+/**
+ * Why `host` (`name[:port]` or `[v6]:port`) may not be contacted as a redirect target or token realm
+ * unless listed in the policy, or undefined when it may (see the file comment).
+ */
+export function forbiddenHost(host: string): string | undefined {
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '');
+  const n = name.toLowerCase().replace(/\.$/, '');
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(n)) {
+    const [a = 0, b = 0] = n.split('.').map(Number);
+    if (
+      a === 0 ||
+      a === 10 ||
+      a === 127 ||
+      (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 100 && b >= 64 && b <= 127) ||
+      a >= 224
+    )
+      return `${n} is a loopback, private, link-local or reserved address`;
+    return undefined;
+  }
+  if (n.includes(':')) {
+    if (n === '::' || n === '::1' || /^f[cd]/.test(n) || /^fe[89ab]/.test(n) || n.startsWith('::ffff:'))
+      return `${n} is a loopback, unique-local, link-local or mapped address`;
+    return undefined;
+  }
+  if (n === 'localhost' || n.endsWith('.localhost') || !n.includes('.'))
+    return `${n} is a local or single-label name`;
+  if (/\.(svc|cluster\.local|local|internal)$/.test(n)) return `${n} is a cluster or local DNS name`;
+  return undefined;
 }
 
 function header(h: RegistryResponse['headers'], name: string): string | undefined {
@@ -194,10 +233,11 @@ export class RegistryClient {
 
   private async check(res: RegistryResponse, ref: ImageReference, path: string): Promise<RegistryResponse> {
     if (res.status >= 200 && res.status < 300) return res;
-    const detail = (await res.body.text().catch(() => '')).slice(0, 300);
+    // The body is the registry's to choose: it is dropped, never copied into a condition (N11).
+    await res.body.dump().catch(() => undefined);
     const what = `${ref.domain}/${ref.repository}${path}`;
     if (res.status === 404)
-      throw new RegistryError(RegistryReason.ImageNotFound, `${what}: not found (404) ${detail}`.trim(), 404);
+      throw new RegistryError(RegistryReason.ImageNotFound, `${what}: not found (404)`, 404);
     if (res.status === 429 || res.status >= 500)
       throw new RegistryError(
         RegistryReason.RegistryUnavailable,
@@ -206,7 +246,7 @@ export class RegistryClient {
       );
     throw new RegistryError(
       RegistryReason.RegistryError,
-      `${what}: registry answered ${res.status} ${detail}`.trim(),
+      `${what}: registry answered ${res.status}`,
       res.status,
     );
   }
@@ -252,6 +292,7 @@ export class RegistryClient {
             `registry redirected to ${next.protocol}//${next.host}, which is not HTTPS`,
           );
         }
+        this.checkTarget(next, 'redirected to');
         url = next;
         continue;
       }
@@ -261,6 +302,17 @@ export class RegistryClient {
       RegistryReason.RegistryError,
       `more than ${MAX_REDIRECTS} redirects from ${start}`,
     );
+  }
+
+  /** Throws `RegistryNotAllowed` for a redirect target or token realm outside the policy (N11). */
+  private checkTarget(u: URL, what: string): void {
+    if (isAllowed(this.policy, u.host) || isInsecure(this.policy, u.host)) return;
+    const why = forbiddenHost(u.host);
+    if (why)
+      throw new RegistryError(
+        RegistryReason.RegistryNotAllowed,
+        `${what} ${u.protocol}//${u.host}, which is refused: ${why} (not in --allowed-registries)`,
+      );
   }
 
   private cachedToken(key: string): string | undefined {
@@ -296,13 +348,22 @@ export class RegistryClient {
         RegistryReason.RegistryError,
         `registry ${ref.domain}: unsupported challenge ${scheme}`,
       );
-    const realm = new URL(params.realm);
+    let realm: URL;
+    try {
+      realm = new URL(params.realm);
+    } catch {
+      throw new RegistryError(
+        RegistryReason.RegistryError,
+        `registry ${ref.domain}: token realm is not a URL`,
+      );
+    }
     if (realm.protocol !== 'https:' && !(realm.protocol === 'http:' && isInsecure(this.policy, realm.host))) {
       throw new RegistryError(
         RegistryReason.RegistryError,
         `registry ${ref.domain}: token realm ${realm.origin} is not HTTPS`,
       );
     }
+    this.checkTarget(realm, `registry ${ref.domain}: token realm`);
     if (params.service) realm.searchParams.set('service', params.service);
     realm.searchParams.set('scope', params.scope ?? `repository:${ref.repository}:pull`);
     const headers: Record<string, string> = { 'user-agent': 'metal-operator-ts' };

@@ -9,12 +9,15 @@
  *   reused as it is: the SBC controller resolves its digest again with the SBC's own credentials.
  * - N6: manifests beyond what boot images need are refused, the resolver caches extracted fields
  *   only within a byte bound, and an image `commandLine` is capped.
+ * - N11: redirects and token realms outside the allow-lists to loopback/private/link-local
+ *   literals or cluster names are refused, and registry bodies never reach error messages.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, createSign, randomBytes, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -385,6 +388,54 @@ auth:
       }
     } finally {
       await client.close();
+    }
+  });
+
+  it('N11: no redirect or token realm into the cluster or the node; no registry bodies in errors', async () => {
+    const hits: string[] = [];
+    const inside = createServer((req, res) => {
+      hits.push(req.url ?? '');
+      res.writeHead(200).end('{"token":"t"}');
+    });
+    await new Promise<void>((ok) => inside.listen(0, '127.0.0.2', ok));
+    const insideHost = `127.0.0.2:${(inside.address() as AddressInfo).port}`;
+    const evil = createServer((req, res) => {
+      if (req.url?.includes('/redirect/'))
+        res.writeHead(307, { location: `https://${insideHost}/steal` }).end();
+      else if (req.url?.includes('/metadata/'))
+        res.writeHead(307, { location: 'https://169.254.169.254/latest/meta-data/' }).end();
+      else if (req.url?.includes('/cluster/'))
+        res.writeHead(307, { location: 'https://kubernetes.default.svc/api' }).end();
+      else if (req.url?.includes('/realm/'))
+        res
+          .writeHead(401, { 'www-authenticate': `Bearer realm="https://${insideHost}/token",service="x"` })
+          .end();
+      else res.writeHead(404, { 'content-type': 'text/plain' }).end('SECRET-BODY-FROM-REGISTRY');
+    });
+    await new Promise<void>((ok) => evil.listen(0, '127.0.0.1', ok));
+    const evilHost = `127.0.0.1:${(evil.address() as AddressInfo).port}`;
+    const client = new RegistryClient(newRegistryPolicy({ allowed: [evilHost], insecure: [evilHost] }));
+    const blob = `/blobs/sha256:${'0'.repeat(64)}`;
+    try {
+      for (const repo of ['redirect/x', 'metadata/x', 'cluster/x', 'realm/x']) {
+        await assert.rejects(
+          client.get(parseReference(`${evilHost}/${repo}:1`), blob),
+          (e: { reason?: string; message: string }) =>
+            e.reason === 'RegistryNotAllowed' && /refused/.test(e.message),
+          repo,
+        );
+      }
+      assert.deepEqual(hits, [], 'nothing inside was contacted');
+      const err = await client.get(parseReference(`${evilHost}/other/x:1`), blob).then(
+        () => assert.fail('404 expected'),
+        (e: Error) => e,
+      );
+      assert.match(err.message, /not found \(404\)/);
+      assert.doesNotMatch(err.message, /SECRET-BODY/, 'no registry body in the message');
+    } finally {
+      await client.close();
+      evil.close();
+      inside.close();
     }
   });
 });
