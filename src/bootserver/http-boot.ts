@@ -30,7 +30,7 @@ import { type HttpApp, type SignalServerOptions, UNSERVED_BUDGETED } from '../bo
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import type { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
-import type { BlobCache } from '../oci/blob-cache.js';
+import { type BlobCache, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { parseReference } from '../oci/reference.js';
 import { RegistryError } from '../oci/registry-client.js';
@@ -93,6 +93,7 @@ async function localBootFiles(
   } catch (err) {
     if (!(err instanceof RegistryError)) throw err;
     if (err.reason === 'RegistryNotAllowed') throw new HttpError(403, err.reason, err.message);
+    if (err.reason === LAYER_TOO_LARGE) throw new HttpError(502, err.reason, err.message); // no retry helps
     throw new HttpError(503, err.reason, err.message, REGISTRY_RETRY_AFTER_S);
   }
 }
