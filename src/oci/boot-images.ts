@@ -4,7 +4,9 @@
  *
  * Pull secret (a `kubernetes.io/dockerconfigjson` Secret in the SBC's namespace), first found of:
  * annotation `metal.ironcore.dev/image-pull-secret: <name>` on the SBC, the same annotation on the
- * ServerClaim that controls the SBC, the manager flag `--image-pull-secret <namespace/name>`.
+ * ServerClaim that controls the SBC, the manager flag `--image-pull-secret <namespace/name>`. The
+ * flag's Secret is a cross-tenant grant (security review N17): it serves every SBC in every
+ * namespace that names none, so it should only read images every tenant may boot (README).
  * The Secret's name (never its content) is recorded in `status.image.pullSecret` for operators to
  * read; nobody takes a Secret reference from status (security review N5: SBC status is writable by
  * more than the controller): the boot server derives the pull secret again ({@link BootImages.credentialsOf}).
