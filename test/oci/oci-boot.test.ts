@@ -324,7 +324,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     assert.match(
       kernelLine,
       new RegExp(
-        ` gl\\.ovl=/:tmpfs gl\\.url=\\S+/oci/${uuid}/1/squashfs\\?cap=[A-Za-z0-9_-]{43} gl\\.live=1 `,
+        ` gl\\.ovl=/:tmpfs gl\\.url=\\S+/oci/${uuid}/1/squashfs\\?cap=[A-Za-z0-9_-]{43} gl\\.live=1( |$)`,
       ),
     );
     const sq = await fetch(urlIn(kernelLine, 'gl.url='));
