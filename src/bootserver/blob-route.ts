@@ -16,7 +16,8 @@
  *   NetBootOnce claim completed that attempt (as the HTTP boot route: nothing is served again).
  * - `Range: bytes=a-b` (one range) → 206 with `Content-Range`; unsatisfiable → 416.
  * - 403 `RegistryNotAllowed` when the image's registry is not (or no longer) in
- *   `--allowed-registries`; 503 + `Retry-After` when the registry cannot be reached or the API server
+ *   `--allowed-registries`; 502 `LayerTooLarge` for a layer beyond `--max-layer-size` (N10); 503 +
+ *   `Retry-After` when the registry cannot be reached, the cache has no room now, or the API server
  *   is down.
  * Headers: `Content-Length`, `Accept-Ranges: bytes`, `ETag: "<digest>"`, `Content-Type:
  * application/octet-stream`.
@@ -26,7 +27,7 @@ import { CAPABILITY_PARAM, verifyLayerCapability } from '../bootauth/layer-capab
 import { apiFailure, type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import type { createHttpApp } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
-import type { BlobCache, BlobRange } from '../oci/blob-cache.js';
+import { type BlobCache, type BlobRange, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { BOOT_LAYERS, type BootLayer } from '../oci/media-types.js';
 import { parseReference } from '../oci/reference.js';
@@ -132,7 +133,7 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
     try {
       let credentials: Awaited<ReturnType<BootImages['credentials']>>;
       try {
-        credentials = await o.images.credentials(img.pullSecret, ref);
+        credentials = await o.images.credentialsOf(sbc, ref); // never status.image.pullSecret (N5)
       } catch (err) {
         if (err instanceof RegistryError) throw err;
         apiFailure(err, 'reading the image pull secret');
@@ -166,6 +167,7 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
       if (!(err instanceof RegistryError)) throw err;
       log.warn({ digest, reason: err.reason, err: err.message }, 'image layer not available');
       if (err.reason === 'RegistryNotAllowed') throw new HttpError(403, err.reason, err.message);
+      if (err.reason === LAYER_TOO_LARGE) throw new HttpError(502, err.reason, err.message); // no retry helps
       throw new HttpError(503, err.reason, err.message, REGISTRY_RETRY_AFTER_S);
     }
   });

@@ -17,19 +17,20 @@
  * - 409 `NotHTTPBoot` (the configuration boots over PXE) or `StaleAttempt` (another attempt's URL);
  * - 403 `UnknownClient` (checked first; client-identity.ts) or `ScriptPinned` (this attempt's file
  *   went to another address), logged with the address;
- * - 503 + `Retry-After` while the configuration is not Ready or is being rotated, and
- *   `AwaitingPowerOn` while the power-on of the attempt is not recorded.
+ * - 503 + `Retry-After` while the configuration is not Ready or is being rotated,
+ *   `AwaitingPowerOn` while the power-on of the attempt is not recorded, and `BootFileBusy` while
+ *   the UKI builds are at their bound (uki.ts, security review N7).
  */
-import { createReadStream, statSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
 import type { BootTargetResolver } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
-import type { HttpApp, SignalServerOptions } from '../bootsignals/http-app.js';
+import { type HttpApp, type SignalServerOptions, UNSERVED_BUDGETED } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import type { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
-import type { BlobCache } from '../oci/blob-cache.js';
+import { type BlobCache, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { parseReference } from '../oci/reference.js';
 import { RegistryError } from '../oci/registry-client.js';
@@ -38,7 +39,7 @@ import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptKernelArgs } from './ipxe-script.js';
-import type { UkiBuilder } from './uki.js';
+import { type UkiBuilder, UkiBusy, type UkiLease } from './uki.js';
 
 export interface HttpBootRouteOptions {
   client: SignalServerOptions['client'];
@@ -63,6 +64,8 @@ export interface HttpBootRouteOptions {
 }
 
 const REGISTRY_RETRY_AFTER_S = 5;
+/** Seconds firmware is told to wait while the UKI build queue is full (a build takes about a second). */
+const UKI_BUSY_RETRY_AFTER_S = 5;
 
 /**
  * Local files of the attempt's kernel and initrd: catalog paths as they are, OCI layers (`status.image`)
@@ -82,7 +85,7 @@ async function localBootFiles(
   }
   const ref = parseReference(img.reference);
   try {
-    const credentials = await o.oci.images.credentials(img.pullSecret, ref);
+    const credentials = await o.oci.images.credentialsOf(sbc, ref); // never status.image.pullSecret (N5)
     return {
       kernel: await o.oci.cache.file(ref, img.kernel, credentials),
       initrd: await o.oci.cache.file(ref, img.initrd, credentials),
@@ -90,6 +93,7 @@ async function localBootFiles(
   } catch (err) {
     if (!(err instanceof RegistryError)) throw err;
     if (err.reason === 'RegistryNotAllowed') throw new HttpError(403, err.reason, err.message);
+    if (err.reason === LAYER_TOO_LARGE) throw new HttpError(502, err.reason, err.message); // no retry helps
     throw new HttpError(503, err.reason, err.message, REGISTRY_RETRY_AFTER_S);
   }
 }
@@ -103,77 +107,100 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
     },
     required: ['uuid', 'attempt'],
   };
-  app.get('/httpboot/:uuid/:attempt/uki.efi', { schema: { params } }, async (req, reply) => {
-    const p = req.params as { uuid: string; attempt: string };
-    const uuid = o.parseUUID(p.uuid);
-    const wanted = Number(p.attempt);
-    const client = clientAddress(req.socket.remoteAddress);
-    let target = o.resolver.resolve(uuid);
-    const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
-    if (!target.sbc) {
-      log.info('HTTP boot without boot configuration: refused, local boot');
-      throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
-    }
-    o.identity.check(target.server, client, log, 'HTTP boot file');
-    if (
-      target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-      countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
-    ) {
-      log.info(
-        { sbc: target.sbc.metadata.name },
-        'NetBootOnce configuration already booted: HTTP boot refused, local boot',
-      );
-      throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
-    }
-    if (!o.resolver.consistent(target)) target = await o.resolver.refresh(target);
-    const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
-    if (!o.resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
-    if (sbc.spec.bootMethod !== 'HTTPBoot')
-      throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
-    if (sbc.status?.state !== 'Ready')
-      throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
-    const attempt = sbc.spec.bootAttempt ?? 1;
-    if (wanted !== attempt)
-      throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
-    const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
-    pinCheck?.(sbc);
-    await o.intents.require(sbc, target.server);
-    // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
-    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
-    const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
-    const cmdline = attemptKernelArgs({
-      image,
-      uuid,
-      attempt,
-      token: target.callback.token,
-      bootServerUrl: o.baseUrl(),
-      registryUrl: o.registryUrl,
-    }).join(' ');
-    let file: string;
-    try {
-      file = await o.uki.get({ kernel, initrd, cmdline });
-    } catch (err) {
-      log.error({ err: (err as Error).message }, 'building the UKI failed');
-      throw unavailable('the boot file could not be built', 30);
-    }
-    const size = statSync(file).size;
-    if (req.method === 'GET') {
-      // The pin is stored (compare-and-swap) before a byte of the file leaves.
-      await recordSignal(
-        o.client,
-        o.component,
-        sbc,
-        {
-          type: BootSignal.HTTPBootFileFetched,
-          status: 'True',
-          reason: SignalReason.BootFileServed,
-          message: pinMessage('boot file', attempt, client),
-        },
-        { check: pinCheck },
-      );
-      log.info({ sbc: sbc.metadata.name, attempt, image: image.name, bytes: size }, 'HTTP boot file served');
-    }
-    return reply.type('application/efi').header('content-length', String(size)).send(createReadStream(file));
-  });
+  app.get(
+    '/httpboot/:uuid/:attempt/uki.efi',
+    { ...UNSERVED_BUDGETED, schema: { params } },
+    async (req, reply) => {
+      const p = req.params as { uuid: string; attempt: string };
+      const uuid = o.parseUUID(p.uuid);
+      const wanted = Number(p.attempt);
+      const client = clientAddress(req.socket.remoteAddress);
+      let target = o.resolver.resolve(uuid);
+      const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
+      if (!target.sbc) {
+        log.info('HTTP boot without boot configuration: refused, local boot');
+        throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
+      }
+      o.identity.check(target.server, client, log, 'HTTP boot file');
+      if (
+        target.sbc.spec.bootPolicy === 'NetBootOnce' &&
+        countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
+      ) {
+        log.info(
+          { sbc: target.sbc.metadata.name },
+          'NetBootOnce configuration already booted: HTTP boot refused, local boot',
+        );
+        throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
+      }
+      // Paced per SBC (security review N4).
+      if (!o.resolver.consistent(target)) target = (await o.resolver.refreshPaced(target)).target;
+      const sbc = target.sbc;
+      if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
+      if (!o.resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+      if (sbc.spec.bootMethod !== 'HTTPBoot')
+        throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
+      if (sbc.status?.state !== 'Ready')
+        throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
+      const attempt = sbc.spec.bootAttempt ?? 1;
+      if (wanted !== attempt)
+        throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
+      const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
+      pinCheck?.(sbc);
+      await o.intents.require(sbc, target.server);
+      // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
+      const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
+      const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
+      const cmdline = attemptKernelArgs({
+        image,
+        uuid,
+        attempt,
+        token: target.callback.token,
+        bootServerUrl: o.baseUrl(),
+        registryUrl: o.registryUrl,
+      }).join(' ');
+      let lease: UkiLease;
+      try {
+        lease = await o.uki.lease({ kernel, initrd, cmdline });
+      } catch (err) {
+        if (err instanceof UkiBusy) {
+          log.warn({ err: err.message }, 'UKI builds busy: retry later');
+          throw new HttpError(
+            503,
+            'BootFileBusy',
+            `the boot file cannot be built now: ${err.message}`,
+            UKI_BUSY_RETRY_AFTER_S,
+          );
+        }
+        log.error({ err: (err as Error).message }, 'building the UKI failed');
+        throw unavailable('the boot file could not be built', 30);
+      }
+      // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
+      reply.raw.once('close', lease.release);
+      const file = lease.path;
+      const size = lease.size;
+      if (req.method === 'GET') {
+        // The pin is stored (compare-and-swap) before a byte of the file leaves.
+        await recordSignal(
+          o.client,
+          o.component,
+          sbc,
+          {
+            type: BootSignal.HTTPBootFileFetched,
+            status: 'True',
+            reason: SignalReason.BootFileServed,
+            message: pinMessage('boot file', attempt, client),
+          },
+          { check: pinCheck },
+        );
+        log.info(
+          { sbc: sbc.metadata.name, attempt, image: image.name, bytes: size },
+          'HTTP boot file served',
+        );
+      }
+      return reply
+        .type('application/efi')
+        .header('content-length', String(size))
+        .send(createReadStream(file));
+    },
+  );
 }

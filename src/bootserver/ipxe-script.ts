@@ -7,7 +7,41 @@
  * base URL), `metal.token` (the attempt's callback token), `ignition.config.url`; for an image
  * with a squashfs layer also gardenlinux's `gl.ovl`, `gl.url`, `gl.live` (see {@link liveRootArgs}).
  */
+import { HttpError } from '../bootsignals/http-error.js';
 import type { ImageEntry } from './image-catalog.js';
+
+/** Longest image command line served, in bytes (as the resolver's bound for OCI images, N6/N12). */
+export const MAX_IMAGE_CMDLINE_BYTES = 1024;
+/** The keys this operator sets; an image command line must not set them again. */
+const OWN_KEYS = [
+  'metal.mode',
+  'metal.uuid',
+  'metal.attempt',
+  'metal.registry',
+  'metal.token',
+  'ignition.config.url',
+];
+
+/**
+ * The image's command line as served (security review N12): it comes from the catalog or from
+ * `status.image.commandLine`, which more than the controller may write, and is pasted into an iPXE
+ * `kernel` line, so control characters (a newline would end that line), more than
+ * {@link MAX_IMAGE_CMDLINE_BYTES} bytes, and any of this operator's own keys are refused:
+ * `HttpError` 409 `InvalidCommandLine` (nothing is served).
+ */
+export function checkedImageCmdline(cmdline: string): string {
+  const refuse = (why: string) => {
+    throw new HttpError(409, 'InvalidCommandLine', `the image's kernel command line ${why}`);
+  };
+  if (Buffer.byteLength(cmdline) > MAX_IMAGE_CMDLINE_BYTES)
+    refuse(`is longer than ${MAX_IMAGE_CMDLINE_BYTES} bytes`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/[\u0000-\u001f\u007f]/.test(cmdline)) refuse('contains control characters');
+  for (const arg of cmdline.split(' '))
+    if (OWN_KEYS.some((k) => arg === k || arg.startsWith(`${k}=`)))
+      refuse(`sets ${arg.split('=')[0]}, which the operator sets`);
+  return cmdline;
+}
 
 /** Default script for `GET /ipxe`: chains to the UUID-specific script. */
 export function chainScript(bootServerUrl: string): string {
@@ -45,21 +79,23 @@ export function imageFileUrl(bootServerUrl: string, image: ImageEntry, file: 'ke
 }
 
 /**
- * The attempt's kernel command line (without the iPXE `initrd=` argument): the image's own
- * arguments, then the agent keys and the ignition URL carrying the attempt token. Shared by the
- * iPXE script and the UKI of UEFI HTTP boot.
+ * The attempt's kernel command line (without the iPXE `initrd=` argument): the agent keys and the
+ * ignition URL carrying the attempt token first, then the image's own arguments (checked by
+ * {@link checkedImageCmdline}; first so that nothing in them, such as an iPXE `#`, can drop the
+ * token, N12) and the live-root arguments. Shared by the iPXE script and the UKI of UEFI HTTP boot.
+ * @throws HttpError 409 `InvalidCommandLine` (see {@link checkedImageCmdline}).
  */
 export function attemptKernelArgs(i: AttemptScriptInput): string[] {
   const ignitionUrl = `${i.bootServerUrl}/ignition/${i.uuid}?token=${encodeURIComponent(i.token)}`;
   return [
-    i.image.cmdline,
-    ...(i.image.squashfs ? liveRootArgs(i.image.squashfs) : []),
     `metal.mode=${i.image.mode}`,
     `metal.uuid=${i.uuid}`,
     `metal.attempt=${i.attempt}`,
     `metal.registry=${i.registryUrl}`,
     `metal.token=${i.token}`,
     `ignition.config.url=${ignitionUrl}`,
+    checkedImageCmdline(i.image.cmdline ?? ''),
+    ...(i.image.squashfs ? liveRootArgs(i.image.squashfs) : []),
   ].filter(Boolean);
 }
 
@@ -75,10 +111,7 @@ export function liveRootArgs(squashfsUrl: string): string[] {
 /** The attempt's script: kernel + initrd + a command line carrying the attempt token. */
 export function attemptScript(i: AttemptScriptInput): string {
   // iPXE under UEFI hands the initrd to the kernel's EFI stub by this name.
-  const [first, ...rest] = attemptKernelArgs(i);
-  const args = i.image.cmdline
-    ? [first!, 'initrd=initrd.img', ...rest]
-    : ['initrd=initrd.img', first!, ...rest];
+  const args = ['initrd=initrd.img', ...attemptKernelArgs(i)];
   return [
     '#!ipxe',
     `echo metal: ${i.image.name} attempt ${i.attempt}`,

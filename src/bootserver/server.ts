@@ -5,6 +5,8 @@
  *   `/ipxe/${uuid}` (iPXE expands `${uuid}`).
  * - `GET /ipxe/{uuid}` → the current attempt's script (kernel, initrd, command line with the
  *   ignition URL, the registry URL and the attempt token); sets `IPXEScriptFetched` before answering.
+ *   An unknown UUID gets the local-boot script of a server without boot configuration (not 404:
+ *   the answer does not tell which UUIDs exist, N16).
  *   A local-boot script when the server has no boot configuration (confirmed by a live read; 503
  *   `BootConfigurationPending` + `Retry-After` instead while the Server has an attempt in progress
  *   whose SBC the cache does not show yet, see attempt-in-progress.ts), and for a NetBootOnce
@@ -18,7 +20,9 @@
  *   `ScriptPinned` for others; attempt-pin.ts): the pin is the `IPXEScriptFetched` write itself, a
  *   compare-and-swap on the SBC's resourceVersion, stored before the script is sent. A refused
  *   fetch of the current attempt sets the SBC's `FetchRefused` condition and a Warning Event on its
- *   claim or Server (fetch-refusal.ts).
+ *   claim or Server (fetch-refusal.ts). An attempt whose `spec.bootMethod` is not PXE gets no
+ *   script: 409 `NotPXEBoot` (security review N2; its token goes out by its own route only, and the
+ *   pin spans both routes).
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON; Butane translated) with the
  *   `/bootstate` hook merged in, validated first (src/ignition/); 409 with the validator's report
  *   for an invalid config; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
@@ -42,7 +46,13 @@ import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { BootSignal, ConditionType, EventReason, SignalReason } from '../api/vocabulary.js';
 import { type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
-import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
+import {
+  AUTHENTICATED,
+  createHttpApp,
+  listen,
+  type SignalServerOptions,
+  UNSERVED_BUDGETED,
+} from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
@@ -150,11 +160,24 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
   app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
 
-  app.get('/ipxe/:uuid', { schema: { params: uuidParam } }, async (req, reply) => {
+  app.get('/ipxe/:uuid', { ...UNSERVED_BUDGETED, schema: { params: uuidParam } }, async (req, reply) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const client = clientAddress(req.socket.remoteAddress);
-    let target = resolver.resolve(uuid);
+    let target: BootTarget;
+    try {
+      target = resolver.resolve(uuid);
+    } catch (err) {
+      // An unknown UUID gets what a known server without boot configuration gets (security review
+      // N16: the answer must not tell which UUIDs exist); it costs no API read and spends the
+      // address's 404 budget as a 404 did (the local-boot answer is counted below).
+      if (!(err instanceof HttpError) || err.reason !== 'UnknownServer') throw err;
+      req.log.info({ systemUUID: uuid, client }, 'no Server with this UUID: local boot');
+      (req as { unserved?: boolean }).unserved = true;
+      return reply.type('text/plain').send(localBootScript('no boot configuration'));
+    }
     const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
+    // Identity first (security review N4): an address refused by it costs no API read.
+    identity.check(target.server, client, log, 'script');
     if (!target.sbc) {
       // The cache may lag the attempt this host was powered on for: ask the API server first.
       const live = await liveCheck.read(target.server);
@@ -178,7 +201,8 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       log.info({ sbc: current.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
-    if (!resolver.consistent(target)) target = await resolver.refresh(target);
+    // Paced per SBC (one live read per second however many requests, N4).
+    if (!resolver.consistent(target)) target = (await resolver.refreshPaced(target)).target;
     const sbc = target.sbc;
     if (!sbc || !target.callback) {
       // A hand-made SBC gets its callback Secret from the SBC controller (CallbackConfigured condition).
@@ -190,10 +214,22 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
       );
     }
     if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+    if ((sbc.spec.bootMethod ?? 'PXE') !== 'PXE') {
+      // The attempt boots by another route (security review N2): its token goes out only there,
+      // under that route's pin, so this route must not hand it to a second address.
+      log.warn(
+        { sbc: sbc.metadata.name, bootMethod: sbc.spec.bootMethod },
+        'iPXE script of a non-PXE attempt: refused',
+      );
+      throw new HttpError(
+        409,
+        'NotPXEBoot',
+        `the boot configuration boots by ${sbc.spec.bootMethod}, not PXE`,
+      );
+    }
     if (sbc.status?.state !== 'Ready')
       throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
     const attempt = sbc.spec.bootAttempt ?? 1;
-    identity.check(target.server, client, log, 'script');
     const pinCheck = pin ? notPinnedElsewhere(BootSignal.IPXEScriptFetched, client, log) : undefined;
     pinCheck?.(sbc);
     await intents.require(sbc, target.server);

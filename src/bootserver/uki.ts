@@ -6,8 +6,14 @@
  * systemd 252: section addresses are set explicitly, above the stub's own sections).
  *
  * The command line carries the attempt token, so a UKI is built per attempt (about a second) and
- * kept in a private folder (mode 0700) keyed by a hash of its inputs; the folder holds at most
- * `maxEntries` files, oldest removed first, and is removed by {@link UkiBuilder.close}.
+ * kept in a private folder (mode 0700) keyed by a hash of its inputs, and removed by
+ * {@link UkiBuilder.close}. Bounds (security review N7):
+ * - builds: at most `maxBuilds` objcopy runs at once and `maxQueued` waiting; beyond, {@link UkiBusy}
+ *   (the route answers 503 + `Retry-After`), so a burst of boots cannot start unbounded builds;
+ * - the folder: at most `maxEntries` files and `maxBytes` bytes, least recently used removed first,
+ *   but never a file under a lease ({@link UkiBuilder.lease}: the route holds one until the response
+ *   ended), so a file handed out is never deleted before it was sent; when only leased files are
+ *   left and a build would exceed `maxBytes`, {@link UkiBusy} too.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -38,6 +44,31 @@ export interface UkiBuilderOptions {
   objcopy?: string;
   /** Most UKIs kept (default 32). */
   maxEntries?: number;
+  /** Most bytes of UKIs kept (default 4 GiB). */
+  maxBytes?: number;
+  /** Concurrent objcopy runs (default 2). */
+  maxBuilds?: number;
+  /** Builds waiting for a slot (default 8). */
+  maxQueued?: number;
+}
+
+/** Thrown when no build can start now (queue full, cache full of leased files): retry later. */
+export class UkiBusy extends Error {}
+
+/** A UKI file kept from deletion until {@link UkiLease.release} (idempotent). */
+export interface UkiLease {
+  path: string;
+  /** Bytes. */
+  size: number;
+  release(): void;
+}
+
+interface Entry {
+  file: Promise<string>;
+  /** Bytes once built (0 before). */
+  bytes: number;
+  refs: number;
+  done: boolean;
 }
 
 const MiB = 1024 * 1024;
@@ -80,26 +111,82 @@ export function ukiObjcopyArgs(
 
 export class UkiBuilder {
   private readonly dir = mkdtempSync(path.join(os.tmpdir(), 'metal-uki-'));
-  private readonly built = new Map<string, Promise<string>>();
+  /** Key → entry, least recently used first. */
+  private readonly built = new Map<string, Entry>();
+  private total = 0;
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(private readonly opts: UkiBuilderOptions = {}) {}
 
   /**
-   * The UKI for `input`, built on first request and reused for the same inputs (kernel and initrd
-   * identified by path, size and modification time).
-   * @returns its path.
+   * The UKI for `input` under a lease: built on first request (queued behind `maxBuilds` others),
+   * reused for the same inputs (kernel and initrd identified by path, size and modification time),
+   * and not deleted before `release()`. The caller must release it, also on errors after it resolved.
+   * @throws UkiBusy when the build queue is full or the cache holds only leased files.
    * @throws Error when objcopy fails or a file is missing (the failed build is not cached).
    */
-  get(input: UkiInput): Promise<string> {
+  async lease(input: UkiInput): Promise<UkiLease> {
     const key = this.key(input);
-    let p = this.built.get(key);
-    if (!p) {
-      p = this.build(input, key);
-      p.catch(() => this.built.delete(key));
-      this.built.set(key, p);
-      this.evict();
+    let e = this.built.get(key);
+    if (e) {
+      this.built.delete(key); // most recently used last
+      this.built.set(key, e);
+    } else {
+      const need = statSync(input.kernel).size + statSync(input.initrd).size;
+      this.evict(need);
+      if (this.waiting.length >= (this.opts.maxQueued ?? 8))
+        throw new UkiBusy(`${this.running} UKI builds running and ${this.waiting.length} queued`);
+      if (this.total + need > (this.opts.maxBytes ?? 4 * 1024 ** 3))
+        throw new UkiBusy('the UKI cache is full of files being served');
+      const entry: Entry = { file: Promise.resolve(''), bytes: 0, refs: 0, done: false };
+      entry.file = this.build(input, key).then(
+        (f) => {
+          entry.done = true;
+          entry.bytes = statSync(f).size;
+          this.total += entry.bytes;
+          this.evict(0);
+          return f;
+        },
+        (err: unknown) => {
+          if (this.built.get(key) === entry) this.built.delete(key);
+          throw err;
+        },
+      );
+      this.built.set(key, entry);
+      e = entry;
     }
-    return p;
+    const entry = e;
+    entry.refs++;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      entry.refs--;
+      this.evict(0);
+    };
+    try {
+      const file = await entry.file;
+      return { path: file, size: entry.bytes, release };
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  /**
+   * The path of the UKI for `input`, without a lease: it may be deleted by a later build at any time
+   * (tests and tools that read it at once). Throws as {@link UkiBuilder.lease}.
+   */
+  async get(input: UkiInput): Promise<string> {
+    const l = await this.lease(input);
+    l.release();
+    return l.path;
+  }
+
+  /** Bytes of UKIs kept. */
+  bytes(): number {
+    return this.total;
   }
 
   /** Removes every UKI built. */
@@ -119,31 +206,53 @@ export class UkiBuilder {
       .slice(0, 32);
   }
 
-  private async build(i: UkiInput, key: string): Promise<string> {
-    const out = path.join(this.dir, `${key}.efi`);
-    const cmdline = path.join(this.dir, `${key}.cmdline`);
-    const osrel = path.join(this.dir, 'os-release');
-    await fs.writeFile(cmdline, i.cmdline, { mode: 0o600 });
-    await fs.writeFile(osrel, 'ID=metal\nNAME="metal-operator boot image"\n');
-    const kernelBytes = (await fs.stat(i.kernel)).size;
-    const args = ukiObjcopyArgs(
-      { stub: this.opts.stub ?? DEFAULT_EFI_STUB, kernel: i.kernel, initrd: i.initrd, cmdline, osrel, out },
-      kernelBytes,
-    );
+  /** Runs `work` in one of the `maxBuilds` slots (FIFO). */
+  private async slot<T>(work: () => Promise<T>): Promise<T> {
+    if (this.running >= (this.opts.maxBuilds ?? 2)) await new Promise<void>((ok) => this.waiting.push(ok));
+    else this.running++;
     try {
-      await run(this.opts.objcopy ?? DEFAULT_OBJCOPY, args, { timeout: 60_000 });
+      return await work();
     } finally {
-      await fs.rm(cmdline, { force: true });
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
     }
-    return out;
   }
 
-  private evict(): void {
-    const max = this.opts.maxEntries ?? 32;
-    while (this.built.size > max) {
-      const [oldest, p] = this.built.entries().next().value as [string, Promise<string>];
-      this.built.delete(oldest);
-      void p.then((f) => fs.rm(f, { force: true })).catch(() => undefined);
+  private build(i: UkiInput, key: string): Promise<string> {
+    return this.slot(async () => {
+      const out = path.join(this.dir, `${key}.efi`);
+      const cmdline = path.join(this.dir, `${key}.cmdline`);
+      const osrel = path.join(this.dir, 'os-release');
+      await fs.writeFile(cmdline, i.cmdline, { mode: 0o600 });
+      await fs.writeFile(osrel, 'ID=metal\nNAME="metal-operator boot image"\n');
+      const kernelBytes = (await fs.stat(i.kernel)).size;
+      const args = ukiObjcopyArgs(
+        { stub: this.opts.stub ?? DEFAULT_EFI_STUB, kernel: i.kernel, initrd: i.initrd, cmdline, osrel, out },
+        kernelBytes,
+      );
+      try {
+        await run(this.opts.objcopy ?? DEFAULT_OBJCOPY, args, { timeout: 60_000 });
+      } finally {
+        await fs.rm(cmdline, { force: true });
+      }
+      return out;
+    });
+  }
+
+  /**
+   * Removes least recently used built files nobody leases until at most `maxEntries` are kept and
+   * `need` more bytes fit in `maxBytes`. Builds in progress and leased files stay.
+   */
+  private evict(need: number): void {
+    const maxEntries = this.opts.maxEntries ?? 32;
+    const maxBytes = this.opts.maxBytes ?? 4 * 1024 ** 3;
+    for (const [key, e] of [...this.built]) {
+      if (this.built.size <= maxEntries && this.total + need <= maxBytes) return;
+      if (!e.done || e.refs > 0) continue;
+      this.built.delete(key);
+      this.total -= e.bytes;
+      void e.file.then((f) => fs.rm(f, { force: true })).catch(() => undefined);
     }
   }
 }

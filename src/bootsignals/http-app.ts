@@ -9,7 +9,7 @@
  * `headersMs`), an idle keep-alive connection is closed after `keepAliveMs`, and any socket without
  * traffic for `idleMs`; slow or stalled clients cannot hold file descriptors. The limits bound what
  * a client SENDS; streaming a large image to a slow client is bounded by `idleMs` only.
- * Too many 401s from one address make its requests to authenticated routes answer 429 (see
+ * Too many 401s from one address (an IPv6 address: its /64, N16) make its requests to authenticated routes answer 429 (see
  * auth-failure-limit.ts). With `tls`, the server
  * speaks HTTPS with the given certificate (PEM; security review S17).
  */
@@ -19,6 +19,7 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventRecorder } from '../runtime/events.js';
 import { AuthFailureLimit, type AuthFailureLimitOptions } from './auth-failure-limit.js';
 import type { BootTargetSources } from './boot-target.js';
+import { addressBucket } from './client-address.js';
 import { HttpError } from './http-error.js';
 
 /** Socket limits in milliseconds (see the file comment). */
@@ -45,9 +46,21 @@ export interface TlsFiles {
  */
 export interface RouteSecurity {
   authenticated?: boolean;
+  /**
+   * An unauthenticated boot-file route (security review N4): its 404 answers (unknown server, no
+   * boot configuration; on `/ipxe` the local-boot answer to an unknown UUID, N16) spend the client address's second budget ({@link UNSERVED_LIMIT}), and it
+   * answers 429 while that is spent. Its 503 answers do not: what they cost is paced per SBC and per
+   * owner instead (boot-target.ts, power-intent.ts), and hosts behind one address (NAT, simulated
+   * hosts) polling `AwaitingPowerOn` as told must not lock each other out.
+   */
+  unservedBudget?: boolean;
 }
 /** Route options marking a route as authenticated (see {@link RouteSecurity}). */
 export const AUTHENTICATED = { config: { authenticated: true } satisfies RouteSecurity };
+/** Route options of the boot-file routes (see {@link RouteSecurity.unservedBudget}). */
+export const UNSERVED_BUDGETED = { config: { unservedBudget: true } satisfies RouteSecurity };
+/** 404 answers per address on budgeted routes: a burst of 60, then 2 per second. */
+export const UNSERVED_LIMIT = { burst: 60, perSecond: 2 } as const;
 
 /** Options of {@link createHttpApp} beyond its name, logger and metrics. */
 export interface HttpAppOptions {
@@ -136,6 +149,7 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
     ? { https: { ...serverOptions, cert: opts.tls.cert, key: opts.tls.key } }
     : { http: serverOptions };
   const authFailures = new AuthFailureLimit(opts.authFailureLimit);
+  const unserved = new AuthFailureLimit(UNSERVED_LIMIT);
   const app = Fastify({
     ...(transport as object),
     requestTimeout: requestMs,
@@ -155,8 +169,20 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
   app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (req, reply) => {
-    if (!(req.routeOptions.config as RouteSecurity | undefined)?.authenticated) return;
-    const wait = authFailures.retryAfterSeconds(req.socket.remoteAddress ?? 'unknown');
+    const sec = req.routeOptions.config as RouteSecurity | undefined;
+    if (sec?.unservedBudget) {
+      const wait = unserved.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
+      if (wait > 0) {
+        metrics.rejected.inc({ server, reason: 'TooManyUnservedRequests' });
+        (req as { rejectReason?: string }).rejectReason = 'TooManyUnservedRequests';
+        return reply.code(429).header('retry-after', String(wait)).type('application/json').send({
+          reason: 'TooManyUnservedRequests',
+          message: 'too many requests from this address asked for unknown servers (404)',
+        });
+      }
+    }
+    if (!sec?.authenticated) return;
+    const wait = authFailures.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
     if (wait > 0) {
       metrics.rejected.inc({ server, reason: 'TooManyAuthFailures' });
       (req as { rejectReason?: string }).rejectReason = 'TooManyAuthFailures';
@@ -170,7 +196,12 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;
-    if (status === 401) authFailures.fail(req.socket.remoteAddress ?? 'unknown');
+    if (status === 401) authFailures.fail(budgetKey(req.socket.remoteAddress));
+    if (
+      (status === 404 || (req as { unserved?: boolean }).unserved) &&
+      (req.routeOptions.config as RouteSecurity | undefined)?.unservedBudget
+    )
+      unserved.fail(budgetKey(req.socket.remoteAddress));
     metrics.requests.inc({ server, route, method: req.method, status: String(status) });
     metrics.duration.observe({ server, route, method: req.method }, reply.elapsedTime / 1000);
     const entry = {
@@ -246,4 +277,9 @@ export async function listen(
   const bound = typeof addr === 'object' && addr ? addr.port : port;
   const scheme = tls ? 'https' : 'http';
   return { url: `${scheme}://${host.includes(':') ? `[${host}]` : host}:${bound}`, port: bound };
+}
+
+/** The budget key of a socket address: the address, for IPv6 its /64 (N16, client-address.ts). */
+function budgetKey(remote: string | undefined): string {
+  return addressBucket(remote);
 }

@@ -18,9 +18,12 @@
  * Server's cached copy is used when it already shows the intent, and so is the claim's when the
  * boot server is given a claims cache); concurrent fetches for one SBC
  * share one read ({@link SingleFlight} without pacing: a remembered "not yet" could refuse the host
- * that fetches right after its power-on). Polling therefore costs at most one owner read per
- * concurrent flight; refusals do not spend the per-address 401 budget, because hosts behind one
- * address (NAT, a relay, simulated hosts) must not lock each other out of their scripts.
+ * that fetches right after its power-on). Reads are budgeted per owner (security review N4:
+ * {@link OWNER_READS}, a burst of 5 then one per second; beyond it `AwaitingPowerOn` without a
+ * read), so a flood of fetches costs the API server about one read per owner per second; a host
+ * that waits the `Retry-After` it is told never meets the bound. Refusals do not spend the
+ * per-address 401 budget, because hosts behind one address (NAT, a relay, simulated hosts) must not
+ * lock each other out of their scripts.
  */
 import { BOOT_PURPOSE_CLEANUP, BOOT_PURPOSE_LABEL } from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
@@ -29,6 +32,7 @@ import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import type { KubeClient } from '../runtime/client.js';
 import type { Informer } from '../runtime/informer.js';
 import { type KObject, Resources } from '../runtime/resource.js';
+import { AuthFailureLimit } from './auth-failure-limit.js';
 import { apiFailure } from './boot-target.js';
 import { HttpError } from './http-error.js';
 import { SingleFlight } from './single-flight.js';
@@ -70,8 +74,22 @@ export function isDiscoveryAttempt(sbc: ServerBootConfiguration): boolean {
   return controllerOwner(sbc)?.kind === 'Server' && !isCleanupAttempt(sbc);
 }
 
+/** Live owner reads per owner (security review N4): a burst of 5, then one per second. */
+export const OWNER_READS = { burst: 5, perSecond: 1 } as const;
+
+function awaitingPowerOn(): HttpError {
+  return new HttpError(
+    503,
+    'AwaitingPowerOn',
+    'the power-on of this boot attempt is not recorded; the script is served only after it',
+    AWAITING_POWER_ON_RETRY_SECONDS,
+  );
+}
+
 export class PowerIntentGate {
   private readonly flights = new SingleFlight<KObject | undefined>(0);
+  /** Per-owner read budget: beyond it the answer is `AwaitingPowerOn` without a read. */
+  private readonly budget = new AuthFailureLimit(OWNER_READS);
 
   constructor(
     private readonly client: KubeClient,
@@ -93,7 +111,10 @@ export class PowerIntentGate {
       return;
     const rt = ref.kind === 'Server' ? Resources.Server : Resources.ServerClaim;
     const ns = ref.kind === 'Server' ? undefined : sbc.metadata.namespace;
-    const read = await this.flights.do(`${ref.kind}/${ns ?? ''}/${ref.name}`, async () => {
+    const key = `${ref.kind}/${ns ?? ''}/${ref.name}`;
+    if (this.budget.retryAfterSeconds(key) > 0) throw awaitingPowerOn();
+    const read = await this.flights.do(key, async () => {
+      this.budget.fail(key); // spends one read of the owner's budget
       try {
         return await this.client.get<KObject>(rt, ref.name, ns);
       } catch (err) {
@@ -101,11 +122,6 @@ export class PowerIntentGate {
       }
     });
     if (intentRecorded(sbc, read.value)) return;
-    throw new HttpError(
-      503,
-      'AwaitingPowerOn',
-      'the power-on of this boot attempt is not recorded; the script is served only after it',
-      AWAITING_POWER_ON_RETRY_SECONDS,
-    );
+    throw awaitingPowerOn();
   }
 }

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import { ATTEMPT_KEY, PREVIOUS_KEY, TOKEN_KEY } from '../bootauth/callback-token.js';
 import { type BootServerOptions, startBootServer } from '../bootserver/server.js';
 import { type RegistryOptions, type RunningServer, startRegistry } from '../registry/server.js';
 import { KubeClient } from '../runtime/client.js';
@@ -24,19 +25,43 @@ import { slimRegistration } from './registration-cache.js';
 export const CALLBACK_SECRET_LABEL = 'metal.ironcore.dev/callback';
 
 /**
- * Informer transform for callback Secrets (security review S15): anyone who may create Secrets can
- * put the label on big ones; only a Secret controlled by a ServerBootConfiguration keeps its `data`
- * in the cache, any other is cached as metadata alone (and so holds no token either). A forged
- * controller reference to a missing SBC is removed by the garbage collector with its Secret.
+ * Informer transform for callback Secrets (security review S15, N13): anyone who may create Secrets
+ * can put the label on big ones. What is cached of any of them: name, namespace, uid,
+ * resourceVersion, timestamps and owner references; no labels, annotations or managedFields. Only
+ * a Secret controlled by a ServerBootConfiguration keeps `data`, and of it only the callback keys
+ * (`token`, `attempt`, `previous`); with `sbcOf` (the SBC cache), not when that SBC is cached with
+ * another uid than the reference's or names another Secret as its `callbackSecretRef` (an SBC not
+ * cached yet, or without `callbackSecretRef` yet, as a hand-made one just adopted, is given the
+ * benefit of the doubt: informers start together). A forged controller reference to a
+ * missing SBC is removed by the garbage collector with its Secret.
  */
-export function keepOnlySbcSecretData(secret: SecretObject): SecretObject {
-  const owned = secret.metadata.ownerReferences?.some(
+export function keepOnlySbcSecretData(
+  secret: SecretObject,
+  sbcOf?: (namespace: string, name: string) => ServerBootConfiguration | undefined,
+): SecretObject {
+  const m = secret.metadata;
+  const metadata = {
+    name: m.name,
+    namespace: m.namespace,
+    uid: m.uid,
+    resourceVersion: m.resourceVersion,
+    ...(m.creationTimestamp ? { creationTimestamp: m.creationTimestamp } : {}),
+    ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
+    ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
+  } as SecretObject['metadata'];
+  const ref = m.ownerReferences?.find(
     (r) =>
       r.controller && r.kind === 'ServerBootConfiguration' && r.apiVersion.startsWith('metal.ironcore.dev/'),
   );
-  if (owned || secret.data === undefined) return secret;
-  const { data: _dropped, ...rest } = secret;
-  return rest;
+  const sbc = ref && sbcOf ? sbcOf(m.namespace ?? '', ref.name) : undefined;
+  const named = sbc?.spec.callbackSecretRef?.name;
+  const real = !!ref && (!sbc || (sbc.metadata.uid === ref.uid && (!named || named === m.name)));
+  const slim: SecretObject = { apiVersion: secret.apiVersion, kind: secret.kind, metadata };
+  if (!real || secret.data === undefined) return slim;
+  const data: Record<string, string> = {};
+  for (const k of [TOKEN_KEY, ATTEMPT_KEY, PREVIOUS_KEY])
+    if (secret.data[k] !== undefined) data[k] = secret.data[k];
+  return { ...slim, data };
 }
 
 /**
@@ -67,7 +92,7 @@ export function signalSources(client: KubeClient, log: Logger, events?: EventRec
     sbcs: new Informer<ServerBootConfiguration>(client, Resources.ServerBootConfiguration, { log }),
     secrets: new Informer<SecretObject>(client, Resources.Secret, {
       labelSelector: `${CALLBACK_SECRET_LABEL}=true`,
-      transform: keepOnlySbcSecretData,
+      transform: (secret) => keepOnlySbcSecretData(secret, (ns, name) => sources.sbcs.get(name, ns)),
       log,
     }),
     events: events ?? new EventRecorder(client, 'metal-signals', { log }),

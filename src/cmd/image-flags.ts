@@ -10,6 +10,7 @@
  * | `--image-pull-secret` | none | `namespace/name` of a docker-config Secret used when the SBC/claim names none |
  * | `--image-cache-dir` | `$TMPDIR/metal-operator-blobs` | on-disk blob cache of the boot server |
  * | `--image-cache-size` | `10240` | MiB of verified blobs kept (least recently used evicted) |
+ * | `--max-layer-size` | `4096` | MiB of the largest image layer downloaded (larger: `LayerTooLarge`, N10) |
  * | `--ignition-tools` | see src/ignition/ignition-tools.ts | path of the hack/ignition-tools binary |
  */
 import { tmpdir } from 'node:os';
@@ -36,6 +37,8 @@ export interface ImageFlags {
   imagePullSecret?: string;
   imageCacheDir: string;
   imageCacheSize: number;
+  /** MiB (`--max-layer-size`). */
+  maxLayerSize: number;
   ignitionTools?: string;
 }
 
@@ -75,6 +78,7 @@ export function addImageOptions(cmd: Command): Command {
       join(tmpdir(), 'metal-operator-blobs'),
     )
     .option('--image-cache-size <MiB>', 'MiB of blobs the cache keeps', MIB, 10240)
+    .option('--max-layer-size <MiB>', 'MiB of the largest image layer downloaded', MIB, 4096)
     .option('--ignition-tools <path>', 'hack/ignition-tools binary (Butane translator, Ignition validator)');
 }
 
@@ -94,6 +98,7 @@ export function imageFlagsOf(o: Record<string, unknown>): ImageFlags {
     imagePullSecret: pull,
     imageCacheDir: o.imageCacheDir as string,
     imageCacheSize: o.imageCacheSize as number,
+    maxLayerSize: (o.maxLayerSize as number | undefined) ?? 4096,
     ignitionTools: o.ignitionTools as string | undefined,
   };
 }
@@ -131,6 +136,7 @@ export async function imageServices(
   const cache = new BlobCache({
     dir: f.imageCacheDir,
     maxBytes: f.imageCacheSize * 1024 * 1024,
+    maxBlobBytes: Math.min(f.maxLayerSize, f.imageCacheSize) * 1024 * 1024,
     registry: images.registry,
     log: log.child({ component: 'blob-cache' }),
   });

@@ -3,10 +3,15 @@
  * catalog name (plain files), else as an OCI image reference resolved through the registry once
  * per attempt.
  *
- * Once per attempt: when `status.image` already names `spec.image` for `spec.bootAttempt`, it is
- * reused without a registry call (every reconcile, manager restarts); a new attempt (or a changed
- * `spec.image`) resolves the tag again, so a retag between attempts is booted by the next attempt
- * and every fetch within one attempt serves the same digests.
+ * Once per attempt: when `status.image` already names `spec.image` for `spec.bootAttempt`, its
+ * digest is kept (every reconcile, manager restarts) but not its content: status is writable by
+ * more than this controller (the `External<Name>` signal writers may write SBC status), so the
+ * pinned digest is resolved again with the credentials of the SBC's own pull secret (the resolver's
+ * cache, confirmed per credentials: no manifest download while it holds) and the stored layers,
+ * command line and pull secret are kept only when they equal that resolution (security review N5);
+ * otherwise status is rewritten. A new attempt (or a changed `spec.image`) resolves the tag again,
+ * so a retag between attempts is booted by the next attempt and every fetch within one attempt
+ * serves the same digests.
  *
  * Failures name what is missing: `InvalidImageReference`, `ImageNotFound` (not in the catalog and
  * its registry not allowed, or unknown to the registry), `RegistryNotAllowed`,
@@ -25,6 +30,14 @@ import { isAllowed } from '../oci/registry-policy.js';
 export type ImageVerdict =
   | { ok: true; name: string; image?: SBCImageStatus; resolvedNow: boolean }
   | { ok: false; reason: string; message: string; askedRegistry: boolean };
+
+const DIGEST = /^sha256:[a-f0-9]{64}$/;
+
+/** Whether a stored `status.image` says exactly what a fresh resolution says (field order aside). */
+function sameImage(a: SBCImageStatus, b: SBCImageStatus): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof SBCImageStatus>;
+  return [...keys].every((k) => a[k] === b[k]);
+}
 
 /** Boot method of an SBC (`spec.bootMethod`, added by the HTTP-boot work; PXE when absent). */
 function bootMethodOf(sbc: ServerBootConfiguration): 'PXE' | 'HTTPBoot' {
@@ -64,12 +77,14 @@ export async function resolveSbcImage(
   const attempt = sbc.spec.bootAttempt ?? 1;
   const reference = formatReference(ref);
   const had = sbc.status?.image;
-  if (had?.reference === reference && had.bootAttempt === attempt && had.digest)
-    return { ok: true, name: reference, image: had, resolvedNow: false };
+  const pinned =
+    had?.reference === reference && had.bootAttempt === attempt && DIGEST.test(had.digest ?? '')
+      ? had
+      : undefined;
   try {
     const pullSecret = await images.pullSecretOf(sbc);
     const credentials = await images.credentials(pullSecret, ref);
-    const r = await images.resolver.resolve(ref, credentials);
+    const r = await images.resolver.resolve(pinned ? { ...ref, digest: pinned.digest } : ref, credentials);
     requireLayers(r, bootMethodOf(sbc));
     const image: SBCImageStatus = {
       reference,
@@ -80,6 +95,8 @@ export async function resolveSbcImage(
       bootAttempt: attempt,
       ...(pullSecret ? { pullSecret } : {}),
     };
+    if (pinned && sameImage(pinned, image))
+      return { ok: true, name: reference, image: pinned, resolvedNow: false };
     return { ok: true, name: reference, image, resolvedNow: true };
   } catch (err) {
     if (!(err instanceof RegistryError)) throw err;

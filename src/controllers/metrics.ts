@@ -3,6 +3,7 @@
  * seconds (Prometheus base unit).
  */
 import * as prom from 'prom-client';
+import { BOOT_SIGNALS } from '../api/vocabulary.js';
 
 const BOOT_BUCKETS = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800];
 
@@ -10,7 +11,11 @@ const BOOT_BUCKETS = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800];
 export type BootFlow = 'claim' | 'discovery' | 'cleanup';
 
 export class BootMetrics {
-  /** `metal_boot_signal_seconds{flow,signal}`: power-on of an attempt to a signal of that attempt. */
+  /**
+   * `metal_boot_signal_seconds{flow,signal}`: power-on of an attempt to a signal of that attempt;
+   * `signal` is one of the operator's own signals or `external` for every `External<Name>` signal
+   * (tenants choose those names: one series each would let them grow the metrics without bound, N14).
+   */
   readonly signalSeconds: prom.Histogram<'flow' | 'signal'>;
   /** `metal_boot_completion_seconds{flow}`: power-on of the completing attempt to completion. */
   readonly completionSeconds: prom.Histogram<'flow'>;
@@ -78,9 +83,14 @@ export class BootMetrics {
       const key = `${attemptId}/${s}`;
       if (this.seen.has(key)) continue;
       this.seen.add(key);
-      this.signalSeconds.observe({ flow, signal: s }, Math.max(0, now - poweredOnAt) / 1000);
+      this.signalSeconds.observe({ flow, signal: signalLabel(s) }, Math.max(0, now - poweredOnAt) / 1000);
     }
     // Bounded memory: attempt ids are only needed while their attempt runs.
     if (this.seen.size > 50_000) this.seen.clear();
   }
+}
+
+/** The `signal` label of a signal: its own name for the operator's signals, else `external`. */
+export function signalLabel(signal: string): string {
+  return (BOOT_SIGNALS as readonly string[]).includes(signal) ? signal : 'external';
 }

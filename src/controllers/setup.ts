@@ -101,7 +101,7 @@ function registerInformers(mgr: Manager, cfg: ControllerConfig): Informers {
   });
   const callbackSecrets = mgr.informer<SecretObject>(Resources.Secret, {
     labelSelector: joinSelectors(`${CALLBACK_SECRET_LABEL}=true`, scope),
-    transform: keepOnlySbcSecretData,
+    transform: (secret) => keepOnlySbcSecretData(secret),
   });
   const claims = mgr.informer<ServerClaim>(Resources.ServerClaim, { labelSelector: scope });
   const bmcs = mgr.informer<BMC>(Resources.BMC, { labelSelector: scope, indexers: bmcIndexers });

@@ -14,6 +14,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import {
+  chmodSync,
   closeSync,
   existsSync,
   mkdirSync,
@@ -188,8 +189,18 @@ export class ControlPlane {
     }
   }
 
+  /**
+   * Writes the serving key, the service-account key, the admin token file and the kubeconfig. They
+   * are cluster-admin credentials (security review N15): the folder is 0700 and each secret 0600,
+   * whatever the umask or an earlier file's mode.
+   */
   private writeCredentials(): void {
     const d = this.dir;
+    chmodSync(d, 0o700);
+    const secret = (path: string, content: string | Buffer) => {
+      writeFileSync(path, content, { mode: 0o600 });
+      chmodSync(path, 0o600);
+    };
     const node = this.opts.nodeAddress;
     const sans = node
       ? [
@@ -200,13 +211,14 @@ export class ControlPlane {
         ]
       : [];
     writeSelfSignedCertificate(join(d, 'serving.key'), join(d, 'serving.crt'), 2, sans);
+    chmodSync(join(d, 'serving.key'), 0o600);
     this.caFile = join(d, 'serving.crt');
     const sa = generateKeyPairSync('rsa', { modulusLength: 2048 });
-    writeFileSync(join(d, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    secret(join(d, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
     writeFileSync(join(d, 'sa.pub'), sa.publicKey.export({ type: 'spki', format: 'pem' }));
-    writeFileSync(join(d, 'tokens.csv'), `${this.token},admin,admin-uid,"system:masters"\n`);
+    secret(join(d, 'tokens.csv'), `${this.token},admin,admin-uid,"system:masters"\n`);
     this.kubeconfigPath = join(d, 'kubeconfig');
-    writeFileSync(this.kubeconfigPath, kubeconfigYaml(this.server, this.caFile, this.token));
+    secret(this.kubeconfigPath, kubeconfigYaml(this.server, this.caFile, this.token));
   }
 
   /** Starts kube-apiserver (again) on the same port and waits for `/readyz`. */

@@ -8,6 +8,7 @@
  * end-to-end tests and the benchmarks; `stop()` ends every process it started and removes its files.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -251,7 +252,8 @@ export class LocalStack {
         hosts = fleet.hosts;
         closeFleet = () => fleet.close();
       }
-      const password = Math.random().toString(36).slice(2);
+      // The virtual BMCs' password: unguessable (N15), not Math.random().
+      const password = randomBytes(18).toString('base64url');
       const bmcCount = Math.max(1, Math.min(opts.bmcs ?? 1, hosts.length || 1));
       if (bmcCount > 1 && opts.backend !== 'sim') throw new Error('several virtual BMCs: sim back end only');
       const per = Math.ceil(hosts.length / bmcCount);

@@ -8,8 +8,18 @@
  * of its `Content-Length` — the client sees an aborted transfer, never a complete wrong file — and
  * the partial file is deleted. Only verified files are renamed into the cache (`<dir>/sha256/<hex>`).
  *
- * Bounds: `maxBytes` of verified files (least recently used evicted; open readers keep their file
- * handle, so eviction never cuts a transfer), registry timeouts as `RegistryClient`.
+ * Access (security review N3): files are stored once per digest, but a cached file or a download
+ * another request started is handed to a (reference, credentials) pair only after the registry
+ * confirmed that pair may read the digest (`RegistryClient.confirm`, an authenticated HEAD whose
+ * yes is remembered for a bounded time); a miss is authorised by its own GET.
+ *
+ * Bounds: `maxBytes` of verified files and downloads together (least recently used evicted; open
+ * readers keep their file handle, so eviction never cuts a transfer): a download reserves its
+ * `Content-Length` before its first byte is written, evicting to make room, and is refused
+ * (`RegistryUnavailable`, transient) when downloads in flight already hold the room; a blob larger
+ * than `maxBlobBytes` (`--max-layer-size`) is refused (`LayerTooLarge`) before a byte is written, and
+ * no more bytes than its `Content-Length` are read (security review N10); registry timeouts as
+ * `RegistryClient`.
  *
  * Cost per served byte: a verified file is never hashed again; transfers read it in 1 MiB chunks
  * through a shared {@link ChunkPool} (concurrent transfers of one blob share each read and Buffer)
@@ -62,11 +72,15 @@ interface Download extends SourceFile {
 }
 
 const DIGEST = /^sha256:([a-f0-9]{64})$/;
+/** `RegistryError` reason of a blob beyond `maxBlobBytes`: not transient (the blob is what it is). */
+export const LAYER_TOO_LARGE = 'LayerTooLarge';
 
 export class BlobCache {
   private readonly files = new Map<string, { size: number; used: number }>();
   private readonly inflight = new Map<string, Download>();
   private total = 0;
+  /** Bytes reserved by downloads in flight (their `Content-Length`). */
+  private reserved = 0;
   /** Registry blob downloads started (benchmarks and tests count them). */
   downloads = 0;
   /** Chunks read from disk for transfers, shared by concurrent ones (tests count its `reads`). */
@@ -80,6 +94,8 @@ export class BlobCache {
       log: pino.Logger;
       /** Memory for shared read chunks (default 32 MiB). */
       poolBytes?: number;
+      /** Largest blob downloaded, in bytes (default: `maxBytes`). */
+      maxBlobBytes?: number;
     },
   ) {
     this.pool = new ChunkPool({ maxBytes: o.poolBytes });
@@ -111,6 +127,8 @@ export class BlobCache {
     const m = DIGEST.exec(digest);
     if (!m) throw new RegistryError('InvalidDigest', `unsupported digest ${digest}`);
     this.o.registry.origin(ref); // the allow-list applies to cached blobs too
+    if (this.files.has(digest) || this.inflight.has(digest))
+      await this.o.registry.confirm(ref, 'blobs', digest, credentials);
     const cached = this.files.get(digest);
     if (cached) {
       cached.used = Date.now();
@@ -204,6 +222,25 @@ export class BlobCache {
         await fh.close();
         throw new RegistryError('RegistryError', `blob ${digest}: registry sent no Content-Length`);
       }
+      const maxBlob = this.o.maxBlobBytes ?? this.o.maxBytes;
+      if (d.size > maxBlob) {
+        res.body.destroy();
+        await fh.close();
+        throw new RegistryError(
+          LAYER_TOO_LARGE,
+          `blob ${digest} has ${d.size} bytes, more than --max-layer-size (${maxBlob} bytes)`,
+        );
+      }
+      await this.evict(d.size);
+      if (this.total + this.reserved + d.size > this.o.maxBytes) {
+        res.body.destroy();
+        await fh.close();
+        throw new RegistryError(
+          'RegistryUnavailable',
+          `blob ${digest} (${d.size} bytes) does not fit the cache now: downloads in flight hold its room`,
+        );
+      }
+      this.reserved += d.size; // released by fill, as the file is counted or dropped
       void this.fill(res.body, fh, d, digest, log);
     })();
     d.ready.catch(async (err) => {
@@ -223,6 +260,7 @@ export class BlobCache {
     digest: string,
     log: pino.Logger,
   ): Promise<void> {
+    let reserved = true;
     const hash = createHash('sha256');
     const CH = this.pool.chunkBytes;
     // Bytes are written (and offered to transfers) in whole pool chunks: transfers at the growing
@@ -261,6 +299,8 @@ export class BlobCache {
       }
       await rename(d.tmp, this.path(digest));
       this.files.set(digest, { size: d.size, used: Date.now() });
+      this.reserved -= d.size;
+      reserved = false;
       this.total += d.size;
       log.info({ bytes: d.size }, 'blob verified and cached');
       void this.evict();
@@ -270,17 +310,20 @@ export class BlobCache {
       log.error({ err: (err as Error).message, bytes: d.written }, 'blob download failed; transfers aborted');
       await unlink(d.tmp).catch(() => {});
     } finally {
+      if (reserved) this.reserved -= d.size;
       d.done = true;
       this.inflight.delete(digest);
       d.events.emit('progress');
     }
   }
 
-  private async evict(): Promise<void> {
-    if (this.total <= this.o.maxBytes) return;
+  /** Evicts least recently used verified files until `need` more bytes fit beside the reservations. */
+  private async evict(need = 0): Promise<void> {
+    const fits = () => this.total + this.reserved + need <= this.o.maxBytes;
+    if (fits()) return;
     const byAge = [...this.files.entries()].sort((a, b) => a[1].used - b[1].used);
     for (const [digest, f] of byAge) {
-      if (this.total <= this.o.maxBytes) break;
+      if (fits()) break;
       this.files.delete(digest);
       this.total -= f.size;
       await unlink(this.path(digest)).catch(() => {});

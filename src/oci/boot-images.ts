@@ -4,9 +4,12 @@
  *
  * Pull secret (a `kubernetes.io/dockerconfigjson` Secret in the SBC's namespace), first found of:
  * annotation `metal.ironcore.dev/image-pull-secret: <name>` on the SBC, the same annotation on the
- * ServerClaim that controls the SBC, the manager flag `--image-pull-secret <namespace/name>`.
- * The Secret's name (never its content) is recorded in `status.image.pullSecret`, so the boot
- * server uses the same credentials for the blobs.
+ * ServerClaim that controls the SBC, the manager flag `--image-pull-secret <namespace/name>`. The
+ * flag's Secret is a cross-tenant grant (security review N17): it serves every SBC in every
+ * namespace that names none, so it should only read images every tenant may boot (README).
+ * The Secret's name (never its content) is recorded in `status.image.pullSecret` for operators to
+ * read; nobody takes a Secret reference from status (security review N5: SBC status is writable by
+ * more than the controller): the boot server derives the pull secret again ({@link BootImages.credentialsOf}).
  */
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootConfigurationReason } from '../api/vocabulary.js';
@@ -83,6 +86,17 @@ export class BootImages {
         `image pull secret ${ref}: ${(err as Error).message}`,
       );
     }
+  }
+
+  /**
+   * Credentials of `sbc`'s own pull secret ({@link BootImages.pullSecretOf}) for `image`'s
+   * registry; throws as {@link BootImages.credentials}. What the boot server pulls blobs with.
+   */
+  async credentialsOf(
+    sbc: ServerBootConfiguration,
+    image: ImageReference,
+  ): Promise<RegistryCredentials | undefined> {
+    return this.credentials(await this.pullSecretOf(sbc), image);
   }
 
   close(): Promise<void> {

@@ -7,8 +7,11 @@
  * upstream, the image config's `commandLine` (a string) to prepend to the kernel command line.
  *
  * A tag is resolved on every call (one manifest GET); everything addressed by digest (manifests,
- * config blobs) is cached in memory by digest, so a digest reference costs no registry call after
- * the first. Manifests are verified against their digest. Errors are `RegistryError`s
+ * config blobs) is cached in memory by (registry, repository, digest), and a hit is served only
+ * after the registry confirmed that this reference with these credentials may read that digest
+ * (`RegistryClient.confirm`: an authenticated HEAD, its yes remembered for a bounded time), so one
+ * tenant's private manifest never answers another's reference to it (security review N3).
+ * Manifests are verified against their digest. Errors are `RegistryError`s
  * (`registry-client.ts`) or `ImageError`s with reasons `ImageArchitectureNotFound`,
  * `ImageLayerMissing`, `ImageManifestInvalid`.
  */
@@ -65,17 +68,134 @@ export interface ResolvedImage {
   commandLine?: string;
 }
 
-const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
-const MAX_CONFIG_BYTES = 1024 * 1024;
-const CACHE_ENTRIES = 512;
+/**
+ * Bounds (security review N6: every tenant names images, so every tenant fills these caches). A boot
+ * image's manifest or index is a few KiB (a gardenlinux index of all flavours ~40 KiB); its config
+ * holds `commandLine`. Larger answers are refused as `ImageManifestInvalid` (a config larger than
+ * its bound: no `commandLine`, as before).
+ */
+export const MAX_MANIFEST_BYTES = 256 * 1024;
+export const MAX_CONFIG_BYTES = 256 * 1024;
+/**
+ * Longest image `commandLine` in bytes: x86's `COMMAND_LINE_SIZE` is 2048 and the attempt's own
+ * arguments (token, URLs) must still fit. Longer, or with control characters (a newline would end
+ * the iPXE `kernel` line, N12): `ImageManifestInvalid`.
+ */
+export const MAX_COMMAND_LINE_BYTES = 1024;
+/**
+ * Memory of both digest caches together, estimated as 2 bytes per character of the kept JSON: only
+ * the fields resolution reads are kept (see {@link slim}), so one entry is ~1 KiB, not its manifest.
+ */
+export const CACHE_BYTES = 4 * 1024 * 1024;
 
 function sha256(b: Buffer): string {
   return `sha256:${createHash('sha256').update(b).digest('hex')}`;
 }
 
+/** A map bounded by the estimated bytes of its entries; oldest inserted out first. */
+class ByteBoundedMap<V> {
+  private readonly entries = new Map<string, { value: V; bytes: number }>();
+  private total = 0;
+  constructor(private readonly max: number) {}
+  has(k: string): boolean {
+    return this.entries.has(k);
+  }
+  get(k: string): V | undefined {
+    return this.entries.get(k)?.value;
+  }
+  set(k: string, value: V): void {
+    const bytes = 2 * (k.length + (JSON.stringify(value ?? null)?.length ?? 0)) + 64;
+    this.delete(k);
+    while (this.total + bytes > this.max && this.entries.size) this.delete(this.entries.keys().next().value!);
+    if (bytes > this.max) return;
+    this.entries.set(k, { value, bytes });
+    this.total += bytes;
+  }
+  delete(k: string): void {
+    const e = this.entries.get(k);
+    if (!e) return;
+    this.entries.delete(k);
+    this.total -= e.bytes;
+  }
+  get bytes(): number {
+    return this.total;
+  }
+}
+
+const DIGEST = /^sha256:[a-f0-9]{64}$/;
+const short = (v: unknown, max: number) => (typeof v === 'string' && v.length <= max ? v : undefined);
+
+/**
+ * What resolution reads of a manifest or index, and nothing else (N6): index entries' digest,
+ * `cname` / `architecture` annotations and platform architecture; the config descriptor; the first
+ * layer of each boot media type. Entries with a malformed digest are dropped.
+ */
+function slim(doc: ManifestDoc): ManifestDoc {
+  const out: ManifestDoc = {};
+  const mt = short(doc.mediaType, 256);
+  if (mt) out.mediaType = mt;
+  if (Array.isArray(doc.manifests)) {
+    out.manifests = doc.manifests
+      .filter((m) => DIGEST.test(m?.digest ?? ''))
+      .map((m) => {
+        const cname = short(m.annotations?.cname, 256);
+        const architecture = short(m.annotations?.architecture, 64);
+        const platformArch = short(m.platform?.architecture, 64);
+        return {
+          digest: m.digest,
+          ...(cname || architecture
+            ? { annotations: { ...(cname ? { cname } : {}), ...(architecture ? { architecture } : {}) } }
+            : {}),
+          ...(platformArch ? { platform: { architecture: platformArch } } : {}),
+        };
+      });
+  }
+  if (doc.config && DIGEST.test(doc.config.digest ?? ''))
+    out.config = {
+      digest: doc.config.digest,
+      ...(typeof doc.config.size === 'number' ? { size: doc.config.size } : {}),
+    };
+  if (Array.isArray(doc.layers)) {
+    const seen = new Set<string>();
+    out.layers = [];
+    for (const l of doc.layers) {
+      const role = LAYER_MEDIA_TYPES[l?.mediaType ?? ''];
+      if (!role || seen.has(role) || !DIGEST.test(l.digest ?? '')) continue;
+      seen.add(role);
+      out.layers.push({
+        mediaType: l.mediaType,
+        digest: l.digest,
+        ...(typeof l.size === 'number' ? { size: l.size } : {}),
+      });
+    }
+  }
+  return out;
+}
+
+/** Throws `ImageManifestInvalid` for a `commandLine` beyond the bound or with control characters. */
+function checkCommandLine(digest: string, v: string): string {
+  if (Buffer.byteLength(v) > MAX_COMMAND_LINE_BYTES)
+    throw new ImageError(
+      ImageReason.ImageManifestInvalid,
+      `image config ${digest}: commandLine is longer than ${MAX_COMMAND_LINE_BYTES} bytes`,
+    );
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/[\u0000-\u001f\u007f]/.test(v))
+    throw new ImageError(
+      ImageReason.ImageManifestInvalid,
+      `image config ${digest}: commandLine contains control characters`,
+    );
+  return v;
+}
+
 export class ImageResolver {
-  private readonly byDigest = new Map<string, { mediaType: string; doc: ManifestDoc }>();
-  private readonly configs = new Map<string, string | undefined>();
+  private readonly byDigest = new ByteBoundedMap<{ mediaType: string; doc: ManifestDoc }>(CACHE_BYTES / 2);
+  private readonly configs = new ByteBoundedMap<string | undefined>(CACHE_BYTES / 2);
+
+  /** Estimated bytes held by the digest caches (bounded by {@link CACHE_BYTES}). */
+  cachedBytes(): number {
+    return this.byDigest.bytes + this.configs.bytes;
+  }
 
   constructor(private readonly registry: RegistryClient) {}
 
@@ -135,13 +255,21 @@ export class ImageResolver {
     credentials: RegistryCredentials | undefined,
   ): Promise<{ digest: string; mediaType: string; doc: ManifestDoc }> {
     const byDigest = tagOrDigest.includes(':');
-    const hit = byDigest ? this.byDigest.get(tagOrDigest) : undefined;
-    if (hit) return { digest: tagOrDigest, ...hit };
+    const hit = byDigest ? this.byDigest.get(cacheKey(ref, tagOrDigest)) : undefined;
+    if (hit) {
+      await this.registry.confirm(ref, 'manifests', tagOrDigest, credentials, MANIFEST_ACCEPT);
+      return { digest: tagOrDigest, ...hit };
+    }
     const res = await this.registry.get(ref, `/manifests/${tagOrDigest}`, {
       accept: MANIFEST_ACCEPT,
       credentials,
     });
-    const body = await readLimitedBytes(res.body, MAX_MANIFEST_BYTES);
+    const body = await readLimitedBytes(res.body, MAX_MANIFEST_BYTES).catch((err: Error) => {
+      throw new ImageError(
+        ImageReason.ImageManifestInvalid,
+        `manifest ${formatReference(ref)} (${tagOrDigest}): ${err.message}`,
+      );
+    });
     const computed = sha256(body);
     const stated = res.headers['docker-content-digest'];
     const expected = byDigest
@@ -157,7 +285,9 @@ export class ImageResolver {
     }
     let doc: ManifestDoc;
     try {
-      doc = JSON.parse(body.toString('utf8'));
+      const parsed = JSON.parse(body.toString('utf8'));
+      if (!parsed || typeof parsed !== 'object') throw new Error('not an object');
+      doc = slim(parsed as ManifestDoc);
     } catch {
       throw new ImageError(
         ImageReason.ImageManifestInvalid,
@@ -166,8 +296,7 @@ export class ImageResolver {
     }
     const ct = res.headers['content-type'];
     const mediaType = doc.mediaType ?? (typeof ct === 'string' ? ct.split(';')[0]!.trim() : '');
-    if (this.byDigest.size >= CACHE_ENTRIES) this.byDigest.delete(this.byDigest.keys().next().value!);
-    this.byDigest.set(computed, { mediaType, doc });
+    this.byDigest.set(cacheKey(ref, computed), { mediaType, doc });
     return { digest: computed, mediaType, doc };
   }
 
@@ -177,7 +306,11 @@ export class ImageResolver {
     credentials: RegistryCredentials | undefined,
   ): Promise<string | undefined> {
     if (!config?.digest || (config.size ?? 0) > MAX_CONFIG_BYTES) return undefined;
-    if (this.configs.has(config.digest)) return this.configs.get(config.digest);
+    const key = cacheKey(ref, config.digest);
+    if (this.configs.has(key)) {
+      await this.registry.confirm(ref, 'blobs', config.digest, credentials);
+      return this.configs.get(key);
+    }
     let value: string | undefined;
     try {
       const res = await this.registry.get(ref, `/blobs/${config.digest}`, { credentials });
@@ -188,16 +321,21 @@ export class ImageResolver {
           `image config ${config.digest} does not match its digest`,
         );
       const doc = JSON.parse(body.toString('utf8')) as { commandLine?: unknown };
-      value = typeof doc.commandLine === 'string' ? doc.commandLine : undefined;
+      value =
+        typeof doc.commandLine === 'string' ? checkCommandLine(config.digest, doc.commandLine) : undefined;
     } catch (err) {
       if (err instanceof RegistryError && err.transient) throw err;
       if (err instanceof ImageError) throw err;
       value = undefined; // a config that is not JSON (e.g. the empty descriptor's `{}`) has no commandLine
     }
-    if (this.configs.size >= CACHE_ENTRIES) this.configs.delete(this.configs.keys().next().value!);
-    this.configs.set(config.digest, value);
+    this.configs.set(key, value);
     return value;
   }
+}
+
+/** Cache key of a digest: content is shared only within one registry repository (N3). */
+function cacheKey(ref: ImageReference, digest: string): string {
+  return `${ref.domain}/${ref.repository}@${digest}`;
 }
 
 function isIndex(mediaType: string, doc: ManifestDoc): boolean {

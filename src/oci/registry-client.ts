@@ -9,8 +9,18 @@
  *   `{token | access_token, expires_in}` → retry with `Authorization: Bearer`. A `Basic` challenge
  *   gets the credentials directly. Tokens are cached per registry, repository and credentials.
  * - Redirects (blob storage behind a registry) are followed up to 5 times; `Authorization` is sent
- *   only to the registry's own origin, never to another one.
+ *   only to the registry's own origin, never to another one. A redirect target and a token realm
+ *   (security review N11) must be a host of `--allowed-registries` / `--insecure-registries`, or a
+ *   public name: IP literals of loopback, private, link-local, unique-local, CGNAT or unspecified
+ *   ranges, `localhost`, single-label names and cluster DNS names (`*.svc`, `*.cluster.local`,
+ *   `*.local`, `*.internal`) are refused, so a registry cannot make the manager call into the cluster
+ *   or the node. (A public name that resolves to a private address is not caught here.)
+ * - Registry answer bodies never reach error messages (they end up in SBC conditions, N11).
  * - Bounded: 10 s to connect, 30 s for headers, 60 s between body chunks.
+ * - Access confirmation for caches keyed by content (security review N3): {@link RegistryClient.confirm}
+ *   asks the registry, with an authenticated `HEAD`, whether a (reference, credentials) pair may read
+ *   a digest before a cached manifest or blob is handed to it; a yes is remembered for
+ *   {@link ACCESS_TTL_MS} (at most {@link ACCESS_ENTRIES} answers), a no never.
  *
  * Errors are `RegistryError`s with a `reason` for the SBC (`RegistryNotAllowed`,
  * `RegistryUnavailable`, `RegistryUnauthorized`, `ImageNotFound`, `RegistryError`).
@@ -54,10 +64,47 @@ export interface RegistryResponse {
 
 const MAX_REDIRECTS = 5;
 const MAX_TOKEN_BYTES = 64 * 1024;
+/** How long a confirmed (reference, credentials, digest) access is believed without asking again. */
+export const ACCESS_TTL_MS = 5 * 60_000;
+/** Remembered access confirmations at most (oldest dropped first). */
+export const ACCESS_ENTRIES = 4096;
 
 interface CachedToken {
   header: string;
   expiresAt: number;
+}
+
+/**
+ * Why `host` (`name[:port]` or `[v6]:port`) may not be contacted as a redirect target or token realm
+ * unless listed in the policy, or undefined when it may (see the file comment).
+ */
+export function forbiddenHost(host: string): string | undefined {
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '');
+  const n = name.toLowerCase().replace(/\.$/, '');
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(n)) {
+    const [a = 0, b = 0] = n.split('.').map(Number);
+    if (
+      a === 0 ||
+      a === 10 ||
+      a === 127 ||
+      (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 100 && b >= 64 && b <= 127) ||
+      a >= 224
+    )
+      return `${n} is a loopback, private, link-local or reserved address`;
+    return undefined;
+  }
+  if (n.includes(':')) {
+    if (n === '::' || n === '::1' || /^f[cd]/.test(n) || /^fe[89ab]/.test(n) || n.startsWith('::ffff:'))
+      return `${n} is a loopback, unique-local, link-local or mapped address`;
+    return undefined;
+  }
+  if (n === 'localhost' || n.endsWith('.localhost') || !n.includes('.'))
+    return `${n} is a local or single-label name`;
+  if (/\.(svc|cluster\.local|local|internal)$/.test(n)) return `${n} is a cluster or local DNS name`;
+  return undefined;
 }
 
 function header(h: RegistryResponse['headers'], name: string): string | undefined {
@@ -78,6 +125,8 @@ export function parseChallenge(v: string): { scheme: string; params: Record<stri
 export class RegistryClient {
   private readonly agent: Agent;
   private readonly tokens = new Map<string, CachedToken>();
+  /** `origin|repository|credentials hash|kind|digest` → when the confirmation expires (ms epoch). */
+  private readonly access = new Map<string, number>();
   /** Registry blob and manifest GETs sent (benchmarks count them). */
   requests = 0;
 
@@ -103,20 +152,26 @@ export class RegistryClient {
   async get(
     ref: ImageReference,
     path: string,
-    opts: { accept?: string[]; credentials?: RegistryCredentials; range?: string; signal?: AbortSignal } = {},
+    opts: {
+      accept?: string[];
+      credentials?: RegistryCredentials;
+      range?: string;
+      signal?: AbortSignal;
+      method?: 'GET' | 'HEAD';
+    } = {},
   ): Promise<RegistryResponse> {
     const origin = this.origin(ref);
     const url = `${origin}/v2/${ref.repository}${path}`;
-    // Tokens are cached per credentials (a hash of them), so changed credentials never reuse a token.
-    const c = opts.credentials;
-    const who = c
-      ? createHash('sha256').update(`${c.username}\0${c.password}\0${c.identityToken}`).digest('hex')
-      : '';
-    const key = `${origin}|${ref.repository}|${who}`;
+    const key = this.accessKey(ref, opts.credentials);
     let auth = this.cachedToken(key);
     for (let round = 0; round < 2; round++) {
       const res = await this.follow(url, origin, auth, opts);
-      if (res.status !== 401) return this.check(res, ref, path);
+      if (res.status !== 401) {
+        const ok = await this.check(res, ref, path);
+        const byDigest = /^\/(manifests|blobs)\/(sha256:[a-f0-9]{64})$/.exec(path);
+        if (byDigest) this.remember(`${key}|${byDigest[1]}|${byDigest[2]}`);
+        return ok;
+      }
       const challenge = header(res.headers, 'www-authenticate');
       await res.body.dump();
       if (round > 0 || !challenge) break;
@@ -129,16 +184,60 @@ export class RegistryClient {
     );
   }
 
+  /**
+   * Whether `ref` with `credentials` may read `digest` (a manifest or blob), asked with an
+   * authenticated `HEAD /v2/<repository>/<kind>/<digest>` unless a yes of the last
+   * {@link ACCESS_TTL_MS} is remembered (a successful GET by digest counts as one). Resolves when
+   * it may; throws the `RegistryError` of the answer otherwise (`RegistryUnauthorized`,
+   * `ImageNotFound`, `RegistryUnavailable`, ...). Callers serving content cached by digest call it
+   * before every hit: the cache must never answer for a repository or credentials the registry would
+   * refuse (security review N3).
+   */
+  async confirm(
+    ref: ImageReference,
+    kind: 'manifests' | 'blobs',
+    digest: string,
+    credentials: RegistryCredentials | undefined,
+    accept?: string[],
+  ): Promise<void> {
+    const key = `${this.accessKey(ref, credentials)}|${kind}|${digest}`;
+    const until = this.access.get(key);
+    if (until !== undefined && until > Date.now()) return;
+    this.access.delete(key);
+    const res = await this.get(ref, `/${kind}/${digest}`, {
+      method: 'HEAD',
+      credentials,
+      ...(accept ? { accept } : {}),
+    });
+    await res.body.dump();
+  }
+
   close(): Promise<void> {
     return this.agent.close();
   }
 
+  /** Token and access cache key: registry origin, repository and a hash of the credentials. */
+  private accessKey(ref: ImageReference, c: RegistryCredentials | undefined): string {
+    // Cached per credentials (a hash of them), so changed credentials never reuse a token or a yes.
+    const who = c
+      ? createHash('sha256').update(`${c.username}\0${c.password}\0${c.identityToken}`).digest('hex')
+      : '';
+    return `${this.origin(ref)}|${ref.repository}|${who}`;
+  }
+
+  private remember(key: string): void {
+    this.access.delete(key);
+    if (this.access.size >= ACCESS_ENTRIES) this.access.delete(this.access.keys().next().value!);
+    this.access.set(key, Date.now() + ACCESS_TTL_MS);
+  }
+
   private async check(res: RegistryResponse, ref: ImageReference, path: string): Promise<RegistryResponse> {
     if (res.status >= 200 && res.status < 300) return res;
-    const detail = (await res.body.text().catch(() => '')).slice(0, 300);
+    // The body is the registry's to choose: it is dropped, never copied into a condition (N11).
+    await res.body.dump().catch(() => undefined);
     const what = `${ref.domain}/${ref.repository}${path}`;
     if (res.status === 404)
-      throw new RegistryError(RegistryReason.ImageNotFound, `${what}: not found (404) ${detail}`.trim(), 404);
+      throw new RegistryError(RegistryReason.ImageNotFound, `${what}: not found (404)`, 404);
     if (res.status === 429 || res.status >= 500)
       throw new RegistryError(
         RegistryReason.RegistryUnavailable,
@@ -147,7 +246,7 @@ export class RegistryClient {
       );
     throw new RegistryError(
       RegistryReason.RegistryError,
-      `${what}: registry answered ${res.status} ${detail}`.trim(),
+      `${what}: registry answered ${res.status}`,
       res.status,
     );
   }
@@ -156,7 +255,7 @@ export class RegistryClient {
     start: string,
     registryOrigin: string,
     auth: string | undefined,
-    opts: { accept?: string[]; range?: string; signal?: AbortSignal },
+    opts: { accept?: string[]; range?: string; signal?: AbortSignal; method?: 'GET' | 'HEAD' },
   ): Promise<RegistryResponse> {
     let url = new URL(start);
     for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
@@ -168,7 +267,12 @@ export class RegistryClient {
       let res: Dispatcher.ResponseData;
       try {
         this.requests++;
-        res = await request(url, { method: 'GET', headers, dispatcher: this.agent, signal: opts.signal });
+        res = await request(url, {
+          method: opts.method ?? 'GET',
+          headers,
+          dispatcher: this.agent,
+          signal: opts.signal,
+        });
       } catch (err) {
         throw new RegistryError(
           RegistryReason.RegistryUnavailable,
@@ -188,6 +292,7 @@ export class RegistryClient {
             `registry redirected to ${next.protocol}//${next.host}, which is not HTTPS`,
           );
         }
+        this.checkTarget(next, 'redirected to');
         url = next;
         continue;
       }
@@ -197,6 +302,17 @@ export class RegistryClient {
       RegistryReason.RegistryError,
       `more than ${MAX_REDIRECTS} redirects from ${start}`,
     );
+  }
+
+  /** Throws `RegistryNotAllowed` for a redirect target or token realm outside the policy (N11). */
+  private checkTarget(u: URL, what: string): void {
+    if (isAllowed(this.policy, u.host) || isInsecure(this.policy, u.host)) return;
+    const why = forbiddenHost(u.host);
+    if (why)
+      throw new RegistryError(
+        RegistryReason.RegistryNotAllowed,
+        `${what} ${u.protocol}//${u.host}, which is refused: ${why} (not in --allowed-registries)`,
+      );
   }
 
   private cachedToken(key: string): string | undefined {
@@ -232,13 +348,22 @@ export class RegistryClient {
         RegistryReason.RegistryError,
         `registry ${ref.domain}: unsupported challenge ${scheme}`,
       );
-    const realm = new URL(params.realm);
+    let realm: URL;
+    try {
+      realm = new URL(params.realm);
+    } catch {
+      throw new RegistryError(
+        RegistryReason.RegistryError,
+        `registry ${ref.domain}: token realm is not a URL`,
+      );
+    }
     if (realm.protocol !== 'https:' && !(realm.protocol === 'http:' && isInsecure(this.policy, realm.host))) {
       throw new RegistryError(
         RegistryReason.RegistryError,
         `registry ${ref.domain}: token realm ${realm.origin} is not HTTPS`,
       );
     }
+    this.checkTarget(realm, `registry ${ref.domain}: token realm`);
     if (params.service) realm.searchParams.set('service', params.service);
     realm.searchParams.set('scope', params.scope ?? `repository:${ref.repository}:pull`);
     const headers: Record<string, string> = { 'user-agent': 'metal-operator-ts' };

@@ -161,7 +161,10 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     const CAP = '\\?cap=[A-Za-z0-9_-]{43}';
     assert.match(
       script,
-      new RegExp(`^kernel \\S+/oci/${uuid}/1/kernel${CAP} console=ttyS0 metal.test=oci `, 'm'),
+      new RegExp(
+        `^kernel \\S+/oci/${uuid}/1/kernel${CAP} initrd=initrd.img metal\\.mode=os .* console=ttyS0 metal.test=oci`,
+        'm',
+      ),
     );
     assert.match(script, new RegExp(`^initrd --name initrd.img \\S+/oci/${uuid}/1/initrd${CAP}$`, 'm'));
     assert.doesNotMatch(script, /gl\.url=/, 'no squashfs layer, no live root');
@@ -321,7 +324,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     assert.match(
       kernelLine,
       new RegExp(
-        ` gl\\.ovl=/:tmpfs gl\\.url=\\S+/oci/${uuid}/1/squashfs\\?cap=[A-Za-z0-9_-]{43} gl\\.live=1 `,
+        ` gl\\.ovl=/:tmpfs gl\\.url=\\S+/oci/${uuid}/1/squashfs\\?cap=[A-Za-z0-9_-]{43} gl\\.live=1( |$)`,
       ),
     );
     const sq = await fetch(urlIn(kernelLine, 'gl.url='));

@@ -45,7 +45,8 @@ describe('registry client redirects', () => {
 
   it('follows a redirect to another origin without the Authorization header', async () => {
     const client = new RegistryClient(
-      newRegistryPolicy({ allowed: [registryHost], insecure: [registryHost, storageHost] }),
+      // Blob storage on a private address must be allowed explicitly (security review N11).
+      newRegistryPolicy({ allowed: [registryHost, storageHost], insecure: [registryHost, storageHost] }),
     );
     const res = await client.get(parseReference(`${registryHost}/a/b:1`), `/blobs/sha256:${'0'.repeat(64)}`, {
       credentials: { username: 'u', password: 'p' },
