@@ -50,6 +50,7 @@ import {
 } from '../api/vocabulary.js';
 import type { PowerState } from '../bmc/bmc.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
+import type { BootImages } from '../oci/boot-images.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { type Condition, findCondition, setCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
@@ -82,6 +83,7 @@ import {
   NOT_EVALUATED,
   type Readiness,
 } from './boot-configuration.js';
+import { bootInputsDiffer, bootsTheSame } from './claim-edits.js';
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
@@ -127,6 +129,8 @@ export interface ServerClaimControllerOptions {
   metrics?: RuntimeMetrics;
   bootMetrics: BootMetrics;
   config: ControllerConfig;
+  /** OCI resolution: an image edit that resolves to the booted manifest does not re-provision. */
+  images?: BootImages;
 }
 
 /** The effective boot settings of a claim: its own, or the manager's defaults. */
@@ -511,12 +515,9 @@ class ServerClaimReconciler {
       exhausted:
         book?.phase === AttemptPhase.Exhausted || bootedCond?.reason === BootedReason.AttemptsExhausted,
       claimChanged: (claim.metadata.generation ?? 0) > (bootedCond?.observedGeneration ?? 0),
-      configChanged:
-        !!existing &&
-        (existing.spec.image !== claim.spec.image ||
-          (existing.spec.ignitionSecretRef?.name || undefined) !==
-            (claim.spec.ignitionSecretRef?.name || undefined) ||
-          existing.spec.bootPolicy !== s.policy),
+      // By name here; provision() asks whether what would boot differs (claim-edits.ts). The boot
+      // policy is never a change of configuration: it decides only what the next power-on does.
+      configChanged: !!existing && bootInputsDiffer(existing, claim),
       policy: s.policy,
       sbc: own
         ? {
@@ -551,6 +552,14 @@ class ServerClaimReconciler {
     }
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
+    const own = this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace);
+    if (facts.configChanged && own && (await bootsTheSame(own, claim, this.o))) {
+      facts.configChanged = false; // edited in place by syncConfiguration, within the attempt
+      log.info(
+        { image: claim.spec.image, ignition: claim.spec.ignitionSecretRef?.name },
+        'image or ignition edited; it boots the same, so the server is not re-provisioned',
+      );
+    }
     const observed = needsPowerRead(facts) ? await this.readPower(server) : undefined;
     const decision = seriesDecision({ ...facts, power: observed, now: Date.now() });
     if (decision.kind !== 'continue')
