@@ -304,6 +304,8 @@ export const EventReason = {
   /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */
   ImageResolved: 'ImageResolved',
   StaleCallback: 'StaleCallback',
+  /** Server and claim: the Server's deletion waits until its claim releases it (finalizer). */
+  ServerDeletionHeld: 'ServerDeletionHeld',
 } as const;
 
 /** What {@link countsForCurrentAttempt} reads of an SBC. */

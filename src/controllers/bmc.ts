@@ -144,6 +144,17 @@ function listed(items: string[], sep = ', '): string {
   return items.length > MAX_LISTED ? `${shown}${sep}and ${items.length - MAX_LISTED} more` : shown;
 }
 
+/**
+ * Whether `owner`, the Server holding a system's UUID under another name, is that system's own
+ * Server made by hand: it names this BMC and either no system URI (upstream's sample shape) or this
+ * system's. A Server naming another BMC, or another system of this one, stays a duplicate.
+ */
+export function adoptable(owner: Server, bmc: BMCObject, uri: string): boolean {
+  return (
+    owner.spec.bmcRef?.name === bmc.metadata.name && (!owner.spec.systemURI || owner.spec.systemURI === uri)
+  );
+}
+
 /** `<bmc>-<system id>` lower-cased, characters outside `[a-z0-9.-]` replaced, at most 253 characters. */
 export function serverName(bmcName: string, systemId: string): string {
   const id = systemId
@@ -392,6 +403,7 @@ class BmcReconciler {
       existing && canonicalSystemUUID(existing.spec.systemUUID) === uuid
         ? ownedElsewhere(existing, rivals)
         : uuidOwner(rivals);
+    if (owner && adoptable(owner, bmc, info.uri)) return this.adopt(owner, info.uri, l);
     if (owner) return { owner };
     const spec = { systemUUID: uuid, systemURI: info.uri, bmcRef: { name: bmc.metadata.name ?? '' } };
     if (!existing) return this.createServer(bmc, name, spec, l);
@@ -404,6 +416,24 @@ class BmcReconciler {
       await this.o.client.mergePatch(Resources.Server, name, undefined, { spec });
       l.info({ server: name, systemUUID: uuid }, 'server identity corrected');
     }
+    return 'exists';
+  }
+
+  /**
+   * A Server made by hand in upstream's shape (`systemUUID` + `bmcRef` to this BMC, no `systemURI`):
+   * it is this system's Server, under its own name; the URI of the system with its UUID is filled in
+   * (as upstream's BMC controller does), so discovery can start. No owner reference is added: the
+   * operator made it and deletes it.
+   */
+  private async adopt(server: Server, uri: string, l: pino.Logger): Promise<'exists'> {
+    if (server.spec.systemURI === uri) return 'exists';
+    await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+      spec: { systemURI: uri },
+    });
+    l.info(
+      { server: server.metadata.name, systemUUID: server.spec.systemUUID, systemURI: uri },
+      'hand-made server adopted: systemURI filled in from the BMC system with its UUID',
+    );
     return 'exists';
   }
 

@@ -88,6 +88,7 @@ import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import type { NetbootVia, PowerActions, PowerProgress } from './power.js';
+import { CLAIMED_SERVER_FINALIZER } from './server.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
@@ -219,6 +220,8 @@ class ServerClaimReconciler {
    */
   private readonly recentBinds = new Map<string, string>();
   private readonly taints: TaintActions;
+  /** `claim uid/server uid` of held Server deletions told on the claim. */
+  private readonly deletionHeld = new Set<string>();
 
   constructor(private readonly o: ServerClaimControllerOptions) {
     this.taints = new TaintActions(o);
@@ -335,7 +338,14 @@ class ServerClaimReconciler {
           s.metadata.name ?? '',
           undefined,
           {
-            metadata: { resourceVersion: s.metadata.resourceVersion },
+            metadata: {
+              resourceVersion: s.metadata.resourceVersion,
+              // Held while claimed (server.ts): guarded by the resourceVersion, as the list is replaced.
+              finalizers: [
+                ...(s.metadata.finalizers ?? []).filter((f) => f !== CLAIMED_SERVER_FINALIZER),
+                CLAIMED_SERVER_FINALIZER,
+              ],
+            },
             spec: {
               serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace },
               ...desiredServerSpec(claim),
@@ -434,6 +444,7 @@ class ServerClaimReconciler {
 
     const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    if (server.metadata.deletionTimestamp) this.tellDeletionHeld(claim, server, log);
     const evicting = evictingTaint(claim, server);
     if (evicting) return this.taints.evict(claim, server, evicting, log);
     const serverName = server.metadata.name ?? '';
@@ -455,6 +466,25 @@ class ServerClaimReconciler {
       return undefined;
     }
     return this.provision(claim, server, bound, log);
+  }
+
+  /**
+   * The bound Server was deleted: its finalizer holds it until this claim releases it, and the claim
+   * goes on as before (no re-discovery, no power action). Told once per process on the claim too,
+   * as a Warning (the tenant reads the claim, not the Server).
+   */
+  private tellDeletionHeld(claim: ServerClaim, server: Server, log: pino.Logger): void {
+    const key = `${claim.metadata.uid}/${server.metadata.uid}`;
+    if (this.deletionHeld.has(key)) return;
+    if (this.deletionHeld.size >= 10_000) this.deletionHeld.clear();
+    this.deletionHeld.add(key);
+    log.warn({ server: server.metadata.name }, 'bound server deleted; held until this claim releases it');
+    this.o.events.event(
+      eventObject(claim),
+      'Warning',
+      EventReason.ServerDeletionHeld,
+      `Server ${server.metadata.name} was deleted; its deletion waits until this claim is deleted, and the machine keeps running`,
+    );
   }
 
   /**

@@ -1,29 +1,37 @@
 /**
- * Edits of a Booted claim (issue 36 item 1), against the real API server, simulated hosts behind the
- * virtual BMC and a real OCI registry on loopback: a boot policy flip never power-cycles; an image
- * or ignition edit re-provisions only when what would boot differs (the resolved manifest, the
- * ignition Secret's content).
+ * An operator's day (issue 36), against the real API server, simulated hosts behind the virtual BMC
+ * and a real OCI registry on loopback:
+ * - edits of a Booted claim: a boot policy flip never power-cycles; an image or ignition edit
+ *   re-provisions only when what would boot differs (the resolved manifest, the Secret's content);
+ * - `kubectl delete server` of a claimed machine is held until the claim releases it;
+ * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { countsForCurrentAttempt } from '../../src/api/vocabulary.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
 import { pushBootImage } from '../../src/oci/push.js';
 import { Resources } from '../../src/runtime/resource.js';
+import { startVirtualBmc } from '../../src/virtualbmc/server.js';
+import { createSimFleet } from '../../src/virtualbmc/sim-fleet.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
+  API,
   availableServers,
   b64,
   cond,
   createClaim,
+  eventsFor,
   eventually,
   getClaim,
   getSbc,
   resets,
   type Stack,
+  servers,
   startStack,
 } from './fixture.js';
 
@@ -48,7 +56,7 @@ function bootImage(tagline: string) {
   };
 }
 
-describe('editing a Booted claim', { timeout: 180_000 }, () => {
+describe("an operator's day", { timeout: 180_000 }, () => {
   let s: Stack;
   let reg: OciRegistry;
   let pool: Server[];
@@ -57,7 +65,7 @@ describe('editing a Booted claim', { timeout: 180_000 }, () => {
   before(async () => {
     reg = await new OciRegistry().start();
     s = await startStack('claim-edits', {
-      hosts: 3,
+      hosts: 4,
       args: [
         '--allowed-registries',
         reg.host,
@@ -69,7 +77,7 @@ describe('editing a Booted claim', { timeout: 180_000 }, () => {
         '1s',
       ],
     });
-    pool = await availableServers(s, 3, 60_000);
+    pool = await availableServers(s, 4, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -182,5 +190,101 @@ describe('editing a Booted claim', { timeout: 180_000 }, () => {
         : undefined;
     });
     assert.ok(resets(s, uuid).length > n, 'another manifest: re-provisioned');
+  });
+
+  it('deleting a claimed Server is held until the claim releases it: no discovery under the tenant', async () => {
+    const srv = take();
+    const name = srv.metadata.name!;
+    const uuid = srv.spec.systemUUID!;
+    await createClaim(s, 'held', { serverRef: name });
+    await booted('held');
+    const n = resets(s, uuid).length;
+    await s.client.delete(Resources.Server, name);
+    const held = await eventually('the Server terminating, not gone', 10_000, async () => {
+      const x = await s.client.get<Server>(Resources.Server, name);
+      return x?.metadata.deletionTimestamp ? x : undefined;
+    });
+    assert.equal(held.metadata.uid, srv.metadata.uid);
+    await eventually('ServerDeletionHeld on Server and claim', 10_000, async () => {
+      const a = await eventsFor(s, 'Server', name, 'default');
+      const b = await eventsFor(s, 'ServerClaim', 'held');
+      return (
+        a.some((e) => e.reason === 'ServerDeletionHeld' && e.type === 'Warning') &&
+        b.some((e) => e.reason === 'ServerDeletionHeld' && e.type === 'Warning')
+      );
+    });
+    await sleep(QUIET_MS);
+    assert.deepEqual(resets(s, uuid).slice(n), [], 'no power action while held');
+    const still = (await getClaim(s, 'held'))!;
+    assert.equal(cond(still, 'Booted')?.status, 'True');
+    assert.equal((await s.client.get<Server>(Resources.Server, name))?.status?.state, 'Reserved');
+    await s.client.delete(Resources.ServerClaim, 'held', s.ns);
+    await eventually('the held Server deleted after the release', 30_000, async () => {
+      const x = await s.client.get<Server>(Resources.Server, name);
+      return !x || x.metadata.uid !== srv.metadata.uid;
+    });
+  });
+
+  it("a hand-made Server in upstream's shape (systemUUID + bmcRef) is adopted and discovered", async () => {
+    const fleet = createSimFleet({ count: 1, bootServerUrl: s.op!.bootServerUrl, seed: `${s.ns}-hm` });
+    const vbmc = await startVirtualBmc({
+      hosts: fleet.hosts,
+      username: 'admin',
+      password: 'secret',
+      port: 0,
+    });
+    const bmcName = `hm-${s.ns}`;
+    const serverName = `handmade-${s.ns}`;
+    try {
+      const uuid = vbmc.systems[0]!.id;
+      await s.client.create<Server>(Resources.Server, {
+        apiVersion: API,
+        kind: 'Server',
+        metadata: { name: serverName, labels: s.labels },
+        spec: { systemUUID: uuid, bmcRef: { name: bmcName } },
+      });
+      await s.client.create(Resources.BMCSecret, {
+        apiVersion: API,
+        kind: 'BMCSecret',
+        metadata: { name: bmcName, labels: s.labels },
+        data: { username: b64('admin'), password: b64('secret') },
+      });
+      await s.client.create<BMC>(Resources.BMC, {
+        apiVersion: API,
+        kind: 'BMC',
+        metadata: { name: bmcName, labels: s.labels },
+        spec: {
+          access: { ip: '127.0.0.1' },
+          bmcSecretRef: { name: bmcName },
+          protocol: { name: 'Redfish', port: Number(new URL(vbmc.url).port), scheme: 'http' },
+        },
+      });
+      const found = await eventually('the hand-made Server discovered', 60_000, async () => {
+        const x = await s.client.get<Server>(Resources.Server, serverName);
+        return x?.status?.state === 'Available' ? x : undefined;
+      });
+      assert.equal(found.spec.systemURI, vbmc.systems[0]!.uri, 'systemURI filled in from the BMC');
+      const bmc = await eventually('the BMC scanned', 20_000, async () => {
+        const b = await s.client.get<BMC>(Resources.BMC, bmcName);
+        return cond(b, 'DuplicateSystemUUID') ? b : undefined;
+      });
+      assert.equal(
+        cond(bmc, 'DuplicateSystemUUID')?.status,
+        'False',
+        cond(bmc, 'DuplicateSystemUUID')?.message,
+      );
+      const all = await servers(s);
+      assert.deepEqual(
+        all.filter((x) => x.spec.systemUUID === uuid).map((x) => x.metadata.name),
+        [serverName],
+        'no second Server for the UUID',
+      );
+    } finally {
+      await fleet.close();
+      await vbmc.close();
+      await s.client.delete(Resources.BMC, bmcName).catch(() => undefined);
+      await s.client.delete(Resources.BMCSecret, bmcName).catch(() => undefined);
+      await s.client.delete(Resources.Server, serverName).catch(() => undefined);
+    }
   });
 });
