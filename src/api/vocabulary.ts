@@ -306,6 +306,8 @@ export const EventReason = {
   StaleCallback: 'StaleCallback',
   /** Server and claim: the Server's deletion waits until its claim releases it (finalizer). */
   ServerDeletionHeld: 'ServerDeletionHeld',
+  /** Claim and Server: released by `metal.ironcore.dev/force-release` without power Off observed. */
+  ForcedRelease: 'ForcedRelease',
 } as const;
 
 /** What {@link countsForCurrentAttempt} reads of an SBC. */

@@ -32,7 +32,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
 import { type BootMethod, httpBootFileUrl } from '../api/v1alpha1/boot-method.js';
-import { type BootPolicy, OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
+import {
+  type BootPolicy,
+  FORCE_RELEASE_ANNOTATION,
+  OPERATION_ANNOTATION,
+  OPERATION_RETRY,
+} from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
@@ -390,7 +395,9 @@ class ServerClaimReconciler {
     const server = await this.boundServer(claim);
     if (server) {
       const p = await this.o.power.ensure(server, 'Off');
-      if (!p.reached) return this.waitForOff(claim, server, p, log);
+      const forced = !p.reached && claim.metadata.annotations?.[FORCE_RELEASE_ANNOTATION] === 'true';
+      if (!p.reached && !forced) return this.waitForOff(claim, server, p, log);
+      if (forced) this.tellForcedRelease(claim, server, p, log);
       const ref = server.spec.bootConfigurationRef;
       const mine = ref?.name === claim.metadata.name && ref?.namespace === claim.metadata.namespace;
       await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
@@ -409,6 +416,32 @@ class ServerClaimReconciler {
     return undefined;
   }
 
+  /**
+   * A release without power Off observed, asked for by {@link FORCE_RELEASE_ANNOTATION}: recorded as
+   * a Warning Event on the claim and on the Server (which outlives the claim), and at warn.
+   */
+  private tellForcedRelease(claim: ServerClaim, server: Server, p: PowerProgress, log: pino.Logger): void {
+    const why = p.pending ?? `PowerState ${p.state}`;
+    const risk = `the BMC never confirmed power Off (${why}): the machine may still run the previous tenant's OS until the BMC powers it off`;
+    const claimName = `${claim.metadata.namespace}/${claim.metadata.name}`;
+    log.warn(
+      { server: server.metadata.name, pending: p.pending },
+      'released without power off (force-release)',
+    );
+    this.o.events.event(
+      eventObject(claim),
+      'Warning',
+      EventReason.ForcedRelease,
+      `Server ${server.metadata.name} released by ${FORCE_RELEASE_ANNOTATION}; ${risk}`,
+    );
+    this.o.events.event(
+      { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+      'Warning',
+      EventReason.ForcedRelease,
+      `released by ServerClaim ${claimName} with ${FORCE_RELEASE_ANNOTATION}; ${risk}`,
+    );
+  }
+
   private async waitForOff(
     claim: ServerClaim,
     server: Server,
@@ -418,7 +451,7 @@ class ServerClaimReconciler {
     const waited = Date.now() - Date.parse(claim.metadata.deletionTimestamp ?? '');
     const late = Number.isFinite(waited) && waited > this.releaseTimeoutMs;
     const reason = late ? ReleaseReason.PowerOffTimedOut : ReleaseReason.WaitingForPowerOff;
-    const message = `Server ${server.metadata.name} is released once the BMC reports it Off (${p.pending ?? `PowerState ${p.state}`})${late ? `; still not Off after ${formatDuration(waited)}` : ''}`;
+    const message = `Server ${server.metadata.name} is released once the BMC reports it Off (${p.pending ?? `PowerState ${p.state}`})${late ? `; still not Off after ${formatDuration(waited)}; to release without it: metalctl release --force (annotation ${FORCE_RELEASE_ANNOTATION}=true)` : ''}`;
     const prior = findCondition(claim.status?.conditions, ConditionType.Released);
     await this.save(claim, {
       conditions: [{ type: ConditionType.Released, status: 'False', reason, message }],

@@ -40,7 +40,7 @@ import {
   statePath,
   writeLocalState,
 } from './local-state.js';
-import { OpError, requestRetry, setCordon } from './server-ops.js';
+import { OpError, releaseClaim, requestRetry, setCordon } from './server-ops.js';
 import { describeServer, type EventView } from './server-view.js';
 import { shapeDifferences } from './stack-shape.js';
 import { removeStaleNamespaces } from './test-network.js';
@@ -684,6 +684,14 @@ export function cordonCommand(
   o: { kubeconfig?: string; dir: string; reason?: string; evict?: boolean },
 ): Promise<number> {
   return runOp(o, (c) => setCordon(c, name, cordon, { reason: o.reason, evict: o.evict }));
+}
+
+/** `release <claim> [--force]`: deletes the claim (forced: without power Off observed). */
+export function releaseCommand(
+  name: string,
+  o: { kubeconfig?: string; dir: string; namespace?: string; force?: boolean },
+): Promise<number> {
+  return runOp(o, (c) => releaseClaim(c, name, o.namespace ?? 'default', !!o.force));
 }
 
 /** `retry server|claim <name>`: the retry operation annotation. */

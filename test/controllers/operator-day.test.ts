@@ -4,7 +4,8 @@
  * - edits of a Booted claim: a boot policy flip never power-cycles; an image or ignition edit
  *   re-provisions only when what would boot differs (the resolved manifest, the Secret's content);
  * - `kubectl delete server` of a claimed machine is held until the claim releases it;
- * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted.
+ * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted;
+ * - a claim whose BMC never reports Off is released by `metalctl release --force`, with Warnings.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -14,6 +15,7 @@ import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { countsForCurrentAttempt } from '../../src/api/vocabulary.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
+import { releaseClaim } from '../../src/localstack/server-ops.js';
 import { pushBootImage } from '../../src/oci/push.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { startVirtualBmc } from '../../src/virtualbmc/server.js';
@@ -65,7 +67,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
   before(async () => {
     reg = await new OciRegistry().start();
     s = await startStack('claim-edits', {
-      hosts: 4,
+      hosts: 5,
       args: [
         '--allowed-registries',
         reg.host,
@@ -77,7 +79,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         '1s',
       ],
     });
-    pool = await availableServers(s, 4, 60_000);
+    pool = await availableServers(s, 5, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -285,6 +287,40 @@ describe("an operator's day", { timeout: 180_000 }, () => {
       await s.client.delete(Resources.BMC, bmcName).catch(() => undefined);
       await s.client.delete(Resources.BMCSecret, bmcName).catch(() => undefined);
       await s.client.delete(Resources.Server, serverName).catch(() => undefined);
+    }
+  });
+
+  it('a claim whose BMC never reports Off: metalctl release --force releases it, with a Warning', async () => {
+    const srv = take();
+    const name = srv.metadata.name!;
+    await createClaim(s, 'dead', { serverRef: name });
+    await booted('dead');
+    const sys = s.vbmc.systems.find((x) => x.id === srv.spec.systemUUID)!;
+    s.vbmc.setFaults({
+      unavailableRequests: 1_000_000,
+      retryAfterSeconds: 1,
+      onlyPaths: [sys.uri, `${sys.uri}/Actions/ComputerSystem.Reset`],
+    });
+    try {
+      await s.client.delete(Resources.ServerClaim, 'dead', s.ns);
+      await eventually('Released=False WaitingForPowerOff', 30_000, async () => {
+        const c = await getClaim(s, 'dead');
+        return cond(c, 'Released')?.reason === 'WaitingForPowerOff';
+      });
+      assert.ok(await getClaim(s, 'dead'), 'held by the dead BMC');
+      const said = await releaseClaim(s.client, 'dead', s.ns, true);
+      assert.match(said, /force-release=true/);
+      await eventually('the claim gone', 30_000, async () => !(await getClaim(s, 'dead')));
+      const after = (await s.client.get<Server>(Resources.Server, name))!;
+      assert.equal(after.spec.serverClaimRef, undefined, 'the Server released');
+      const onClaim = await eventsFor(s, 'ServerClaim', 'dead');
+      const forced = onClaim.find((e) => e.reason === 'ForcedRelease');
+      assert.equal(forced?.type, 'Warning');
+      assert.match(forced?.message ?? '', /may still run/);
+      const onServer = await eventsFor(s, 'Server', name, 'default');
+      assert.ok(onServer.some((e) => e.reason === 'ForcedRelease' && e.type === 'Warning'));
+    } finally {
+      s.vbmc.setFaults({ unavailableRequests: 0, onlyPaths: [] });
     }
   });
 });
