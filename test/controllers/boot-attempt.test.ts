@@ -304,6 +304,15 @@ describe('history', () => {
     );
     assert.equal(same, h2, 'nothing new: the same array, so nothing is written');
   });
+  it('an ended record is immutable: a later power-on of the same attempt rewrites nothing (issue 36 item 7)', () => {
+    const book: AttemptBook = { attempt: 1, attemptStartedAt: iso(T0), poweredOnAt: iso(T0 + 1_000) };
+    const done = closeRecord(book, T0 + 30_000, 'BootCompleted');
+    const again = { ...book, poweredOnAt: iso(T0 + 60_000), history: done };
+    assert.equal(recordProgress(again, { BootStateReceived: iso(T0 + 61_000) }, T0 + 62_000), done);
+    assert.equal(closeRecord(again, T0 + 70_000, 'BootCompleted'), done);
+    assert.equal(done[0]?.poweredOnAt, iso(T0 + 1_000));
+    assert.equal(done[0]?.endedAt, iso(T0 + 30_000));
+  });
   it(`keeps the last ${HISTORY_LIMIT} attempts`, () => {
     let book: AttemptBook = { attempt: 1 };
     for (let a = 1; a <= 15; a++)

@@ -3,6 +3,7 @@
  * and a real OCI registry on loopback:
  * - edits of a Booted claim: a boot policy flip never power-cycles; an image or ignition edit
  *   re-provisions only when what would boot differs (the resolved manifest, the Secret's content);
+ * - ended boot history entries are immutable;
  * - `kubectl delete server` of a claimed machine is held until the claim releases it;
  * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted;
  * - a claim whose BMC never reports Off is released by `metalctl release --force`, with Warnings.
@@ -31,6 +32,7 @@ import {
   eventually,
   getClaim,
   getSbc,
+  hostOf,
   resets,
   type Stack,
   servers,
@@ -67,7 +69,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
   before(async () => {
     reg = await new OciRegistry().start();
     s = await startStack('claim-edits', {
-      hosts: 5,
+      hosts: 6,
       args: [
         '--allowed-registries',
         reg.host,
@@ -79,7 +81,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         '1s',
       ],
     });
-    pool = await availableServers(s, 5, 60_000);
+    pool = await availableServers(s, 6, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -192,6 +194,23 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         : undefined;
     });
     assert.ok(resets(s, uuid).length > n, 'another manifest: re-provisioned');
+  });
+
+  it('a NetBootOnce Off → On keeps the ended history entry as it was', async () => {
+    const srv = take();
+    await createClaim(s, 'hist', { serverRef: srv.metadata.name!, bootPolicy: 'NetBootOnce' });
+    const first = await booted('hist');
+    const entry = first.status?.boot?.history?.at(-1);
+    assert.ok(entry?.endedAt && entry.poweredOnAt, JSON.stringify(first.status?.boot));
+    await patch('hist', { power: 'Off' });
+    await eventually('host Off', 20_000, () => hostOf(s, srv).powerState() === 'Off');
+    await patch('hist', { power: 'On' });
+    await eventually('host On again', 20_000, () => hostOf(s, srv).powerState() === 'On');
+    await sleep(QUIET_MS);
+    const after = (await getClaim(s, 'hist'))!;
+    const same = after.status?.boot?.history?.find((h) => h.attempt === entry.attempt);
+    assert.deepEqual(same, entry, 'the ended entry is unchanged');
+    assert.ok(Date.parse(same!.poweredOnAt!) <= Date.parse(same!.endedAt!));
   });
 
   it('deleting a claimed Server is held until the claim releases it: no discovery under the tenant', async () => {
