@@ -62,10 +62,22 @@ export const NETBOOT_SIGNALS: readonly BootSignal[] = [
  */
 export const EXTERNAL_SIGNAL_PREFIX = 'External';
 
-/** True when `type` may be named in `bootCompletion.conditions`. */
+/**
+ * The boot signals a claim's attempt can produce, so the ones `bootCompletion.conditions` and
+ * `--boot-completion-conditions` accept: every boot signal but `RegistrationReceived`, which only a
+ * discovery attempt's token may post (the registry answers a claim token 403 `NotDiscovery`).
+ */
+export const CLAIM_COMPLETION_SIGNALS: readonly BootSignal[] = BOOT_SIGNALS.filter(
+  (s) => s !== BootSignal.RegistrationReceived,
+);
+/** Why `RegistrationReceived` is refused as a claim's completion signal (messages). */
+export const REGISTRATION_NOT_FOR_CLAIMS =
+  'RegistrationReceived never arrives for a claim: only the discovery probe may /register';
+
+/** True when `type` may be named in `bootCompletion.conditions` (a claim can receive it). */
 export function isCompletionSignal(type: string): boolean {
   return (
-    (Object.values(BootSignal) as string[]).includes(type) ||
+    (CLAIM_COMPLETION_SIGNALS as string[]).includes(type) ||
     new RegExp(`^${EXTERNAL_SIGNAL_PREFIX}[A-Z][A-Za-z0-9]*$`).test(type)
   );
 }
