@@ -6,15 +6,19 @@
  * - ended boot history entries are immutable;
  * - `kubectl delete server` of a claimed machine is held until the claim releases it;
  * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted;
+ * - /metrics: zero states exported, every family documented;
  * - a claim whose BMC never reports Off is released by `metalctl release --force`, with Warnings.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
-import type { Server } from '../../src/api/v1alpha1/server.js';
+import { SERVER_STATES, type Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { countsForCurrentAttempt } from '../../src/api/vocabulary.js';
+import { REPO_ROOT } from '../../src/localstack/control-plane.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
 import { releaseClaim } from '../../src/localstack/server-ops.js';
 import { pushBootImage } from '../../src/oci/push.js';
@@ -211,6 +215,18 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     const same = after.status?.boot?.history?.find((h) => h.attempt === entry.attempt);
     assert.deepEqual(same, entry, 'the ended entry is unchanged');
     assert.ok(Date.parse(same!.poweredOnAt!) <= Date.parse(same!.endedAt!));
+  });
+
+  it('/metrics: metal_servers has every state (zeros too), and every family is in the README', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${s.op!.metricsPort}/metrics`)).text();
+    for (const state of SERVER_STATES)
+      assert.match(text, new RegExp(`^metal_servers\\{state="${state}"\\} \\d+$`, 'm'), state);
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const families = [...text.matchAll(/^# TYPE (\w+) /gm)].map((m) => m[1]!);
+    const undocumented = families.filter(
+      (f) => !/^(process|nodejs)_/.test(f) && !readme.includes(`\`${f}\``),
+    );
+    assert.deepEqual(undocumented, [], 'exported families missing from the README');
   });
 
   it('deleting a claimed Server is held until the claim releases it: no discovery under the tenant', async () => {
