@@ -11,6 +11,7 @@ import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { BootedReason, EventReason } from '../../src/api/vocabulary.js';
 import type { PowerState } from '../../src/bmc/bmc.js';
 import { RedfishBudgetExceededError, RedfishHttpError } from '../../src/bmc/errors.js';
+import { bmcRetryDelay, stableFailureMessage } from '../../src/controllers/bmc.js';
 import { classifyBmcFailure, MAX_BMC_RETRY_AFTER_MS } from '../../src/controllers/bmc-connections.js';
 import {
   type AttemptBook,
@@ -447,5 +448,19 @@ describe('defects of the attempt lifecycle (issue 14 item 5)', () => {
     assert.equal(s.timeoutMs, 24 * 3_600_000);
     assert.equal(s.netbootTimeoutMs, 1_000);
     assert.deepEqual(s.completion, ['IPXEScriptFetched']);
+  });
+});
+
+describe('a failing BMC (issue 36 item 9)', () => {
+  it('is retried after 5 s, 10 s, 20 s, … capped at 2 min, never before its Retry-After', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 50].map((n) => bmcRetryDelay(n, 0)),
+      [5_000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000],
+    );
+    assert.equal(bmcRetryDelay(1, 30_000), 30_000);
+  });
+  it('names no elapsed time in its message (Events aggregate)', () => {
+    const m = 'GET /redfish/v1/Managers: gave up after 3 attempt(s) in 8123 ms: connect ECONNREFUSED';
+    assert.equal(stableFailureMessage(m), 'GET /redfish/v1/Managers: gave up: connect ECONNREFUSED');
   });
 });

@@ -6,12 +6,14 @@
  * - ended boot history entries are immutable;
  * - `kubectl delete server` of a claimed machine is held until the claim releases it;
  * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted;
+ * - a dead BMC: one Warning Event with a stable message, backed-off retries;
  * - /metrics: zero states exported, every family documented;
  * - a claim whose BMC never reports Off is released by `metalctl release --force`, with Warnings.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
@@ -227,6 +229,47 @@ describe("an operator's day", { timeout: 180_000 }, () => {
       (f) => !/^(process|nodejs)_/.test(f) && !readme.includes(`\`${f}\``),
     );
     assert.deepEqual(undocumented, [], 'exported families missing from the README');
+  });
+
+  it('a BMC where nothing listens: one Warning Event, a stable message, retries backed off', async () => {
+    const closed = createServer((c) => c.destroy());
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const port = (closed.address() as AddressInfo).port;
+    let connections = 0;
+    closed.on('connection', () => connections++);
+    const name = `dead-bmc-${s.ns}`;
+    try {
+      await s.client.create(Resources.BMCSecret, {
+        apiVersion: API,
+        kind: 'BMCSecret',
+        metadata: { name, labels: s.labels },
+        data: { username: b64('admin'), password: b64('secret') },
+      });
+      await s.client.create<BMC>(Resources.BMC, {
+        apiVersion: API,
+        kind: 'BMC',
+        metadata: { name, labels: s.labels },
+        spec: {
+          access: { ip: '127.0.0.1' },
+          bmcSecretRef: { name },
+          protocol: { name: 'Redfish', port, scheme: 'http' },
+        },
+      });
+      await eventually('Ready=False', 20_000, async () => {
+        return cond(await s.client.get<BMC>(Resources.BMC, name), 'Ready')?.status === 'False';
+      });
+      const firstRound = connections;
+      await sleep(20_000);
+      const warnings = (await eventsFor(s, 'BMC', name, 'default')).filter((e) => e.type === 'Warning');
+      assert.equal(new Set(warnings.map((e) => e.message)).size, 1, JSON.stringify(warnings));
+      assert.doesNotMatch(warnings[0]!.message, /\d+ ms/, 'no elapsed time in the message');
+      // 5 s, then 10 s after the first failure (plus the call budgets): at most 2 more rounds in 20 s.
+      assert.ok(connections <= firstRound * 3, `connections ${connections}, first round ${firstRound}`);
+    } finally {
+      await s.client.delete(Resources.BMC, name).catch(() => undefined);
+      await s.client.delete(Resources.BMCSecret, name).catch(() => undefined);
+      closed.close();
+    }
   });
 
   it('deleting a claimed Server is held until the claim releases it: no discovery under the tenant', async () => {
