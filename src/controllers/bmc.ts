@@ -13,6 +13,10 @@
  * `maxSystems` systems per BMC (by URI) get Servers (`SystemsDiscovered=False SystemLimitExceeded`).
  * Changes of the BMCSecret or Endpoint re-run the BMC's reconcile; so does a Server that found the
  * BMC unusable (bmc-availability.ts): `Ready=False` with that reason at once, then a re-read decides.
+ * A Server made by hand in upstream's shape (`systemUUID` + `bmcRef` to this BMC, no `systemURI`) is
+ * that system's Server: its `systemURI` is filled in from the system with its UUID (no duplicate).
+ * A BMC that cannot be read is retried with a per-BMC backoff (5 s doubling to 2 min, reset by a
+ * good read or a spec edit) and gets one Warning Event per change of its failure reason.
  */
 import type pino from 'pino';
 import { canonicalSystemUUID } from '../api/system-uuid.js';
