@@ -21,8 +21,9 @@
  * The intent (`poweredOnAt`, `deadline`) is written before the BMC is asked, so a restart between
  * the two never acts twice.
  *
- * Boot policy: NetBootAlways sets a one-time network boot override before every power-on, and a
- * power-on after `power: Off` starts a new series (the image boots again). NetBootOnce sets it only
+ * Boot policy: NetBootAlways sets a persistent network boot override (`Continuous`; `Once` where the
+ * BMC refuses it) before every power-on, so a reset made at the BMC boots the image again, and a
+ * power-on after `power: Off` starts a new series. NetBootOnce sets it only
  * until the claim is Booted; then the SBC's `BootCompleted` condition makes the boot server answer
  * with a local-boot script, and `Off` → `On` just powers on (C06).
  *
@@ -780,6 +781,9 @@ class ServerClaimReconciler {
             netboot: true,
             observed,
             via: netbootVia(x.server, x.sbc, this.cfg),
+            // NetBootAlways: every boot of the tenant's machine is a network boot, also a reset made
+            // at the BMC (web UI, watchdog, in-band reboot), where the BMC supports `Continuous`.
+            persistent: x.s.policy === 'NetBootAlways',
             // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
             event: false,
           }),

@@ -4,6 +4,7 @@
  * - edits of a Booted claim: a boot policy flip never power-cycles; an image or ignition edit
  *   re-provisions only when what would boot differs (the resolved manifest, the Secret's content);
  * - ended boot history entries are immutable;
+ * - NetBootAlways survives a reset made at the BMC (persistent override);
  * - `kubectl delete server` of a claimed machine is held until the claim releases it;
  * - a hand-made Server in upstream's shape (systemUUID + bmcRef, no systemURI) is adopted;
  * - a dead BMC: one Warning Event with a stable message, backed-off retries;
@@ -39,6 +40,7 @@ import {
   getClaim,
   getSbc,
   hostOf,
+  overrides,
   resets,
   type Stack,
   servers,
@@ -75,7 +77,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
   before(async () => {
     reg = await new OciRegistry().start();
     s = await startStack('claim-edits', {
-      hosts: 6,
+      hosts: 7,
       args: [
         '--allowed-registries',
         reg.host,
@@ -87,7 +89,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         '1s',
       ],
     });
-    pool = await availableServers(s, 6, 60_000);
+    pool = await availableServers(s, 7, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -270,6 +272,32 @@ describe("an operator's day", { timeout: 180_000 }, () => {
       await s.client.delete(Resources.BMCSecret, name).catch(() => undefined);
       closed.close();
     }
+  });
+
+  it('NetBootAlways: a reset made at the BMC (not by the operator) boots the image again', async () => {
+    const srv = take();
+    const host = hostOf(s, srv);
+    await createClaim(s, 'always', { serverRef: srv.metadata.name!, bootPolicy: 'NetBootAlways' });
+    await booted('always');
+    assert.equal(overrides(s, srv.spec.systemUUID!).at(-1)?.BootSourceOverrideEnabled, 'Continuous');
+    await eventually('the boot finished', 20_000, () => host.lastBoot?.phase === 'up');
+    const before = host.bootCount;
+    const sys = s.vbmc.systems.find((x) => x.id === srv.spec.systemUUID)!;
+    // As the BMC's web UI or a watchdog would: straight to the BMC, not through the operator.
+    const res = await fetch(`${s.vbmc.url}${sys.uri}/Actions/ComputerSystem.Reset`, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${Buffer.from('admin:secret').toString('base64')}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ ResetType: 'ForceRestart' }),
+    });
+    assert.equal(res.status, 204);
+    const next = await eventually('a new boot', 20_000, () =>
+      host.bootCount > before && host.lastBoot?.source ? host.lastBoot : undefined,
+    );
+    assert.equal(next.source, 'network', 'the live image boots again, not the disk');
+    assert.equal(cond(await getClaim(s, 'always'), 'Booted')?.status, 'True');
   });
 
   it('deleting a claimed Server is held until the claim releases it: no discovery under the tenant', async () => {
