@@ -156,6 +156,8 @@ export const BootedReason = {
   Adopted: 'Adopted',
   /** `spec.power` is neither On nor Off: nothing is powered. */
   InvalidPower: 'InvalidPower',
+  /** `spec.power: Off` before the claim booted: nothing boots until On (not "Booting"). */
+  PoweredOff: 'PoweredOff',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */

@@ -545,7 +545,7 @@ export async function runManager(
     throw err;
   }
   const log = opts.log ?? newLogger('metal-operator', { level: cfg.logLevel });
-  const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
+  const kubeConfig = opts.kubeConfig ?? kubeConfigOrUsageError(cfg.kubeconfig);
   const mgr = new Manager({
     kubeConfig,
     name: 'metal-operator',
@@ -689,6 +689,15 @@ function plannedUrlOrUndefined(host: string, port: number, scheme: 'http' | 'htt
 
 function plannedUrl(host: string, port: number, scheme: 'http' | 'https'): string | undefined {
   return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port, scheme });
+}
+
+/** The kubeconfig, or a `CommanderError` (code `manager.kubeconfig`) that main() prints as one line. */
+function kubeConfigOrUsageError(path: string | undefined) {
+  try {
+    return loadKubeConfig(path);
+  } catch (err) {
+    throw new CommanderError(1, 'manager.kubeconfig', err instanceof Error ? err.message : String(err));
+  }
 }
 
 async function main(): Promise<void> {

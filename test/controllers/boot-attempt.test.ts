@@ -199,7 +199,8 @@ describe('handlers', () => {
     const s = stepFor(phaseOf(v), input(v));
     assert.deepEqual(s.action, { kind: 'ensure', goal: 'Off' });
     assert.equal(s.book.poweredOnAt, undefined);
-    assert.equal(s.outcome?.reason, BootedReason.Booting);
+    // Not "Booting": nothing boots until power On (issue 36 item 11).
+    assert.equal(s.outcome?.reason, BootedReason.PoweredOff);
   });
   it('a TimedOut reason stays while the next attempt waits', () => {
     const v = view({ book: { attempt: 2 }, readiness: { ready: false, reason: 'Pending', message: 'p' } });
