@@ -268,9 +268,10 @@ class BmcReconciler {
     try {
       const status = await readManager(client);
       const scan = await this.scanSystems(bmc, client, l);
+      const ip = this.addressOf(bmc);
       await this.setStatus(
         bmc,
-        { ...status, state: 'Enabled' },
+        { ...status, ...(ip ? { ip } : {}), state: 'Enabled' },
         {
           ok: true,
           reason: 'Reachable',
@@ -304,6 +305,12 @@ class BmcReconciler {
       await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message });
       return { requeueAfterMs };
     }
+  }
+
+  /** The address the BMC was reached at (`spec.access.ip`, else its Endpoint's), for `status.ip` (the IP column). */
+  private addressOf(bmc: BMCObject): string | undefined {
+    const ref = bmc.spec.endpointRef?.name;
+    return bmc.spec.access?.ip || (ref ? this.o.endpoints.get(ref)?.spec?.ip : undefined) || undefined;
   }
 
   /**

@@ -381,6 +381,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         'False',
         cond(bmc, 'DuplicateSystemUUID')?.message,
       );
+      assert.equal(bmc.status?.ip, '127.0.0.1', 'status.ip (the IP column of kubectl get bmc)');
       const all = await servers(s);
       assert.deepEqual(
         all.filter((x) => x.spec.systemUUID === uuid).map((x) => x.metadata.name),
