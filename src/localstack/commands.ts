@@ -488,6 +488,11 @@ export async function getCommand(what: string, name: string | undefined, o: GetO
       return 1;
     }
     if (o.output === 'json' || o.output === 'yaml') printObjects(items, !!name, o.output);
+    else if (items.length === 0)
+      // As kubectl: no table of headers only, a line on stderr, exit 0.
+      console.error(
+        `No resources found${!servers && o.namespace && !o.allNamespaces ? ` in ${o.namespace} namespace` : ''}.`,
+      );
     else
       console.log(
         servers ? serversTable(snap, Date.now(), { wide: o.output === 'wide' }) : claimsTable(snap),

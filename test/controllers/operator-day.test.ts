@@ -13,14 +13,16 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import { SERVER_STATES, type Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { countsForCurrentAttempt } from '../../src/api/vocabulary.js';
+import { getCommand } from '../../src/localstack/commands.js';
 import { REPO_ROOT } from '../../src/localstack/control-plane.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
 import { releaseClaim } from '../../src/localstack/server-ops.js';
@@ -298,6 +300,29 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     );
     assert.equal(next.source, 'network', 'the live image boots again, not the disk');
     assert.equal(cond(await getClaim(s, 'always'), 'Booted')?.status, 'True');
+  });
+
+  it('metalctl get with nothing to show: "No resources found." on stderr, no header-only table', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const { log, error } = console;
+    console.log = (...a: unknown[]) => void out.push(a.join(' '));
+    console.error = (...a: unknown[]) => void err.push(a.join(' '));
+    let code: number;
+    try {
+      code = await getCommand('claims', undefined, {
+        kubeconfig: s.kubeconfigPath,
+        dir: mkdtempSync(join(tmpdir(), 'metalctl-')),
+        selector: 'nothing=matches',
+        namespace: s.ns,
+      });
+    } finally {
+      console.log = log;
+      console.error = error;
+    }
+    assert.equal(code, 0);
+    assert.deepEqual(out, [], 'no table');
+    assert.deepEqual(err, [`No resources found in ${s.ns} namespace.`]);
   });
 
   it('deleting a claimed Server is held until the claim releases it: no discovery under the tenant', async () => {
