@@ -62,10 +62,22 @@ export const NETBOOT_SIGNALS: readonly BootSignal[] = [
  */
 export const EXTERNAL_SIGNAL_PREFIX = 'External';
 
-/** True when `type` may be named in `bootCompletion.conditions`. */
+/**
+ * The boot signals a claim's attempt can produce, so the ones `bootCompletion.conditions` and
+ * `--boot-completion-conditions` accept: every boot signal but `RegistrationReceived`, which only a
+ * discovery attempt's token may post (the registry answers a claim token 403 `NotDiscovery`).
+ */
+export const CLAIM_COMPLETION_SIGNALS: readonly BootSignal[] = BOOT_SIGNALS.filter(
+  (s) => s !== BootSignal.RegistrationReceived,
+);
+/** Why `RegistrationReceived` is refused as a claim's completion signal (messages). */
+export const REGISTRATION_NOT_FOR_CLAIMS =
+  'RegistrationReceived never arrives for a claim: only the discovery probe may /register';
+
+/** True when `type` may be named in `bootCompletion.conditions` (a claim can receive it). */
 export function isCompletionSignal(type: string): boolean {
   return (
-    (Object.values(BootSignal) as string[]).includes(type) ||
+    (CLAIM_COMPLETION_SIGNALS as string[]).includes(type) ||
     new RegExp(`^${EXTERNAL_SIGNAL_PREFIX}[A-Z][A-Za-z0-9]*$`).test(type)
   );
 }
@@ -182,6 +194,8 @@ export const BootedReason = {
   BootMethodUnsupported: 'BootMethodUnsupported',
   /** Terminal: the BMC refused the power-on for good (a non-transient 4xx, no usable ResetType). As above. */
   BootRefused: 'BootRefused',
+  /** `spec.power: Off` before the claim booted: nothing boots until On (not "Booting"). */
+  PoweredOff: 'PoweredOff',
 } as const;
 
 /** Reasons of the claim's `Released` condition while it is deleted. */
@@ -349,6 +363,10 @@ export const EventReason = {
   /** The OCI image of an attempt was resolved to a digest (the message names attempt and digest). */
   ImageResolved: 'ImageResolved',
   StaleCallback: 'StaleCallback',
+  /** Server and claim: the Server's deletion waits until its claim releases it (finalizer). */
+  ServerDeletionHeld: 'ServerDeletionHeld',
+  /** Claim and Server: released by `metal.ironcore.dev/force-release` without power Off observed. */
+  ForcedRelease: 'ForcedRelease',
 } as const;
 
 /** What {@link countsForCurrentAttempt} reads of an SBC. */

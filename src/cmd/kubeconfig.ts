@@ -11,7 +11,12 @@ import { KubeConfig } from '@kubernetes/client-node';
 export function loadKubeConfig(path?: string): KubeConfig {
   const kc = new KubeConfig();
   if (path) {
-    kc.loadFromFile(path);
+    if (!existsSync(path)) throw new Error(`--kubeconfig ${path}: no such file`);
+    try {
+      kc.loadFromFile(path);
+    } catch (err) {
+      throw new Error(`--kubeconfig ${path}: ${err instanceof Error ? err.message : String(err)}`);
+    }
     return kc;
   }
   const inCluster = !!process.env.KUBERNETES_SERVICE_HOST;

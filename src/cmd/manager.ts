@@ -16,7 +16,12 @@ import { collectDefaultMetrics } from 'prom-client';
 import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
-import { BOOT_SIGNALS, isCompletionSignal } from '../api/vocabulary.js';
+import {
+  BootSignal,
+  CLAIM_COMPLETION_SIGNALS,
+  isCompletionSignal,
+  REGISTRATION_NOT_FOR_CLAIMS,
+} from '../api/vocabulary.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
@@ -69,6 +74,12 @@ const DURATION = (v: string): number => {
     throw new InvalidArgumentError((err as Error).message);
   }
 };
+/** A deadline: a Go duration above zero (a zero deadline would time every attempt out at once). */
+const DEADLINE = (v: string): number => {
+  const ms = DURATION(v);
+  if (ms <= 0) throw new InvalidArgumentError(`${v}: a deadline must be longer than 0s`);
+  return ms;
+};
 const POSITIVE_INT = (v: string): number => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${v} is not a positive integer`);
@@ -95,7 +106,7 @@ const CONDITIONS = (v: string): string[] => {
   const bad = list.filter((c) => !re.test(c) || !isCompletionSignal(c));
   if (list.length === 0 || bad.length)
     throw new InvalidArgumentError(
-      `not boot signals (${BOOT_SIGNALS.join(', ')}) or External<Name> types: ${bad.join(', ') || '(empty)'}`,
+      `not claim boot signals (${CLAIM_COMPLETION_SIGNALS.join(', ')}) or External<Name> types: ${bad.join(', ') || '(empty)'}${bad.includes(BootSignal.RegistrationReceived) ? ` (${REGISTRATION_NOT_FOR_CLAIMS})` : ''}`,
     );
   return list;
 };
@@ -130,6 +141,8 @@ function command(): Command {
   const d = DEFAULT_CONTROLLER_CONFIG;
   const dur = (flags: string, description: string, ms: number) =>
     opt(flags, description, DURATION, ms, formatDuration(ms));
+  const deadline = (flags: string, description: string, ms: number) =>
+    opt(flags, description, DEADLINE, ms, formatDuration(ms));
   return new Command('manager')
     .description('metal-operator manager: controllers, registry and boot server')
     .exitOverride()
@@ -165,10 +178,14 @@ function command(): Command {
       ),
     )
     .addOption(
-      dur('--boot-timeout <duration>', 'per-attempt boot deadline of claims (Go duration)', d.bootTimeoutMs),
+      deadline(
+        '--boot-timeout <duration>',
+        'per-attempt boot deadline of claims (Go duration)',
+        d.bootTimeoutMs,
+      ),
     )
     .addOption(
-      dur(
+      deadline(
         '--netboot-timeout <duration>',
         'per-attempt deadline of the first fetch (iPXE script) after power-on; then the attempt is retried at once (NetbootNotObserved)',
         d.netbootTimeoutMs,
@@ -184,7 +201,7 @@ function command(): Command {
       ),
     )
     .addOption(
-      dur(
+      deadline(
         '--discovery-timeout <duration>',
         'per-attempt discovery deadline (Go duration)',
         d.discoveryTimeoutMs,
@@ -204,7 +221,7 @@ function command(): Command {
       'image (catalog name or OCI reference) booted after every release before the Server is Available again (automated cleaning); none: released Servers are Available at once',
     )
     .addOption(
-      dur(
+      deadline(
         '--cleanup-timeout <duration>',
         'per-attempt deadline of the cleanup boot (Go duration)',
         d.cleanupTimeoutMs,
@@ -545,7 +562,7 @@ export async function runManager(
     throw err;
   }
   const log = opts.log ?? newLogger('metal-operator', { level: cfg.logLevel });
-  const kubeConfig = opts.kubeConfig ?? loadKubeConfig(cfg.kubeconfig);
+  const kubeConfig = opts.kubeConfig ?? kubeConfigOrUsageError(cfg.kubeconfig);
   const mgr = new Manager({
     kubeConfig,
     name: 'metal-operator',
@@ -691,6 +708,15 @@ function plannedUrlOrUndefined(host: string, port: number, scheme: 'http' | 'htt
 
 function plannedUrl(host: string, port: number, scheme: 'http' | 'https'): string | undefined {
   return port === 0 ? undefined : hostFacingUrl('--bootserver-url', undefined, { host, port, scheme });
+}
+
+/** The kubeconfig, or a `CommanderError` (code `manager.kubeconfig`) that main() prints as one line. */
+function kubeConfigOrUsageError(path: string | undefined) {
+  try {
+    return loadKubeConfig(path);
+  } catch (err) {
+    throw new CommanderError(1, 'manager.kubeconfig', err instanceof Error ? err.message : String(err));
+  }
 }
 
 async function main(): Promise<void> {

@@ -8,7 +8,8 @@
  * - `local down`, `local status`; `local serve` is the daemon itself.
  * - `get servers|claims [NAME] [-o wide|json|yaml] [-l SEL] [-n NS|-A]`: kubectl-like columns;
  *   `describe server NAME`; `boots <claim> [--watch]`: the claim's attempts with their durations.
- * - `cordon|uncordon <server>`: the maintenance taint; `retry server|claim <name>`: the retry annotation.
+ * - `cordon|uncordon <server>`: the maintenance taint; `retry server|claim <name>`: the retry annotation;
+ *   `release <claim> [--force]`: deletes the claim (`--force`: also when the BMC never reports Off).
  *
  * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
  */
@@ -22,6 +23,7 @@ import {
   localServe,
   localStatus,
   localUp,
+  releaseCommand,
   retryCommand,
 } from '../localstack/commands.js';
 import { serveInCluster } from '../localstack/in-cluster-serve.js';
@@ -205,5 +207,20 @@ program
   .addOption(kubeconfigOpt())
   .addOption(dirOpt())
   .action(async (kind, name, o) => process.exit(await retryCommand(kind, name, o)));
+
+program
+  .command('release')
+  .description(
+    'delete a ServerClaim: its Server is released once the BMC reports it Off; --force releases it without that (a dead BMC), recorded in a Warning Event',
+  )
+  .argument('<claim>', 'ServerClaim name')
+  .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
+  .option(
+    '--force',
+    'annotate metal.ironcore.dev/force-release=true first: released even if the machine may still run',
+  )
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (claim, o) => process.exit(await releaseCommand(claim, o)));
 
 await program.parseAsync();

@@ -13,6 +13,10 @@
  * `maxSystems` systems per BMC (by URI) get Servers (`SystemsDiscovered=False SystemLimitExceeded`).
  * Changes of the BMCSecret or Endpoint re-run the BMC's reconcile; so does a Server that found the
  * BMC unusable (bmc-availability.ts): `Ready=False` with that reason at once, then a re-read decides.
+ * A Server made by hand in upstream's shape (`systemUUID` + `bmcRef` to this BMC, no `systemURI`) is
+ * that system's Server: its `systemURI` is filled in from the system with its UUID (no duplicate).
+ * A BMC that cannot be read is retried with a per-BMC backoff (5 s doubling to 2 min, reset by a
+ * good read or a spec edit) and gets one Warning Event per change of its failure reason.
  */
 import type pino from 'pino';
 import { canonicalSystemUUID } from '../api/system-uuid.js';
@@ -144,6 +148,39 @@ function listed(items: string[], sep = ', '): string {
   return items.length > MAX_LISTED ? `${shown}${sep}and ${items.length - MAX_LISTED} more` : shown;
 }
 
+/** First retry delay of a failing BMC, ms; doubled per consecutive failure up to {@link BMC_RETRY_MAX_MS}. */
+export const BMC_RETRY_BASE_MS = 5_000;
+/** Cap of a failing BMC's retry delay, ms: a dead BMC is read at most this rarely (a spec edit reads it at once). */
+export const BMC_RETRY_MAX_MS = 2 * 60_000;
+
+/**
+ * Delay before re-reading a BMC after its `failures`-th consecutive failed sync (1-based), ms: 5 s,
+ * 10 s, 20 s, … capped at 2 min, never below the BMC's own `Retry-After` (`retryAfterMs`).
+ */
+export function bmcRetryDelay(failures: number, retryAfterMs: number): number {
+  const backoff = BMC_RETRY_BASE_MS * 2 ** Math.min(Math.max(0, failures - 1), 16);
+  return Math.min(BMC_RETRY_MAX_MS, Math.max(backoff, retryAfterMs));
+}
+
+/**
+ * A failure message without what varies per try (the budget's elapsed milliseconds and attempt
+ * count), so a dead BMC's condition message stays the same and its Events aggregate.
+ */
+export function stableFailureMessage(message: string): string {
+  return message.replace(/: gave up after \d+ attempt\(s\) in \d+ ms/g, ': gave up');
+}
+
+/**
+ * Whether `owner`, the Server holding a system's UUID under another name, is that system's own
+ * Server made by hand: it names this BMC and either no system URI (upstream's sample shape) or this
+ * system's. A Server naming another BMC, or another system of this one, stays a duplicate.
+ */
+export function adoptable(owner: Server, bmc: BMCObject, uri: string): boolean {
+  return (
+    owner.spec.bmcRef?.name === bmc.metadata.name && (!owner.spec.systemURI || owner.spec.systemURI === uri)
+  );
+}
+
 /** `<bmc>-<system id>` lower-cased, characters outside `[a-z0-9.-]` replaced, at most 253 characters. */
 export function serverName(bmcName: string, systemId: string): string {
   const id = systemId
@@ -174,6 +211,10 @@ class BmcReconciler {
   /** A Server's report that its BMC is down, waiting for the BMC's reconcile (bmc-availability.ts). */
   readonly reportedDown = new Map<string, BmcDownReport>();
   private readonly inFlight = new Map<string, InFlightServer>();
+  /** Consecutive failed syncs per BMC name (the backoff's exponent); cleared by a good sync or deletion. */
+  private readonly failures = new Map<string, number>();
+  /** When a failing BMC's next read is due (and for which generation of it). */
+  private readonly backoff = new Map<string, { generation: number; until: number }>();
 
   constructor(private readonly o: BmcSettings) {
     this.log = o.log.child({ controller: 'bmc' });
@@ -183,6 +224,8 @@ class BmcReconciler {
     const o = this.o;
     let bmc = o.bmcs.get(req.name);
     if (!bmc || bmc.metadata.deletionTimestamp) {
+      this.failures.delete(req.name);
+      this.backoff.delete(req.name);
       await o.connections.release(req.name);
       return undefined;
     }
@@ -195,6 +238,13 @@ class BmcReconciler {
     const fresh = !down && !this.stale.has(req.name) && last?.generation === bmc.metadata.generation;
     if (last && fresh && age < o.resyncMs) {
       return { requeueAfterMs: o.resyncMs - age };
+    }
+    // A failing BMC is re-read when its backoff ends, not at every write or watch event meanwhile;
+    // a spec edit, a changed Secret or Endpoint (stale) or a Server's report reads it at once.
+    const backoff = this.backoff.get(req.name);
+    if (backoff && !down && !this.stale.has(req.name) && backoff.generation === bmc.metadata.generation) {
+      const left = backoff.until - Date.now();
+      if (left > 0) return { requeueAfterMs: left };
     }
     this.stale.delete(req.name);
     this.synced.delete(req.name);
@@ -209,15 +259,19 @@ class BmcReconciler {
     return this.sync(req, bmc, client, l);
   }
 
-  /** One round of Redfish reads; BMC failures become `Ready=False` and a backed-off retry. */
+  /**
+   * One round of Redfish reads; BMC failures become `Ready=False` and a retry backed off per BMC
+   * ({@link bmcRetryDelay}), with a Warning Event only when the failure's reason changes.
+   */
   private async sync(req: Request, bmc: BMCObject, client: BMC, l: pino.Logger): Promise<Result> {
     const o = this.o;
     try {
       const status = await readManager(client);
       const scan = await this.scanSystems(bmc, client, l);
+      const ip = this.addressOf(bmc);
       await this.setStatus(
         bmc,
-        { ...status, state: 'Enabled' },
+        { ...status, ...(ip ? { ip } : {}), state: 'Enabled' },
         {
           ok: true,
           reason: 'Reachable',
@@ -225,16 +279,38 @@ class BmcReconciler {
         },
       );
       await this.reportSystems(bmc, scan, l);
+      this.failures.delete(req.name);
+      this.backoff.delete(req.name);
       this.synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
       return { requeueAfterMs: o.resyncMs };
     } catch (err) {
       const f = classifyBmcFailure(err);
       if (err instanceof RedfishAuthError) await o.connections.release(req.name);
-      l.warn({ reason: f.reason, error: f.message }, 'BMC not usable');
-      o.events.event(asEventObject(bmc), 'Warning', f.reason, f.message);
-      await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message: f.message });
-      return { requeueAfterMs: Math.max(f.retryAfterMs, 5_000), backoff: true };
+      const message = stableFailureMessage(f.message);
+      const prior = findCondition(bmc.status?.conditions, BMC_READY_CONDITION);
+      const failures = (this.failures.get(req.name) ?? 0) + 1;
+      this.failures.set(req.name, failures);
+      const requeueAfterMs = bmcRetryDelay(failures, f.retryAfterMs);
+      this.backoff.set(req.name, {
+        generation: bmc.metadata.generation ?? 0,
+        until: Date.now() + requeueAfterMs,
+      });
+      // One Event and one warn line per change of the BMC's state (reason), not per retry.
+      if (prior?.status !== 'False' || prior.reason !== f.reason) {
+        l.warn({ reason: f.reason, error: f.message, retryInMs: requeueAfterMs }, 'BMC not usable');
+        o.events.event(asEventObject(bmc), 'Warning', f.reason, message);
+      } else {
+        l.debug({ reason: f.reason, failures, retryInMs: requeueAfterMs }, 'BMC still not usable');
+      }
+      await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message });
+      return { requeueAfterMs };
     }
+  }
+
+  /** The address the BMC was reached at (`spec.access.ip`, else its Endpoint's), for `status.ip` (the IP column). */
+  private addressOf(bmc: BMCObject): string | undefined {
+    const ref = bmc.spec.endpointRef?.name;
+    return bmc.spec.access?.ip || (ref ? this.o.endpoints.get(ref)?.spec?.ip : undefined) || undefined;
   }
 
   /**
@@ -392,6 +468,7 @@ class BmcReconciler {
       existing && canonicalSystemUUID(existing.spec.systemUUID) === uuid
         ? ownedElsewhere(existing, rivals)
         : uuidOwner(rivals);
+    if (owner && adoptable(owner, bmc, info.uri)) return this.adopt(owner, info.uri, l);
     if (owner) return { owner };
     const spec = { systemUUID: uuid, systemURI: info.uri, bmcRef: { name: bmc.metadata.name ?? '' } };
     if (!existing) return this.createServer(bmc, name, spec, l);
@@ -404,6 +481,24 @@ class BmcReconciler {
       await this.o.client.mergePatch(Resources.Server, name, undefined, { spec });
       l.info({ server: name, systemUUID: uuid }, 'server identity corrected');
     }
+    return 'exists';
+  }
+
+  /**
+   * A Server made by hand in upstream's shape (`systemUUID` + `bmcRef` to this BMC, no `systemURI`):
+   * it is this system's Server, under its own name; the URI of the system with its UUID is filled in
+   * (as upstream's BMC controller does), so discovery can start. No owner reference is added: the
+   * operator made it and deletes it.
+   */
+  private async adopt(server: Server, uri: string, l: pino.Logger): Promise<'exists'> {
+    if (server.spec.systemURI === uri) return 'exists';
+    await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+      spec: { systemURI: uri },
+    });
+    l.info(
+      { server: server.metadata.name, systemUUID: server.spec.systemUUID, systemURI: uri },
+      'hand-made server adopted: systemURI filled in from the BMC system with its UUID',
+    );
     return 'exists';
   }
 

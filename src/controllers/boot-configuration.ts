@@ -43,6 +43,12 @@ import { type KObject, Resources, type ResourceType } from '../runtime/resource.
 import { applyOwnedCondition } from './owned-conditions.js';
 
 export { ATTEMPT_KEY_ANNOTATION };
+/**
+ * Annotation on an SBC: the attempt key in which its spec was edited without a new attempt (a boot
+ * policy flip, an image or ignition that boots the same). Its generation then moved past the
+ * attempt's, and `status.attemptGeneration` must not follow it (the attempt's signals keep counting).
+ */
+export const EDITED_IN_ATTEMPT_ANNOTATION = 'metal.ironcore.dev/edited-in-attempt';
 /** SBC condition owned by the ServerBootConfiguration controller; `status.state` mirrors it. */
 export const SBC_READY_CONDITION = ConditionType.Ready;
 export const BOOT_COMPLETED_CONDITION = ConditionType.BootCompleted;
@@ -184,22 +190,42 @@ export class BootConfigurations {
         data = await this.writeSecret(sbc, secretName, secret, rotateCallbackData(data, current), d.labels);
       }
       if (specDiffers(sbc, spec)) {
+        // An edit within the attempt (boot policy, an image or ignition that boots the same): the
+        // attempt's generation is stamped first, so its signals keep counting after the bump.
+        sbc = await this.stampAttempt(sbc, d, true);
         sbc = await this.client.mergePatch<ServerBootConfiguration>(
           Resources.ServerBootConfiguration,
           d.name,
           d.namespace,
           {
-            metadata: { resourceVersion: sbc.metadata.resourceVersion },
+            metadata: {
+              resourceVersion: sbc.metadata.resourceVersion,
+              annotations: { [EDITED_IN_ATTEMPT_ANNOTATION]: d.attemptKey },
+            },
             spec: specPatch(spec),
           },
         );
       }
     }
+    return this.stampAttempt(sbc, d, false);
+  }
+
+  /**
+   * Stamps `status.attemptGeneration` with the generation the current attempt began at, when it is
+   * owed: after the write that began the attempt (also after a crash between the two writes), never
+   * after an in-attempt edit (annotation {@link EDITED_IN_ATTEMPT_ANNOTATION} naming the attempt).
+   * `beforeEdit`: an in-attempt edit follows, so even a brand-new SBC (generation 1) is stamped.
+   */
+  private async stampAttempt(
+    sbc: ServerBootConfiguration,
+    d: DesiredBootConfiguration,
+    beforeEdit: boolean,
+  ): Promise<ServerBootConfiguration> {
     const generation = sbc.metadata.generation ?? 1;
+    if (sbc.metadata.annotations?.[EDITED_IN_ATTEMPT_ANNOTATION] === d.attemptKey) return sbc;
     // A brand-new SBC (generation 1) needs no stamp: unstamped, the attempt's generation is the
     // object's (attemptGenerationOf), and no signal can predate the object.
-    if (generation > 1 && (sbc.status?.attemptGeneration ?? 0) < generation) {
-      // Only this code changes an SBC's spec, always for a new attempt: the attempt begins here.
+    if ((generation > 1 || beforeEdit) && (sbc.status?.attemptGeneration ?? 0) < generation) {
       sbc = await this.client.mergePatch<ServerBootConfiguration>(
         Resources.ServerBootConfiguration,
         d.name,

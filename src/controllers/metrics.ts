@@ -3,6 +3,7 @@
  * seconds (Prometheus base unit).
  */
 import * as prom from 'prom-client';
+import { SERVER_STATES } from '../api/v1alpha1/server.js';
 import { BOOT_SIGNALS } from '../api/vocabulary.js';
 
 const BOOT_BUCKETS = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800];
@@ -71,6 +72,8 @@ export class BootMetrics {
       registers: r,
       collect() {
         this.reset();
+        // Every state, zero included: `metal_servers{state="Available"} == 0` must be a sample to alert on.
+        for (const state of SERVER_STATES) this.set({ state }, 0);
         for (const [state, n] of Object.entries(serverStates())) this.set({ state }, n);
       },
     });

@@ -13,6 +13,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import { ConditionType, EventReason, PowerReason } from '../api/vocabulary.js';
 import type { PowerState, ResetType } from '../bmc/bmc.js';
 import { isTransitionalPowerState } from '../bmc/bmc.js';
+import { RedfishHttpError } from '../bmc/errors.js';
 import type { KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -201,7 +202,8 @@ export class PowerActions {
   }
 
   /**
-   * Starts a boot: with `netboot`, a one-time network boot override (`via`, default `Pxe`; `Once`) first; then `On`
+   * Starts a boot: with `netboot`, a network boot override (`via`, default `Pxe`; `Once`, or
+   * `Continuous` with `persistent`) first; then `On`
    * when `observed` is Off, a forced restart when it is On (a power cycle). Returns the BMC failure
    * instead of throwing it, so the caller can undo its recorded intent when nothing was applied.
    */
@@ -213,6 +215,11 @@ export class PowerActions {
       via?: NetbootVia;
       /** What the boot is for, leading the Event's message (`discovery attempt 1/3`). */
       purpose?: string;
+      /**
+       * A persistent network boot override (`Continuous`: every boot until changed, also a reset
+       * made outside the operator), for NetBootAlways; a BMC that refuses the value (400) gets `Once`.
+       */
+      persistent?: boolean;
       /**
        * Whether to record the Server's `BootStarted` Event (default true); false when the object
        * that asked for the boot records the power-on itself (the claim's `BootAttemptStarted`).
@@ -227,15 +234,26 @@ export class PowerActions {
       return { ok: false, failure: refused };
     }
     let overrideSet = false;
+    let enabled: 'Once' | 'Continuous' = 'Once';
     const via = opts.via ?? { target: 'Pxe' };
     try {
       const h = this.o.connections.forServer(server);
       if (opts.netboot) {
-        await h.bmc.setBootOverride(h.systemUri, {
-          target: via.target,
-          enabled: 'Once',
-          ...(via.target === 'UefiHttp' ? { httpBootUri: via.httpBootUri } : {}),
-        });
+        const override = (enabled: 'Once' | 'Continuous') =>
+          h.bmc.setBootOverride(h.systemUri, {
+            target: via.target,
+            enabled,
+            ...(via.target === 'UefiHttp' ? { httpBootUri: via.httpBootUri } : {}),
+          });
+        enabled = opts.persistent ? 'Continuous' : 'Once';
+        try {
+          await override(enabled);
+        } catch (err) {
+          // Redfish: a value the service does not support is 400 (PropertyValueNotInList).
+          if (!(enabled === 'Continuous' && err instanceof RedfishHttpError && err.status === 400)) throw err;
+          enabled = 'Once';
+          await override(enabled);
+        }
         overrideSet = true;
       }
       const res =
@@ -243,9 +261,14 @@ export class PowerActions {
       this.sent.set(name, { goal: 'On', at: Date.now() });
       await this.refresh(server);
       await this.setPending(server, undefined);
-      const how = opts.netboot ? `network boot (${via.target}, Once)` : 'boot from disk';
+      const how = opts.netboot ? `network boot (${via.target}, ${enabled})` : 'boot from disk';
       this.log(server).info(
-        { sent: res.sent, observed: res.observed, netboot: opts.netboot },
+        {
+          sent: res.sent,
+          observed: res.observed,
+          netboot: opts.netboot,
+          override: opts.netboot ? enabled : undefined,
+        },
         'boot started',
       );
       if (opts.event !== false)

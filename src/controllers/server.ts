@@ -51,6 +51,7 @@ import { conditionTransition } from '../runtime/condition-writer.js';
 import { type Condition, findCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
+import { addFinalizer, hasFinalizer, removeFinalizer } from '../runtime/finalizers.js';
 import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
@@ -77,6 +78,12 @@ import { hardwareFromRegistration } from './registration.js';
 import { TaintActions } from './taints.js';
 
 export const DISCOVERED_CONDITION = ConditionType.Discovered;
+/**
+ * Finalizer on a claimed Server (written with the binding, removed once it is released): a
+ * `kubectl delete server` of a claimed machine waits for the release instead of letting the BMC
+ * controller re-create it for discovery under the running tenant.
+ */
+export const CLAIMED_SERVER_FINALIZER = 'metal.ironcore.dev/claimed-server';
 
 /** Name of a Server's discovery SBC (in the manager namespace). */
 export { discoveryBootConfigurationName };
@@ -107,6 +114,8 @@ class ServerReconciler {
   private readonly baseLog: pino.Logger;
   private readonly taints: TaintActions;
   private readonly cleanup: CleanupActions;
+  /** uids of deleted, still claimed Servers whose held deletion was told (one Event each). */
+  private readonly deletionHeld = new Set<string>();
 
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
@@ -229,12 +238,14 @@ class ServerReconciler {
       this.o.power.forget(req.name);
       return undefined;
     }
-    if (server.metadata.deletionTimestamp) return undefined;
     const log = this.baseLog.child({ name: req.name, systemUUID: server.spec.systemUUID });
+    if (server.metadata.deletionTimestamp) return this.deleting(server, log);
     const state = (server.status?.state || 'Initial') as ServerState;
 
     if (await this.o.duplicates.check(server)) return undefined;
     if (server.spec.serverClaimRef) return this.reserved(server, state, log);
+    if (hasFinalizer(server, CLAIMED_SERVER_FINALIZER))
+      await removeFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);
     // Released by its claim (which cleared serverClaimRef and bootConfigurationRef): before the
     // maintenance rule, so a cordon cannot skip the cleanup boot.
     if (state === 'Reserved') return this.cleanup.release(server, log);
@@ -269,7 +280,32 @@ class ServerReconciler {
     return p.reached ? undefined : powerRetry(p);
   }
 
+  /**
+   * A deleted Server: held by {@link CLAIMED_SERVER_FINALIZER} while a claim holds it (deleted, the
+   * BMC controller would re-create it and discovery would power-cycle the tenant's machine), with a
+   * Warning Event once per process; released, the finalizer goes and the deletion completes.
+   */
+  private async deleting(server: Server, log: pino.Logger): Promise<Result | undefined> {
+    if (!hasFinalizer(server, CLAIMED_SERVER_FINALIZER)) return undefined;
+    const ref = server.spec.serverClaimRef;
+    if (!ref) {
+      await removeFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);
+      return undefined;
+    }
+    const uid = server.metadata.uid ?? '';
+    if (!this.deletionHeld.has(uid)) {
+      if (this.deletionHeld.size >= 10_000) this.deletionHeld.clear();
+      this.deletionHeld.add(uid);
+      const message = `deletion waits until ServerClaim ${ref.namespace}/${ref.name} releases this Server (delete the claim; the machine keeps running meanwhile)`;
+      log.warn({ claim: `${ref.namespace}/${ref.name}` }, 'deletion of a claimed server held');
+      this.o.events.event(eventObject(server), 'Warning', EventReason.ServerDeletionHeld, message);
+    }
+    return undefined;
+  }
+
   private async reserved(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
+    // Bound before the claim controller put the finalizer into its binding write (an upgrade).
+    server = await addFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);
     if (state !== 'Reserved') {
       await this.patchStatus(server, { state: 'Reserved' });
       const ref = server.spec.serverClaimRef;

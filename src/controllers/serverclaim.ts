@@ -21,8 +21,9 @@
  * The intent (`poweredOnAt`, `deadline`) is written before the BMC is asked, so a restart between
  * the two never acts twice.
  *
- * Boot policy: NetBootAlways sets a one-time network boot override before every power-on, and a
- * power-on after `power: Off` starts a new series (the image boots again). NetBootOnce sets it only
+ * Boot policy: NetBootAlways sets a persistent network boot override (`Continuous`; `Once` where the
+ * BMC refuses it) before every power-on, so a reset made at the BMC boots the image again, and a
+ * power-on after `power: Off` starts a new series. NetBootOnce sets it only
  * until the claim is Booted; then the SBC's `BootCompleted` condition makes the boot server answer
  * with a local-boot script, and `Off` → `On` just powers on (C06).
  *
@@ -32,7 +33,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
 import { type BootMethod, httpBootFileUrl } from '../api/v1alpha1/boot-method.js';
-import { type BootPolicy, OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
+import {
+  type BootPolicy,
+  FORCE_RELEASE_ANNOTATION,
+  OPERATION_ANNOTATION,
+  OPERATION_RETRY,
+} from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
@@ -50,6 +56,7 @@ import {
 } from '../api/vocabulary.js';
 import type { PowerState } from '../bmc/bmc.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
+import type { BootImages } from '../oci/boot-images.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { type Condition, findCondition, setCondition } from '../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../runtime/controller.js';
@@ -84,10 +91,12 @@ import {
   NOT_EVALUATED,
   type Readiness,
 } from './boot-configuration.js';
+import { bootInputsDiffer, bootsTheSame } from './claim-edits.js';
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
 import { type NetbootVia, type PowerActions, type PowerProgress, powerRetry } from './power.js';
+import { CLAIMED_SERVER_FINALIZER } from './server.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
@@ -129,6 +138,8 @@ export interface ServerClaimControllerOptions {
   metrics?: RuntimeMetrics;
   bootMetrics: BootMetrics;
   config: ControllerConfig;
+  /** OCI resolution: an image edit that resolves to the booted manifest does not re-provision. */
+  images?: BootImages;
 }
 
 /** The effective boot settings of a claim: its own, or the manager's defaults. */
@@ -224,6 +235,8 @@ class ServerClaimReconciler {
    */
   private readonly recentBinds = new Map<string, string>();
   private readonly taints: TaintActions;
+  /** `claim uid/server uid` of held Server deletions told on the claim. */
+  private readonly deletionHeld = new Set<string>();
 
   constructor(private readonly o: ServerClaimControllerOptions) {
     this.taints = new TaintActions(o);
@@ -340,7 +353,14 @@ class ServerClaimReconciler {
           s.metadata.name ?? '',
           undefined,
           {
-            metadata: { resourceVersion: s.metadata.resourceVersion },
+            metadata: {
+              resourceVersion: s.metadata.resourceVersion,
+              // Held while claimed (server.ts): guarded by the resourceVersion, as the list is replaced.
+              finalizers: [
+                ...(s.metadata.finalizers ?? []).filter((f) => f !== CLAIMED_SERVER_FINALIZER),
+                CLAIMED_SERVER_FINALIZER,
+              ],
+            },
             spec: {
               serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace },
               ...desiredServerSpec(claim),
@@ -385,7 +405,9 @@ class ServerClaimReconciler {
     const server = await this.boundServer(claim);
     if (server) {
       const p = await this.o.power.ensure(server, 'Off');
-      if (!p.reached) return this.waitForOff(claim, server, p, log);
+      const forced = !p.reached && claim.metadata.annotations?.[FORCE_RELEASE_ANNOTATION] === 'true';
+      if (!p.reached && !forced) return this.waitForOff(claim, server, p, log);
+      if (forced) this.tellForcedRelease(claim, server, p, log);
       const ref = server.spec.bootConfigurationRef;
       const mine = ref?.name === claim.metadata.name && ref?.namespace === claim.metadata.namespace;
       await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
@@ -404,6 +426,32 @@ class ServerClaimReconciler {
     return undefined;
   }
 
+  /**
+   * A release without power Off observed, asked for by {@link FORCE_RELEASE_ANNOTATION}: recorded as
+   * a Warning Event on the claim and on the Server (which outlives the claim), and at warn.
+   */
+  private tellForcedRelease(claim: ServerClaim, server: Server, p: PowerProgress, log: pino.Logger): void {
+    const why = p.pending ?? `PowerState ${p.state}`;
+    const risk = `the BMC never confirmed power Off (${why}): the machine may still run the previous tenant's OS until the BMC powers it off`;
+    const claimName = `${claim.metadata.namespace}/${claim.metadata.name}`;
+    log.warn(
+      { server: server.metadata.name, pending: p.pending },
+      'released without power off (force-release)',
+    );
+    this.o.events.event(
+      eventObject(claim),
+      'Warning',
+      EventReason.ForcedRelease,
+      `Server ${server.metadata.name} released by ${FORCE_RELEASE_ANNOTATION}; ${risk}`,
+    );
+    this.o.events.event(
+      { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+      'Warning',
+      EventReason.ForcedRelease,
+      `released by ServerClaim ${claimName} with ${FORCE_RELEASE_ANNOTATION}; ${risk}`,
+    );
+  }
+
   private async waitForOff(
     claim: ServerClaim,
     server: Server,
@@ -413,7 +461,7 @@ class ServerClaimReconciler {
     const waited = Date.now() - Date.parse(claim.metadata.deletionTimestamp ?? '');
     const late = Number.isFinite(waited) && waited > this.releaseTimeoutMs;
     const reason = late ? ReleaseReason.PowerOffTimedOut : ReleaseReason.WaitingForPowerOff;
-    const message = `Server ${server.metadata.name} is released once the BMC reports it Off (${p.pending ?? `PowerState ${p.state}`})${late ? `; still not Off after ${formatDuration(waited)}` : ''}`;
+    const message = `Server ${server.metadata.name} is released once the BMC reports it Off (${p.pending ?? `PowerState ${p.state}`})${late ? `; still not Off after ${formatDuration(waited)}; to release without it: metalctl release --force (annotation ${FORCE_RELEASE_ANNOTATION}=true)` : ''}`;
     const prior = findCondition(claim.status?.conditions, ConditionType.Released);
     await this.save(claim, {
       conditions: [{ type: ConditionType.Released, status: 'False', reason, message }],
@@ -439,6 +487,7 @@ class ServerClaimReconciler {
 
     const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    if (server.metadata.deletionTimestamp) this.tellDeletionHeld(claim, server, log);
     const evicting = evictingTaint(claim, server);
     if (evicting) return this.taints.evict(claim, server, evicting, log);
     const serverName = server.metadata.name ?? '';
@@ -460,6 +509,25 @@ class ServerClaimReconciler {
       return undefined;
     }
     return this.provision(claim, server, bound, log);
+  }
+
+  /**
+   * The bound Server was deleted: its finalizer holds it until this claim releases it, and the claim
+   * goes on as before (no re-discovery, no power action). Told once per process on the claim too,
+   * as a Warning (the tenant reads the claim, not the Server).
+   */
+  private tellDeletionHeld(claim: ServerClaim, server: Server, log: pino.Logger): void {
+    const key = `${claim.metadata.uid}/${server.metadata.uid}`;
+    if (this.deletionHeld.has(key)) return;
+    if (this.deletionHeld.size >= 10_000) this.deletionHeld.clear();
+    this.deletionHeld.add(key);
+    log.warn({ server: server.metadata.name }, 'bound server deleted; held until this claim releases it');
+    this.o.events.event(
+      eventObject(claim),
+      'Warning',
+      EventReason.ServerDeletionHeld,
+      `Server ${server.metadata.name} was deleted; its deletion waits until this claim is deleted, and the machine keeps running`,
+    );
   }
 
   /**
@@ -523,12 +591,9 @@ class ServerClaimReconciler {
         book?.phase === AttemptPhase.Refused ||
         bootedCond?.reason === BootedReason.AttemptsExhausted,
       claimChanged: (claim.metadata.generation ?? 0) > (bootedCond?.observedGeneration ?? 0),
-      configChanged:
-        !!existing &&
-        (existing.spec.image !== claim.spec.image ||
-          (existing.spec.ignitionSecretRef?.name || undefined) !==
-            (claim.spec.ignitionSecretRef?.name || undefined) ||
-          existing.spec.bootPolicy !== s.policy),
+      // By name here; provision() asks whether what would boot differs (claim-edits.ts). The boot
+      // policy is never a change of configuration: it decides only what the next power-on does.
+      configChanged: !!existing && bootInputsDiffer(existing, claim),
       policy: s.policy,
       sbc: own
         ? {
@@ -563,6 +628,14 @@ class ServerClaimReconciler {
     }
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
+    const own = this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace);
+    if (facts.configChanged && own && (await bootsTheSame(own, claim, this.o))) {
+      facts.configChanged = false; // edited in place by syncConfiguration, within the attempt
+      log.info(
+        { image: claim.spec.image, ignition: claim.spec.ignitionSecretRef?.name },
+        'image or ignition edited; it boots the same, so the server is not re-provisioned',
+      );
+    }
     const observed = needsPowerRead(facts) ? await this.readPower(server) : undefined;
     const decision = seriesDecision({ ...facts, power: observed, now: Date.now() });
     if (decision.kind !== 'continue')
@@ -720,6 +793,9 @@ class ServerClaimReconciler {
             netboot: true,
             observed,
             via: netbootVia(x.server, x.sbc, this.cfg),
+            // NetBootAlways: every boot of the tenant's machine is a network boot, also a reset made
+            // at the BMC (web UI, watchdog, in-band reboot), where the BMC supports `Continuous`.
+            persistent: x.s.policy === 'NetBootAlways',
             // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
             event: false,
           }),

@@ -191,6 +191,7 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
       power,
       bootMetrics,
       config: cfg,
+      images: opts.images,
     }),
   );
   mgr.add(

@@ -40,7 +40,7 @@ import {
   statePath,
   writeLocalState,
 } from './local-state.js';
-import { OpError, requestRetry, setCordon } from './server-ops.js';
+import { OpError, releaseClaim, requestRetry, setCordon } from './server-ops.js';
 import { describeServer, type EventView } from './server-view.js';
 import { shapeDifferences } from './stack-shape.js';
 import { removeStaleNamespaces } from './test-network.js';
@@ -488,6 +488,11 @@ export async function getCommand(what: string, name: string | undefined, o: GetO
       return 1;
     }
     if (o.output === 'json' || o.output === 'yaml') printObjects(items, !!name, o.output);
+    else if (items.length === 0)
+      // As kubectl: no table of headers only, a line on stderr, exit 0.
+      console.error(
+        `No resources found${!servers && o.namespace && !o.allNamespaces ? ` in ${o.namespace} namespace` : ''}.`,
+      );
     else
       console.log(
         servers ? serversTable(snap, Date.now(), { wide: o.output === 'wide' }) : claimsTable(snap),
@@ -711,6 +716,14 @@ export function cordonCommand(
   o: { kubeconfig?: string; dir: string; reason?: string; evict?: boolean },
 ): Promise<number> {
   return runOp(o, (c) => setCordon(c, name, cordon, { reason: o.reason, evict: o.evict }));
+}
+
+/** `release <claim> [--force]`: deletes the claim (forced: without power Off observed). */
+export function releaseCommand(
+  name: string,
+  o: { kubeconfig?: string; dir: string; namespace?: string; force?: boolean },
+): Promise<number> {
+  return runOp(o, (c) => releaseClaim(c, name, o.namespace ?? 'default', !!o.force));
 }
 
 /** `retry server|claim <name>`: the retry operation annotation. */

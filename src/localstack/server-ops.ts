@@ -8,12 +8,19 @@
  * - retry: annotation `metal.ironcore.dev/operation=retry` on a ServerClaim (a new series of boot
  *   attempts) or a Server (discovery starts again from Error; the cleanup boot, when its
  *   attempts put the Server in Error).
+ * - release: deletes a ServerClaim (its Server is released once the BMC reports it Off); `--force`
+ *   first annotates `metal.ironcore.dev/force-release=true`, so a dead BMC does not hold the release
+ *   forever (recorded as a `ForcedRelease` Warning Event on the claim and the Server).
  *
  * Every function resolves a one-line result or throws an `OpError` with the reason (exit code 1, or
  * 2 for bad input); the taint list is written with the Server's resourceVersion (a concurrent change
  * → read again, at most 5 times).
  */
-import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
+import {
+  FORCE_RELEASE_ANNOTATION,
+  OPERATION_ANNOTATION,
+  OPERATION_RETRY,
+} from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { MAINTENANCE_TAINT_KEY, taintText, withMaintenanceTaint } from '../controllers/taints.js';
@@ -93,4 +100,30 @@ export async function requestRetry(
     metadata: { annotations: { [OPERATION_ANNOTATION]: OPERATION_RETRY } },
   });
   return `${what} annotated ${OPERATION_ANNOTATION}=${OPERATION_RETRY}`;
+}
+
+/**
+ * Deletes ServerClaim `namespace/name`; with `force` first annotates it with
+ * {@link FORCE_RELEASE_ANNOTATION} (also on a claim already being deleted).
+ */
+export async function releaseClaim(
+  client: KubeClient,
+  name: string,
+  namespace: string,
+  force: boolean,
+): Promise<string> {
+  const what = `ServerClaim ${namespace}/${name}`;
+  const claim = await client.get<ServerClaim>(Resources.ServerClaim, name, namespace);
+  if (!claim) throw new OpError(`${what} not found`);
+  if (force)
+    await client.mergePatch(Resources.ServerClaim, name, namespace, {
+      metadata: { annotations: { [FORCE_RELEASE_ANNOTATION]: 'true' } },
+    });
+  if (!claim.metadata.deletionTimestamp)
+    await client.delete(Resources.ServerClaim, name, namespace).catch((err) => {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    });
+  return force
+    ? `${what} deleted with ${FORCE_RELEASE_ANNOTATION}=true: its Server is released even if the BMC never reports it Off (the machine may still run; see the ForcedRelease Event)`
+    : `${what} deleted: its Server is released once the BMC reports it Off`;
 }

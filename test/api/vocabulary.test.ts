@@ -49,8 +49,9 @@ describe('countsForCurrentAttempt', () => {
 });
 
 describe('isCompletionSignal', () => {
-  it('accepts the boot signals and External<Name> types, nothing else', () => {
-    for (const s of Object.values(BootSignal)) assert.equal(isCompletionSignal(s), true, s);
+  it('accepts the boot signals a claim receives and External<Name> types, nothing else', () => {
+    for (const s of Object.values(BootSignal))
+      assert.equal(isCompletionSignal(s), s !== BootSignal.RegistrationReceived, s);
     assert.equal(isCompletionSignal('ExternalHealthCheckPassed'), true);
     for (const s of ['Ready', 'BootCompleted', 'Booted', 'External', 'externalX', 'BootStateReceivd'])
       assert.equal(isCompletionSignal(s), false, s);

@@ -40,3 +40,21 @@ test('every metal_* metric a rule uses is exported and listed in the README', ()
   assert.ok(used.size >= 5);
   for (const m of used) assert.match(readme, new RegExp(`\`${m}\``), `${m} in the README`);
 });
+
+test('every rejection reason an alert matches is one the signal servers answer with (issue 36 item 10)', () => {
+  const rules = read('config/prometheus/rules.yaml');
+  const m = /metal_callbacks_rejected_total\{reason=~"([^"]+)"\}/.exec(rules);
+  assert.ok(m, 'MetalCallbacksRejected matches reasons');
+  const src = ['src/bootsignals/boot-target.ts', 'src/bootsignals/http-app.ts', 'src/registry/server.ts']
+    .concat([
+      'src/bootserver/server.ts',
+      'src/bootserver/attempt-pin.ts',
+      'src/bootserver/client-identity.ts',
+    ])
+    .map(read)
+    .join('\n');
+  for (const reason of m[1]!.split('|')) assert.ok(src.includes(`'${reason}'`), `${reason} is emitted`);
+  // A foreign client (another Server's address, a pinned attempt) is worth an alert too.
+  for (const reason of ['ScriptPinned', 'UnknownClient'])
+    assert.ok(m[1]!.split('|').includes(reason), `${reason} alerts`);
+});

@@ -204,6 +204,12 @@ test('the CRD bounds the attempt settings and accepts only completion signals', 
     await refused('tbig', { bootCompletion: { timeout: '9999999999h' } }, /timeout/);
     await refused('nb0', { bootCompletion: { netbootTimeout: '10ms' } }, /netbootTimeout must be between/);
     await refused('ready', { bootCompletion: { conditions: ['Ready'] } }, /conditions must be boot signals/);
+    // Only the discovery probe may /register: a claim waiting for it would end AttemptsExhausted.
+    await refused(
+      'registration',
+      { bootCompletion: { conditions: ['RegistrationReceived'] } },
+      /only the discovery probe may \/register/,
+    );
     await refused(
       'typo',
       { bootCompletion: { conditions: ['BootStateRecieved'] } },

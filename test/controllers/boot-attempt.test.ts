@@ -15,6 +15,7 @@ import {
   RedfishBudgetExceededError,
   RedfishHttpError,
 } from '../../src/bmc/errors.js';
+import { bmcRetryDelay, stableFailureMessage } from '../../src/controllers/bmc.js';
 import {
   type BmcFailure,
   classifyBmcFailure,
@@ -208,7 +209,8 @@ describe('handlers', () => {
     const s = stepFor(phaseOf(v), input(v));
     assert.deepEqual(s.action, { kind: 'ensure', goal: 'Off' });
     assert.equal(s.book.poweredOnAt, undefined);
-    assert.equal(s.outcome?.reason, BootedReason.Booting);
+    // Not "Booting": nothing boots until power On (issue 36 item 11).
+    assert.equal(s.outcome?.reason, BootedReason.PoweredOff);
   });
   it('a TimedOut reason stays while the next attempt waits', () => {
     const v = view({ book: { attempt: 2 }, readiness: { ready: false, reason: 'Pending', message: 'p' } });
@@ -313,6 +315,15 @@ describe('history', () => {
       T0 + 11_000,
     );
     assert.equal(same, h2, 'nothing new: the same array, so nothing is written');
+  });
+  it('an ended record is immutable: a later power-on of the same attempt rewrites nothing (issue 36 item 7)', () => {
+    const book: AttemptBook = { attempt: 1, attemptStartedAt: iso(T0), poweredOnAt: iso(T0 + 1_000) };
+    const done = closeRecord(book, T0 + 30_000, 'BootCompleted');
+    const again = { ...book, poweredOnAt: iso(T0 + 60_000), history: done };
+    assert.equal(recordProgress(again, { BootStateReceived: iso(T0 + 61_000) }, T0 + 62_000), done);
+    assert.equal(closeRecord(again, T0 + 70_000, 'BootCompleted'), done);
+    assert.equal(done[0]?.poweredOnAt, iso(T0 + 1_000));
+    assert.equal(done[0]?.endedAt, iso(T0 + 30_000));
   });
   it(`keeps the last ${HISTORY_LIMIT} attempts`, () => {
     let book: AttemptBook = { attempt: 1 };
@@ -565,5 +576,19 @@ describe('BMC refusals (issue 30)', () => {
     // The early deadline exists: 1 min after power-on, before the 2 min one.
     const s = claimBootSettings(claim({ timeout: '2m' }), cfg);
     assert.equal(deadlinesOf(T0, s).netboot, T0 + 60_000);
+  });
+});
+
+describe('a failing BMC (issue 36 item 9)', () => {
+  it('is retried after 5 s, 10 s, 20 s, … capped at 2 min, never before its Retry-After', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 50].map((n) => bmcRetryDelay(n, 0)),
+      [5_000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000],
+    );
+    assert.equal(bmcRetryDelay(1, 30_000), 30_000);
+  });
+  it('names no elapsed time in its message (Events aggregate)', () => {
+    const m = 'GET /redfish/v1/Managers: gave up after 3 attempt(s) in 8123 ms: connect ECONNREFUSED';
+    assert.equal(stableFailureMessage(m), 'GET /redfish/v1/Managers: gave up: connect ECONNREFUSED');
   });
 });

@@ -182,7 +182,14 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
         .list<Server>(Resources.Server, { labelSelector: `${SCOPE_LABEL}=${scope}` })
         .catch(() => ({ items: [] as Server[] }));
       await Promise.all(
-        items.map((x) => client.delete(Resources.Server, x.metadata.name!).catch(() => undefined)),
+        items.map(async (x) => {
+          // The manager is gone: nothing would remove the finalizer of a claimed Server.
+          if (x.metadata.finalizers?.length)
+            await client
+              .mergePatch(Resources.Server, x.metadata.name!, undefined, { metadata: { finalizers: null } })
+              .catch(() => undefined);
+          await client.delete(Resources.Server, x.metadata.name!).catch(() => undefined);
+        }),
       );
       await step('namespace', nsHandle.cleanup());
       await client.close();

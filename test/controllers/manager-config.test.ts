@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { managerHelp, parseManagerConfig } from '../../src/cmd/manager.js';
 import { formatDuration, parseDuration } from '../../src/controllers/duration.js';
@@ -74,6 +76,9 @@ test('manager flags: bad input is a CommanderError', () => {
     ['--default-boot-policy', 'Sometimes'],
     ['--callback-auth', 'maybe'],
     ['--boot-completion-conditions', 'not a condition'],
+    ['--boot-completion-conditions', 'RegistrationReceived'],
+    ['--boot-timeout', '0s'],
+    ['--netboot-timeout', '0'],
     ['--image-catalog-configmap', 'no-slash'],
     ['--image-catalog', 'a.yaml', '--image-catalog-configmap', 'ns/cm'],
     ['--object-selector', 'team!=a'],
@@ -105,4 +110,22 @@ test('manager flags: --log-level and --bmc-max-systems', () => {
   assert.equal(c.controllers.bmcMaxSystems, 4);
   assert.throws(() => parseManagerConfig(['--log-level', 'loud'], { silent: true }));
   assert.throws(() => parseManagerConfig(['--bmc-max-systems', '0'], { silent: true }));
+});
+
+test('--kubeconfig naming no file: one line on stderr, exit 1, no stack trace (issue 36 item 11)', () => {
+  const manager = fileURLToPath(new URL('../../src/cmd/manager.js', import.meta.url));
+  const r = spawnSync(
+    process.execPath,
+    [
+      manager,
+      ...['--registry-addr', '127.0.0.1:0', '--bootserver-addr', '127.0.0.1:0'],
+      ...['--kubeconfig', '/nonexistent/kubeconfig'],
+    ],
+    {
+      encoding: 'utf8',
+      timeout: 30_000,
+    },
+  );
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr.trim(), 'error: --kubeconfig /nonexistent/kubeconfig: no such file');
 });

@@ -19,6 +19,13 @@ export { BootSignal } from '../vocabulary.js';
 export const OPERATION_ANNOTATION = 'metal.ironcore.dev/operation';
 export const OPERATION_RETRY = 'retry';
 
+/**
+ * Annotation on a ServerClaim, value `true`: its deletion releases the Server without the BMC
+ * confirming power Off (a dead BMC). Recorded as a Warning Event on the claim and the Server: the
+ * machine may still run the previous tenant's OS (`metalctl release --force`).
+ */
+export const FORCE_RELEASE_ANNOTATION = 'metal.ironcore.dev/force-release';
+
 /** Annotation on a ServerBootConfiguration: the owner's key of the attempt `spec.bootAttempt` currently is. */
 export const ATTEMPT_KEY_ANNOTATION = 'metal.ironcore.dev/attempt-key';
 

@@ -6,7 +6,11 @@
  * attempts), `status.boot` (attempt bookkeeping that survives manager restarts) and `status.conditions`
  * (`Bound`, `BootConfigurationReady`, `Booted`).
  */
-import { BOOT_SIGNALS, EXTERNAL_SIGNAL_PREFIX } from '../vocabulary.js';
+import {
+  CLAIM_COMPLETION_SIGNALS,
+  EXTERNAL_SIGNAL_PREFIX,
+  REGISTRATION_NOT_FOR_CLAIMS,
+} from '../vocabulary.js';
 import { BootMethodSchema } from './boot-method.js';
 import { BootPolicySchema } from './boot-policy.js';
 import {
@@ -34,7 +38,7 @@ const boundedDuration = (field: string) => ({
   rule: `duration(self) >= duration('${MIN_ATTEMPT_DURATION}') && duration(self) <= duration('${MAX_ATTEMPT_DURATION}')`,
   message: `${field} must be between ${MIN_ATTEMPT_DURATION} and ${MAX_ATTEMPT_DURATION}`,
 });
-const SIGNAL_RULE = `self.all(c, c in [${BOOT_SIGNALS.map((s) => `'${s}'`).join(', ')}] || c.matches('^${EXTERNAL_SIGNAL_PREFIX}[A-Z][A-Za-z0-9]*$'))`;
+const SIGNAL_RULE = `self.all(c, c in [${CLAIM_COMPLETION_SIGNALS.map((s) => `'${s}'`).join(', ')}] || c.matches('^${EXTERNAL_SIGNAL_PREFIX}[A-Z][A-Za-z0-9]*$'))`;
 
 export const BootCompletion = Type.Object(
   {
@@ -46,7 +50,7 @@ export const BootCompletion = Type.Object(
         'x-kubernetes-validations': [
           {
             rule: SIGNAL_RULE,
-            message: `conditions must be boot signals (${BOOT_SIGNALS.join(', ')}) or custom signals named ${EXTERNAL_SIGNAL_PREFIX}<Name>, set on the SBC by an external writer`,
+            message: `conditions must be boot signals a claim receives (${CLAIM_COMPLETION_SIGNALS.join(', ')}) or custom signals named ${EXTERNAL_SIGNAL_PREFIX}<Name>, set on the SBC by an external writer; ${REGISTRATION_NOT_FOR_CLAIMS}`,
           },
         ],
         description:

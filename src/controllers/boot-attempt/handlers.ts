@@ -231,7 +231,7 @@ function poweredOff(i: HandlerInput): Step {
       ? undefined
       : {
           status: 'False',
-          reason: BootedReason.Booting,
+          reason: BootedReason.PoweredOff,
           message: 'power is Off; a new series of attempts begins at power On',
         },
     events: [],

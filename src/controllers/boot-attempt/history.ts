@@ -4,6 +4,9 @@
  * {@link HISTORY_LIMIT} attempts. A signal's time is its condition's `lastTransitionTime` when that
  * lies within the attempt; a condition True across attempts keeps an older `lastTransitionTime`, so
  * then the time the engine first saw it for this attempt is recorded instead. Pure functions.
+ *
+ * An ended record (`endedAt` set) is never changed again: a later power-on of the same attempt (a
+ * NetBootOnce claim powered Off and On, which boots from disk) is not a new boot of it.
  */
 import { type AttemptBook, type AttemptRecord, HISTORY_LIMIT } from './phase.js';
 
@@ -23,6 +26,12 @@ function current(book: AttemptBook): { list: AttemptRecord[]; rec: AttemptRecord
   return { list, rec };
 }
 
+/** The history's record of the book's current attempt has ended already. */
+function ended(book: AttemptBook): boolean {
+  const last = book.history?.at(-1);
+  return !!last && last.attempt === book.attempt && !!last.endedAt;
+}
+
 const bounded = (list: AttemptRecord[]) => list.slice(-HISTORY_LIMIT);
 
 /**
@@ -35,7 +44,7 @@ export function recordProgress(
   seen: Record<string, string>,
   now: number,
 ): AttemptRecord[] | undefined {
-  if (!book.poweredOnAt) return book.history;
+  if (!book.poweredOnAt || ended(book)) return book.history;
   const { list, rec } = current(book);
   let changed = rec.poweredOnAt !== book.poweredOnAt || !book.history?.length;
   rec.poweredOnAt = book.poweredOnAt;
@@ -53,6 +62,7 @@ export function recordProgress(
 
 /** `book.history` with the current attempt ended at `now` with `result`. */
 export function closeRecord(book: AttemptBook, now: number, result: string): AttemptRecord[] {
+  if (ended(book)) return book.history ?? [];
   const { list, rec } = current(book);
   if (book.poweredOnAt) rec.poweredOnAt = book.poweredOnAt;
   rec.endedAt = new Date(now).toISOString();
