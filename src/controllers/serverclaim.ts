@@ -27,7 +27,8 @@
  * with a local-boot script, and `Off` → `On` just powers on (C06).
  *
  * Deleting a claim powers the Server off, deletes the SBC and its Secret, and clears the Server's
- * references; the Server controller then makes it Available.
+ * references; the Server controller then makes it Available. The operation annotation (`ignore` on
+ * the claim; a parked or ignored Server, where this controller stands down): claim-operations.ts.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
@@ -82,6 +83,7 @@ import {
   NOT_EVALUATED,
   type Readiness,
 } from './boot-configuration.js';
+import { claimOperation, rejectClaimOperation, serverHold } from './claim-operations.js';
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
@@ -374,6 +376,8 @@ class ServerClaimReconciler {
   private async finalize(claim: ServerClaim, log: pino.Logger): Promise<Result | undefined> {
     if (!hasFinalizer(claim, CLAIM_FINALIZER)) return undefined;
     const server = await this.boundServer(claim);
+    const hold = server && serverHold(server);
+    if (server && hold) return this.holdRelease(claim, hold, log);
     if (server) {
       const p = await this.o.power.ensure(server, 'Off');
       if (!p.reached) return this.waitForOff(claim, server, p, log);
@@ -393,6 +397,21 @@ class ServerClaimReconciler {
     await this.o.bootConfigs.delete(claim.metadata.name ?? '', claim.metadata.namespace ?? '');
     await removeFinalizer(this.o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
     return undefined;
+  }
+
+  /** A deleted claim whose Server is parked or ignored: nothing is powered; `Released=False` says why. */
+  private async holdRelease(
+    claim: ServerClaim,
+    hold: { reason: string; message: string },
+    log: pino.Logger,
+  ): Promise<Result> {
+    const prior = findCondition(claim.status?.conditions, ConditionType.Released);
+    await this.save(claim, { conditions: [{ type: ConditionType.Released, status: 'False', ...hold }] });
+    if (prior?.reason !== hold.reason) {
+      log.warn(hold, 'release held');
+      this.o.events.event(eventObject(claim), 'Warning', EventReason.ReleaseHeld, hold.message);
+    }
+    return { requeueAfterMs: 30_000 };
   }
 
   private async waitForOff(
@@ -426,10 +445,14 @@ class ServerClaimReconciler {
     if (!claim) return undefined;
     let log = this.baseLog.child({ namespace: req.namespace, name: req.name });
     if (claim.metadata.deletionTimestamp) return this.finalize(claim, log);
+    const operation = claimOperation(claim);
+    if (operation?.kind === 'ignore') return undefined;
+    if (operation) return void (await rejectClaimOperation(this.o, claim, operation.op, log));
     claim = await addFinalizer(this.o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
 
     const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    if (serverHold(server)) return undefined; // parked or ignored: claim-operations.ts
     const evicting = evictingTaint(claim, server);
     if (evicting) return this.taints.evict(claim, server, evicting, log);
     const serverName = server.metadata.name ?? '';

@@ -690,7 +690,7 @@ export function cordonCommand(
 export function retryCommand(
   kind: string,
   name: string,
-  o: { kubeconfig?: string; dir: string; namespace?: string },
+  o: { kubeconfig?: string; dir: string; namespace?: string; reprovision?: boolean },
 ): Promise<number> {
   const k = ['server', 'servers', 'srv'].includes(kind)
     ? 'server'
@@ -701,5 +701,5 @@ export function retryCommand(
     console.error(`unknown kind ${kind}: use server or claim`);
     return Promise.resolve(2);
   }
-  return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default'));
+  return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default', { reprovision: o.reprovision }));
 }
