@@ -12,7 +12,8 @@
  *   `Available` (Event `Resumed`).
  * - The power operations (upstream `AnnotationToRedfishMapping`): `graceful-restart-server`
  *   GracefulRestart, `hard-restart-server` ForceRestart, `power-cycle-server` PowerCycle,
- *   `force-off-server` ForceOff, `force-on-server` ForceOn (`ComputerSystem.Reset`), and
+ *   `force-off-server` ForceOff, `force-on-server` ForceOn (`ComputerSystem.Reset`; where the BMC
+ *   does not allow that ResetType, the same-effect one it allows: ForceOn→On, ForceRestart⇄PowerCycle), and
  *   `graceful-restart-bmc`: `Manager.Reset` GracefulRestart of the Server's BMC (upstream sends a
  *   system GracefulRestart for it on a Server; deliberately not: the name says BMC).
  *   Refused (Warning `OperationRefused`, removed) while a boot attempt owns the power — Initial,
@@ -45,7 +46,8 @@ import {
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { EventReason } from '../api/vocabulary.js';
-import type { PowerState, ResetType } from '../bmc/bmc.js';
+import type { BMC, PowerActionResult, PowerState, ResetType } from '../bmc/bmc.js';
+import { ResetTypeNotSupportedError } from '../bmc/errors.js';
 import type { KubeClient } from '../runtime/client.js';
 import type { Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -65,6 +67,30 @@ export const RESET_OF: Record<Exclude<PowerOperation, 'graceful-restart-bmc'>, R
   'force-off-server': 'ForceOff',
   'force-on-server': 'ForceOn',
 };
+
+/**
+ * Same-effect ResetTypes for a service that does not allow the one asked (many BMCs list `On` but not
+ * `ForceOn`); the Event names the ResetType actually sent. Upstream sends only the mapped one.
+ */
+const ALTERNATIVE: Partial<Record<ResetType, ResetType>> = {
+  ForceOn: 'On',
+  ForceRestart: 'PowerCycle',
+  PowerCycle: 'ForceRestart',
+};
+
+async function resetWithAlternative(
+  bmc: BMC,
+  systemUri: string,
+  type: ResetType,
+): Promise<PowerActionResult> {
+  try {
+    return await bmc.reset(systemUri, type);
+  } catch (err) {
+    const alt = ALTERNATIVE[type];
+    if (!(err instanceof ResetTypeNotSupportedError) || !alt || !err.allowed.includes(alt)) throw err;
+    return bmc.reset(systemUri, alt);
+  }
+}
 
 /** What a claim says about who owns a Reserved Server's power (read only for a power operation). */
 export interface ClaimPower {
@@ -367,7 +393,7 @@ export class ServerOperations {
         await h.bmc.resetManager(manager.uri, 'GracefulRestart');
         words = `Manager.Reset GracefulRestart sent to ${manager.uri}`;
       } else {
-        const res = await h.bmc.reset(h.systemUri, RESET_OF[op]);
+        const res = await resetWithAlternative(h.bmc, h.systemUri, RESET_OF[op]);
         words = `ComputerSystem.Reset ${res.sent} sent (PowerState was ${res.observed})`;
       }
     } catch (err) {
