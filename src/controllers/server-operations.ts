@@ -275,6 +275,9 @@ export class ServerOperations {
         }
         return done();
       case 'resume': {
+        // What was sent before parking no longer stands for the power state (the Server was in
+        // other hands): the next power decision reads the BMC afresh instead of waiting to resend.
+        this.o.power.forget(name);
         await this.o.patchStatus(server, { state: d.to });
         log.info({ to: d.to }, 'resumed from Parked');
         ev('Normal', EventReason.Resumed, `Resumed Server from Parked state to ${d.to}`);
@@ -366,6 +369,7 @@ export class ServerOperations {
       }
     }
     this.parkShutdownAt.delete(name);
+    this.o.power.forget(name);
     await this.patchAnnotations(server, { [PARKED_ANNOTATION]: 'true', [OPERATION_ANNOTATION]: null });
     log.info('parked');
     this.o.events.event(eventObject(server), 'Normal', EventReason.Parked, 'Parked Server, powered off');
