@@ -13,6 +13,7 @@ import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { serveUntilSignal, tlsFiles } from './signal-process.js';
+import { NotWritableError } from './writable-dir.js';
 
 const cmd = addImageOptions(new Command('bootserver'))
   .description(
@@ -77,7 +78,12 @@ const oci = await imageServices(
   imageFlagsOf(cmd.opts()),
   new KubeClient(kubeConfig, { fieldManager: 'metal-bootserver' }),
   log,
-);
+).catch((err: unknown) => {
+  // A read-only folder is fixed by a volume or a flag: one line naming it, not a stack trace.
+  if (!(err instanceof NotWritableError)) throw err;
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
+});
 const stack = await startSignalStack({
   kubeConfig,
   log,

@@ -30,6 +30,8 @@ import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
+import { assertManagerNamespace, ManagerNamespaceError } from './manager-namespace.js';
+import { NotWritableError } from './writable-dir.js';
 
 export interface ManagerConfig {
   kubeconfig?: string;
@@ -559,6 +561,7 @@ export async function runManager(
     catalog = ImageCatalogSource.empty(log);
   }
   const oci = await imageServices(cfg.images, mgr.client, log);
+  await assertManagerNamespace(mgr.client, cfg.controllers.managerNamespace, log);
   const setup = setupControllers(mgr, {
     config: cfg.controllers,
     catalog,
@@ -683,6 +686,11 @@ async function main(): Promise<void> {
       // Commander printed its own errors; ours (code manager.*) are printed here.
       if (err.code.startsWith('manager.')) process.stderr.write(`error: ${err.message}\n`);
       process.exit(err.exitCode);
+    }
+    // Set-up an operator fixes by a flag or a volume: one line naming it, not a stack trace.
+    if (err instanceof ManagerNamespaceError || err instanceof NotWritableError) {
+      process.stderr.write(`error: ${err.message}\n`);
+      process.exit(1);
     }
     throw err;
   }

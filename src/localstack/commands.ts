@@ -76,6 +76,8 @@ export interface MachineShape {
   network?: 'user' | 'bridge' | 'auto';
   /** Cleanup boot on release with the pushed cleanup image (`--cleanup-image`). */
   cleanup?: boolean;
+  /** The operator deployed into a single-node cluster from config/default (in-cluster-serve.ts). */
+  inCluster?: boolean;
 }
 
 export async function localServe(
@@ -221,6 +223,7 @@ export async function localUp(
         ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
         ...(o.network ? ['--network', o.network] : []),
         ...(o.cleanup ? ['--cleanup'] : []),
+        ...(o.inCluster ? ['--in-cluster'] : []),
         ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },

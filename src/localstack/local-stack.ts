@@ -475,7 +475,7 @@ export class LocalStack {
 }
 
 /** QemuHost options of a VM on the test network: its own tap, and its Redfish `HttpBootUri` offered to its MAC by DHCP. */
-function tapOn(network: TestNetwork, mac: string) {
+export function tapOn(network: TestNetwork, mac: string) {
   return {
     network: { mode: 'tap' as const, ifname: network.addTap(), netns: network.netns },
     onHttpBootUri: (uri: string | undefined) => network.setHttpBootUri(mac, uri),
