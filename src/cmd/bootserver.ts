@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
+import { parseAddressSource } from '../bootserver/address-source.js';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { KubeClient } from '../runtime/client.js';
@@ -39,6 +40,11 @@ const cmd = addImageOptions(new Command('bootserver'))
       .choices(['known-address', 'first-address'])
       .default('known-address'),
   )
+  .option(
+    '--client-mac-source <sources>',
+    "where the client address's MAC is looked up, per fetch, to identify a server by the NICs its BMC reports: comma-separated dnsmasq-leases=<lease file> and neighbours[=<file, default /proc/net/arp>]; none: addresses alone",
+    'none',
+  )
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
   .parse();
 const o = cmd.opts<{
@@ -52,6 +58,7 @@ const o = cmd.opts<{
   imageCatalog?: string;
   pinScriptClient: boolean;
   scriptClientIdentity: 'known-address' | 'first-address';
+  clientMacSource: string;
   injectBootstate: boolean;
 }>();
 const log = newLogger('bootserver');
@@ -96,6 +103,7 @@ const stack = await startSignalStack({
     catalog: () => catalog,
     pinScriptClient: o.pinScriptClient,
     scriptClientIdentity: o.scriptClientIdentity,
+    clientMacSource: parseAddressSource(o.clientMacSource),
     injectBootstateUnit: o.injectBootstate,
     ignition: oci.ignition,
     oci: { images: oci.images, cache: oci.cache },

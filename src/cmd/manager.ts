@@ -17,6 +17,7 @@ import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
 import { BOOT_SIGNALS, isCompletionSignal } from '../api/vocabulary.js';
+import { parseAddressSource } from '../bootserver/address-source.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
 import { formatDuration, parseDuration } from '../controllers/duration.js';
@@ -52,6 +53,8 @@ export interface ManagerConfig {
     port: number;
     url?: string;
     clientIdentity?: 'known-address' | 'first-address';
+    /** `--client-mac-source` (bootserver/address-source.ts), e.g. `dnsmasq-leases=/var/lib/misc/dnsmasq.leases`. */
+    clientMacSource?: string;
   };
   /** PEM files: the registry and the boot server serve HTTPS with them (S17). */
   tls?: { certFile: string; keyFile: string };
@@ -265,6 +268,11 @@ function command(): Command {
         .default('known-address'),
     )
     .option(
+      '--client-mac-source <sources>',
+      "where the client address's MAC is looked up, per fetch, to identify a server by the NICs its BMC reports: comma-separated dnsmasq-leases=<lease file> and neighbours[=<file, default /proc/net/arp>]; none: addresses alone",
+      'none',
+    )
+    .option(
       '--bootserver-url <url>',
       'URL hosts use to reach the boot server (default: from --bootserver-addr)',
     )
@@ -404,6 +412,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     tlsCertFile?: string;
     tlsKeyFile?: string;
     scriptClientIdentity: 'known-address' | 'first-address';
+    clientMacSource: string;
     objectSelector: Record<string, string>;
     powerResendAfter: number;
     bmcCallBudget: number;
@@ -489,7 +498,13 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     leaderElect: o.leaderElect,
     kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     registry: { host: rHost, port: rPort, url: o.registryUrl },
-    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl, clientIdentity: o.scriptClientIdentity },
+    bootServer: {
+      host: bHost,
+      port: bPort,
+      url: o.bootserverUrl,
+      clientIdentity: o.scriptClientIdentity,
+      clientMacSource: o.clientMacSource,
+    },
     ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
     images: imageFlagsOf(cmd.opts()),
   };
@@ -604,6 +619,7 @@ export async function runManager(
     externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port, scheme),
     registryUrl,
     scriptClientIdentity: cfg.bootServer.clientIdentity,
+    clientMacSource: parseAddressSource(cfg.bootServer.clientMacSource),
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
     ignition: oci.ignition,

@@ -96,7 +96,12 @@ export class Cluster {
   static async start(opts: ClusterOptions): Promise<Cluster> {
     mkdirSync(opts.dir, { recursive: true });
     const bin = nodeBinaries();
-    const cp = await ControlPlane.start({ nodeAddress: opts.nodeAddress, exitOnSignal: true });
+    // The CRDs come from the shipped manifests (kubectl apply -k), as in a user's cluster.
+    const cp = await ControlPlane.start({
+      nodeAddress: opts.nodeAddress,
+      exitOnSignal: true,
+      installCRDs: false,
+    });
     const c = new Cluster(opts, cp, bin);
     try {
       await c.boot();
@@ -202,6 +207,9 @@ export class Cluster {
         `  address = "${this.containerdSocket}.ttrpc"`,
         '[plugins."io.containerd.grpc.v1.cri"]',
         `  sandbox_image = "${pause}"`,
+        // The kubelet and containerd ask for negative OOM scores (sandboxes -998); a process here
+        // may not lower its score below its own, and runc then dies at start. Clamp to containerd's.
+        '  restrict_oom_score_adj = true',
         '  [plugins."io.containerd.grpc.v1.cri".containerd]',
         '    snapshotter = "overlayfs"',
         '    default_runtime_name = "runc"',

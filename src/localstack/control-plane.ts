@@ -228,6 +228,8 @@ export class ControlPlane {
       '--service-cluster-ip-range=10.0.0.0/24',
       // Without a node no pods run; the ServiceAccount admission plugin would only wait for default accounts.
       ...(this.opts.nodeAddress ? [] : ['--disable-admission-plugins=ServiceAccount']),
+      // The node's name is no DNS name here: reach its kubelet (logs, exec) by its address.
+      ...(this.opts.nodeAddress ? ['--kubelet-preferred-address-types=InternalIP'] : []),
       '--allow-privileged=true',
       `--cert-dir=${join(d, 'certs')}`,
       ...(this.opts.apiServerArgs ?? []),

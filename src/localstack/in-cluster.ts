@@ -206,7 +206,7 @@ export class InClusterStack {
         '',
       ].join('\n'),
     );
-    await this.kubectl(['apply', '--server-side', '-k', overlay]);
+    await this.kubectl(['apply', '-k', overlay]);
     await this.waitForRollouts();
     return overlay;
   }

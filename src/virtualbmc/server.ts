@@ -296,7 +296,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
             resetActionInfo(sys, profile),
         );
       }
-      if (sub === 'EthernetInterfaces' && extra === undefined) {
+      if (sub === 'EthernetInterfaces' && extra === undefined && !profile.omitEthernetInterfaces) {
         methods(method, ['GET']);
         if (leaf === undefined) {
           return ok(
