@@ -350,6 +350,7 @@ test('an operation set while the manager is down runs once after the start; one 
   timeout: 120_000,
 }, async () => {
   const s = await startStack('ops-restart', { hosts: 1 });
+  const first = s.op;
   try {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
@@ -395,6 +396,8 @@ test('an operation set while the manager is down runs once after the start; one 
     await sleep(1_500);
     assert.equal(resets(s, uuid).length, before, 'the interrupted operation is not sent');
   } finally {
+    // Stack.close() stops the manager it started; the ones started here are this test's to stop.
+    if (s.op !== first) await s.op?.stop();
     await s.close();
   }
 });
