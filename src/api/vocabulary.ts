@@ -202,6 +202,10 @@ export const BootedReason = {
 export const ReleaseReason = {
   WaitingForPowerOff: 'WaitingForPowerOff',
   PowerOffTimedOut: 'PowerOffTimedOut',
+  /** The Server is parked (`metal.ironcore.dev/parked`): released after `unpark`. */
+  ServerParked: 'ServerParked',
+  /** The Server carries `metal.ironcore.dev/operation: ignore`: released once it is removed. */
+  ServerIgnored: 'ServerIgnored',
 } as const;
 
 /** Reasons of the claim's `BootConfigurationReady` condition and of the SBC's `Ready` condition. */
@@ -331,6 +335,8 @@ export const EventReason = {
   BootRefused: 'BootRefused',
   Adopted: 'Adopted',
   WaitingForPowerOff: 'WaitingForPowerOff',
+  /** A deleted claim's Server is parked or ignored: the release waits (claim-operations.ts). */
+  ReleaseHeld: 'ReleaseHeld',
   // Server
   DiscoveryRetry: 'DiscoveryRetry',
   DiscoveryTimedOut: 'DiscoveryTimedOut',
@@ -353,6 +359,27 @@ export const EventReason = {
   AmbiguousServer: 'AmbiguousServer',
   /** A request matched the Server through its byte-swapped system UUID (SMBIOS >= 2.6 byte order). */
   SystemUUIDByteSwapped: 'SystemUUIDByteSwapped',
+  // Server: the operation annotation (server-operations.ts; upstream's reasons where it has them)
+  /** `park` done: powered off, state Parked, marker annotation set (upstream `Parked`). */
+  Parked: 'Parked',
+  /** `park` on a Server in a state other than Available/Reserved: kept until it is (upstream). */
+  ParkDeferred: 'ParkDeferred',
+  /** `unpark`: the marker is removed (upstream). */
+  Unparking: 'Unparking',
+  /** A parked Server back in Reserved or Available (upstream). */
+  Resumed: 'Resumed',
+  /** An operation other than `unpark` on a parked Server, removed unapplied (upstream). */
+  ParkedOperationDropped: 'ParkedOperationDropped',
+  /** An operation value nobody implements, removed unapplied (upstream). */
+  UnsupportedOperation: 'UnsupportedOperation',
+  /** A power operation sent to the BMC (the message names the Redfish ResetType). */
+  PowerOperation: 'PowerOperation',
+  /** An operation removed unapplied: a boot attempt owns the power, or the state would undo it at once. */
+  OperationRefused: 'OperationRefused',
+  /** The manager stopped between taking a power operation and confirming it sent: not repeated. */
+  OperationInterrupted: 'OperationInterrupted',
+  /** The BMC refused or failed a power operation (the message says why); not repeated. */
+  OperationFailed: 'OperationFailed',
   // BMC
   ServerCreated: 'ServerCreated',
   SystemUUIDMissing: 'SystemUUIDMissing',

@@ -302,6 +302,12 @@ export interface BMC {
   restart(systemUri: string, opts?: RestartOptions): Promise<PowerActionResult>;
   /** Posts one `ComputerSystem.Reset` with exactly `resetType`, if the system allows it. */
   reset(systemUri: string, resetType: ResetType, opts?: CallOptions): Promise<PowerActionResult>;
+  /**
+   * `Manager.Reset` (Redfish `Manager.v1_19_0`, action target from the Manager's `Actions`) with
+   * `resetType` (`GracefulRestart` unless given). Restarts the BMC, not the host. Throws
+   * `ResetTypeNotSupportedError` when the Manager advertises no Reset action.
+   */
+  resetManager(managerUri: string, resetType?: ResetType, opts?: CallOptions): Promise<void>;
   /** Sets the boot override; sends only changed properties, nothing when nothing changes. */
   setBootOverride(systemUri: string, override: BootOverride, opts?: CallOptions): Promise<BootOverrideResult>;
   /** Ends the session (if any) and closes connections. Idempotent. */

@@ -198,6 +198,16 @@ export class RedfishBMC implements BMC {
     return this.postReset(view, await this.choose(view, [resetType], budget), budget);
   }
 
+  async resetManager(managerUri: string, resetType: ResetType = 'GracefulRestart', opts?: CallOptions) {
+    const budget = this.client.budget(opts);
+    const res = await this.client.get(managerUri, { budget });
+    const actions = asObject(res.body, managerUri)['Actions'] as Record<string, unknown> | undefined;
+    const reset = actions?.['#Manager.Reset'] as { target?: unknown } | undefined;
+    if (typeof reset?.target !== 'string') throw new ResetTypeNotSupportedError(managerUri, [resetType], []);
+    // Not idempotent in effect (a second restart interrupts the first): sent once, never retried.
+    await this.client.post(reset.target, { ResetType: resetType }, { budget, idempotent: false });
+  }
+
   async setBootOverride(
     systemUri: string,
     override: BootOverride,

@@ -204,6 +204,7 @@ program
   .argument('<kind>', 'server | claim')
   .argument('<name>', 'object name')
   .option('-n, --namespace <ns>', 'namespace of the claim', 'default')
+  .option('--reprovision', 'a Booted claim too: its retry network-boots the running machine again')
   .addOption(kubeconfigOpt())
   .addOption(dirOpt())
   .action(async (kind, name, o) => process.exit(await retryCommand(kind, name, o)));

@@ -19,6 +19,8 @@
  * - Available: kept powered off.
  * - Cleaning: after a release, when the cleanup boot applies (cleanup.ts): Available only after the
  *   cleanup image reported completion; exhausted attempts: state Error (`Cleaned=False`).
+ * - Parked, and the operation annotation (ignore, park/unpark, power operations): server-operations.ts,
+ *   handled before everything below.
  * - Reserved: while `spec.serverClaimRef` is set; the ServerClaim controller drives power. The
  *   claim controller acts only after it sees Reserved, which this controller writes in a reconcile
  *   of its own: so an Available-state power-off can never race a claim's power-on.
@@ -75,6 +77,7 @@ import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
 import { type PowerActions, powerRetry } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
+import { ServerOperations } from './server-operations.js';
 import { TaintActions } from './taints.js';
 
 export const DISCOVERED_CONDITION = ConditionType.Discovered;
@@ -116,9 +119,11 @@ class ServerReconciler {
   private readonly cleanup: CleanupActions;
   /** uids of deleted, still claimed Servers whose held deletion was told (one Event each). */
   private readonly deletionHeld = new Set<string>();
+  private readonly operations: ServerOperations;
 
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
+    this.operations = new ServerOperations({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
     this.cleanup = new CleanupActions({
       ...o,
       patchStatus: (s, status, cond) => this.patchStatus(s, status, cond),
@@ -243,6 +248,9 @@ class ServerReconciler {
     const state = (server.status?.state || 'Initial') as ServerState;
 
     if (await this.o.duplicates.check(server)) return undefined;
+    // The operation annotation first (ignore, park/unpark, power operations): server-operations.ts.
+    const operation = await this.operations.handle(server, state, log);
+    if (operation) return operation.result;
     if (server.spec.serverClaimRef) return this.reserved(server, state, log);
     if (hasFinalizer(server, CLAIMED_SERVER_FINALIZER))
       await removeFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);

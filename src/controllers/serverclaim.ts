@@ -28,7 +28,8 @@
  * with a local-boot script, and `Off` → `On` just powers on (C06).
  *
  * Deleting a claim powers the Server off, deletes the SBC and its Secret, and clears the Server's
- * references; the Server controller then makes it Available.
+ * references; the Server controller then makes it Available. The operation annotation (`ignore` on
+ * the claim; a parked or ignored Server, where this controller stands down): claim-operations.ts.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
@@ -92,6 +93,7 @@ import {
   type Readiness,
 } from './boot-configuration.js';
 import { bootInputsDiffer, bootsTheSame } from './claim-edits.js';
+import { claimOperation, rejectClaimOperation, serverHold } from './claim-operations.js';
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
@@ -403,6 +405,8 @@ class ServerClaimReconciler {
   private async finalize(claim: ServerClaim, log: pino.Logger): Promise<Result | undefined> {
     if (!hasFinalizer(claim, CLAIM_FINALIZER)) return undefined;
     const server = await this.boundServer(claim);
+    const hold = server && serverHold(server);
+    if (server && hold) return this.holdRelease(claim, hold, log);
     if (server) {
       const p = await this.o.power.ensure(server, 'Off');
       const forced = !p.reached && claim.metadata.annotations?.[FORCE_RELEASE_ANNOTATION] === 'true';
@@ -452,6 +456,21 @@ class ServerClaimReconciler {
     );
   }
 
+  /** A deleted claim whose Server is parked or ignored: nothing is powered; `Released=False` says why. */
+  private async holdRelease(
+    claim: ServerClaim,
+    hold: { reason: string; message: string },
+    log: pino.Logger,
+  ): Promise<Result> {
+    const prior = findCondition(claim.status?.conditions, ConditionType.Released);
+    await this.save(claim, { conditions: [{ type: ConditionType.Released, status: 'False', ...hold }] });
+    if (prior?.reason !== hold.reason) {
+      log.warn(hold, 'release held');
+      this.o.events.event(eventObject(claim), 'Warning', EventReason.ReleaseHeld, hold.message);
+    }
+    return { requeueAfterMs: 30_000 };
+  }
+
   private async waitForOff(
     claim: ServerClaim,
     server: Server,
@@ -483,10 +502,14 @@ class ServerClaimReconciler {
     if (!claim) return undefined;
     let log = this.baseLog.child({ namespace: req.namespace, name: req.name });
     if (claim.metadata.deletionTimestamp) return this.finalize(claim, log);
+    const operation = claimOperation(claim);
+    if (operation?.kind === 'ignore') return undefined;
+    if (operation) return void (await rejectClaimOperation(this.o, claim, operation.op, log));
     claim = await addFinalizer(this.o.client, Resources.ServerClaim, claim, CLAIM_FINALIZER);
 
     const server = (await this.boundServer(claim)) ?? (await this.bind(claim, log));
     if (!server) return { requeueAfterMs: UNBOUND_RECHECK_MS };
+    if (serverHold(server)) return undefined; // parked or ignored: claim-operations.ts
     if (server.metadata.deletionTimestamp) this.tellDeletionHeld(claim, server, log);
     const evicting = evictingTaint(claim, server);
     if (evicting) return this.taints.evict(claim, server, evicting, log);

@@ -1,7 +1,8 @@
 /**
  * Wires the controllers into a runtime Manager: the shared informers (scoped by the operator's object
  * selector), the BMC client cache, power actions, the boot-configuration machinery, metrics, and the
- * six controllers. The registry and the boot server read the same informers (see src/cmd/manager.ts).
+ * controllers (BMC, Server, ServerClaim, SBC, the two of ServerReadinessRule, the Server's `Booted`
+ * mirror). The registry and the boot server read the same informers (see src/cmd/manager.ts).
  */
 import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
@@ -9,6 +10,7 @@ import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import type { ServerReadinessRule } from '../api/v1alpha1/serverreadinessrule.js';
 import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
 import { CALLBACK_SECRET_LABEL, cachedServer, keepOnlySbcSecretData } from '../bootsignals/signal-stack.js';
 import type { IgnitionRenderer } from '../ignition/served-ignition.js';
@@ -25,7 +27,9 @@ import { DuplicateServers } from './duplicate-servers.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { BootMetrics } from './metrics.js';
 import { PowerActions } from './power.js';
+import { newReadinessControllers } from './readiness-rules.js';
 import { discoveryBootConfigurationName, newServerController } from './server.js';
+import { newServerBootConditionController } from './server-boot-condition.js';
 import { newServerBootConfigurationController } from './serverbootconfiguration.js';
 import { newServerClaimController, SERVER_BY_CLAIM_INDEX, serverByClaimIndexer } from './serverclaim.js';
 
@@ -60,6 +64,7 @@ interface Informers {
   bmcs: Informer<BMC>;
   bmcSecrets: Informer<BMCSecret>;
   endpoints: Informer<Endpoint>;
+  rules: Informer<ServerReadinessRule>;
 }
 
 /** Built once and handed to several controllers, so they share BMC sessions, power actions in flight and UUID owners. */
@@ -107,7 +112,8 @@ function registerInformers(mgr: Manager, cfg: ControllerConfig): Informers {
   const bmcs = mgr.informer<BMC>(Resources.BMC, { labelSelector: scope, indexers: bmcIndexers });
   const bmcSecrets = mgr.informer<BMCSecret>(Resources.BMCSecret, { labelSelector: scope });
   const endpoints = mgr.informer<Endpoint>(Resources.Endpoint, { labelSelector: scope });
-  return { servers, sbcs, callbackSecrets, claims, bmcs, bmcSecrets, endpoints };
+  const rules = mgr.informer<ServerReadinessRule>(Resources.ServerReadinessRule, { labelSelector: scope });
+  return { servers, sbcs, callbackSecrets, claims, bmcs, bmcSecrets, endpoints, rules };
 }
 
 function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedParts {
@@ -194,6 +200,8 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
       images: opts.images,
     }),
   );
+  for (const c of newReadinessControllers({ ...common, servers, rules: inf.rules })) mgr.add(c);
+  mgr.add(newServerBootConditionController({ ...common, servers, claims }));
   mgr.add(
     newServerBootConfigurationController({
       ...common,

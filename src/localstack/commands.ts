@@ -730,7 +730,7 @@ export function releaseCommand(
 export function retryCommand(
   kind: string,
   name: string,
-  o: { kubeconfig?: string; dir: string; namespace?: string },
+  o: { kubeconfig?: string; dir: string; namespace?: string; reprovision?: boolean },
 ): Promise<number> {
   const k = ['server', 'servers', 'srv'].includes(kind)
     ? 'server'
@@ -741,5 +741,5 @@ export function retryCommand(
     console.error(`unknown kind ${kind}: use server or claim`);
     return Promise.resolve(2);
   }
-  return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default'));
+  return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default', { reprovision: o.reprovision }));
 }

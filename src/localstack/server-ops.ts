@@ -7,7 +7,8 @@
  * - uncordon: removes that taint (back to `Available`).
  * - retry: annotation `metal.ironcore.dev/operation=retry` on a ServerClaim (a new series of boot
  *   attempts) or a Server (discovery starts again from Error; the cleanup boot, when its
- *   attempts put the Server in Error).
+ *   attempts put the Server in Error). Refused where it would do nothing (a Server in another
+ *   state) and, without `--reprovision`, on a Booted claim (it would re-provision the machine).
  * - release: deletes a ServerClaim (its Server is released once the BMC reports it Off); `--force`
  *   first annotates `metal.ironcore.dev/force-release=true`, so a dead BMC does not hold the release
  *   forever (recorded as a `ForcedRelease` Warning Event on the claim and the Server).
@@ -23,8 +24,10 @@ import {
 } from '../api/v1alpha1/boot-policy.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
+import { ConditionType } from '../api/vocabulary.js';
 import { MAINTENANCE_TAINT_KEY, taintText, withMaintenanceTaint } from '../controllers/taints.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
+import { findCondition } from '../runtime/conditions.js';
 import { Resources } from '../runtime/resource.js';
 
 /** A failed action: `exitCode` 2 for bad input, 1 otherwise. */
@@ -85,21 +88,45 @@ export async function setCordon(
   }
 }
 
-/** Annotates a ServerClaim (`namespace` given) or a Server with the retry operation. */
+/**
+ * Annotates a ServerClaim (`namespace` given) or a Server with the retry operation. Refused (exit 1,
+ * nothing written) where it would do nothing — a Server not in Error or Discovery — or more than a
+ * retry — a Booted claim, whose retry re-provisions the running machine — unless `reprovision`.
+ */
 export async function requestRetry(
   client: KubeClient,
   kind: 'server' | 'claim',
   name: string,
   namespace?: string,
+  o: { reprovision?: boolean } = {},
 ): Promise<string> {
   const rt = kind === 'claim' ? Resources.ServerClaim : Resources.Server;
   const obj = await client.get<Server | ServerClaim>(rt, name, kind === 'claim' ? namespace : undefined);
   const what = kind === 'claim' ? `ServerClaim ${namespace}/${name}` : `Server ${name}`;
   if (!obj) throw new OpError(`${what} not found`);
+  const refusal =
+    kind === 'claim' ? claimRetryRefusal(obj as ServerClaim, o) : serverRetryRefusal(obj as Server);
+  if (refusal) throw new OpError(`${what}: ${refusal}; nothing annotated`);
   await client.mergePatch(rt, name, kind === 'claim' ? namespace : undefined, {
     metadata: { annotations: { [OPERATION_ANNOTATION]: OPERATION_RETRY } },
   });
-  return `${what} annotated ${OPERATION_ANNOTATION}=${OPERATION_RETRY}`;
+  const booted =
+    kind === 'claim' && findCondition(obj.status?.conditions, ConditionType.Booted)?.status === 'True';
+  return `${what} annotated ${OPERATION_ANNOTATION}=${OPERATION_RETRY}${booted ? ': re-provisioning (a new series of attempts network-boots the running machine)' : ''}`;
+}
+
+function claimRetryRefusal(claim: ServerClaim, o: { reprovision?: boolean }): string | undefined {
+  if (o.reprovision) return undefined;
+  if (findCondition(claim.status?.conditions, ConditionType.Booted)?.status !== 'True') return undefined;
+  const server = claim.spec.serverRef?.name;
+  return `is Booted${server ? ` on Server ${server}` : ''}: a retry re-provisions it (a new series of attempts power-cycles the running machine into a network boot); run again with --reprovision to do that`;
+}
+
+function serverRetryRefusal(server: Server): string | undefined {
+  const state = server.status?.state || 'Initial';
+  if (state === 'Error' || state === 'Discovery') return undefined;
+  const claim = server.spec.serverClaimRef;
+  return `is in state ${state}: retry restarts discovery or cleanup of a Server in Error${claim ? `; to boot its claim again: metalctl retry claim ${claim.name} -n ${claim.namespace}` : ''}`;
 }
 
 /**

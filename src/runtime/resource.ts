@@ -68,6 +68,7 @@ export const Resources = {
   BMC: metal('BMC', 'bmcs', false),
   BMCSecret: metal('BMCSecret', 'bmcsecrets', false),
   Endpoint: metal('Endpoint', 'endpoints', false),
+  ServerReadinessRule: metal('ServerReadinessRule', 'serverreadinessrules', false),
   Secret: core('Secret', 'secrets', true),
   ConfigMap: core('ConfigMap', 'configmaps', true),
   Event: core('Event', 'events', true),

@@ -217,6 +217,12 @@ export function manager(serviceUuid: string, systems: VirtualSystem[]): Json {
     PowerState: 'On',
     Status: { State: 'Enabled', Health: 'OK' },
     Links: { ManagerForServers: systems.map((s) => link(s.uri)) },
+    Actions: {
+      '#Manager.Reset': {
+        target: `${MANAGER_URI}/Actions/Manager.Reset`,
+        'ResetType@Redfish.AllowableValues': ['GracefulRestart', 'ForceRestart'],
+      },
+    },
   };
 }
 

@@ -9,7 +9,7 @@
  * - `GET /Systems`, `GET|PATCH /Systems/{id}` (PATCH: `Boot` only; `If-Match` checked → 412/428),
  *   `POST /Systems/{id}/Actions/ComputerSystem.Reset` (204), `GET /Systems/{id}/EthernetInterfaces[/{nic}]`,
  *   `GET|PATCH /Systems/{id}/Settings` and `GET /Systems/{id}/ResetActionInfo` when the profile enables them
- * - `GET /Managers`, `GET /Managers/BMC`
+ * - `GET /Managers`, `GET /Managers/BMC`, `POST /Managers/BMC/Actions/Manager.Reset` (204; hosts unaffected)
  * - `GET /SessionService`, `GET|POST /SessionService/Sessions` (POST: no auth, 201 + `X-Auth-Token` +
  *   `Location`), `GET|DELETE /SessionService/Sessions/{id}`
  * Errors use the Redfish error body with Base registry message ids: 400 (malformed JSON, unknown or
@@ -333,6 +333,18 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       if (id === MANAGER_ID && sub === undefined) {
         methods(method, ['GET']);
         return ok(manager(serviceUuid, systems));
+      }
+      if (id === MANAGER_ID && sub === 'Actions' && leaf === 'Manager.Reset' && extra === undefined) {
+        // A restart of the BMC itself: the hosts keep their power; only the request log records it.
+        methods(method, ['POST']);
+        const type = asObject(body)['ResetType'] ?? 'GracefulRestart';
+        if (type !== 'GracefulRestart' && type !== 'ForceRestart')
+          fail(
+            400,
+            'ActionParameterNotSupported',
+            `ResetType ${String(type)} is not GracefulRestart or ForceRestart`,
+          );
+        return { status: 204 };
       }
     } else if (top === 'SessionService' && profile.sessions) {
       if (id === undefined) {

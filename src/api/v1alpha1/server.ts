@@ -33,6 +33,8 @@ export const SERVER_STATES = [
   'Reserved',
   'Error',
   'Maintenance',
+  // Upstream: out of the claim lifecycle for day-2 work (operation `park`, server-operations.ts).
+  'Parked',
   // Not upstream: the cleanup boot after a release (src/controllers/cleanup.ts).
   'Cleaning',
 ] as const;
@@ -188,7 +190,7 @@ export const ServerStatus = Type.Object(
     indicatorLED: Type.Optional(Type.String()),
     state: Type.Optional(
       Type.String({
-        description: 'Initial, Discovery, Available, Reserved, Cleaning, Error or Maintenance.',
+        description: 'Initial, Discovery, Available, Reserved, Cleaning, Error, Maintenance or Parked.',
       }),
     ),
     totalSystemMemory: Type.Optional(Quantity({ description: 'Memory in bytes.' })),

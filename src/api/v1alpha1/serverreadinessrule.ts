@@ -1,6 +1,6 @@
 /**
- * ServerReadinessRule: taints servers whose conditions do not meet a requirement. Served for
- * manifest compatibility; this operator has no controller for it yet.
+ * ServerReadinessRule: taints servers whose conditions do not meet a requirement (controller:
+ * src/controllers/readiness-rules.ts).
  */
 import {
   Conditions,

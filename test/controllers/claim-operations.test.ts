@@ -1,0 +1,166 @@
+/**
+ * Issue 36 item 8 / issue 31 item 1, the claim side: `ignore` on a claim and on its Server, unknown
+ * values on a claim, and `metalctl retry` saying what a retry does (refusing where it would do
+ * nothing or re-provision a Booted claim unasked). Real API server, sim virtual BMC.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { OPERATION_ANNOTATION } from '../../src/api/v1alpha1/operations.js';
+import type { Server } from '../../src/api/v1alpha1/server.js';
+import { OpError, requestRetry } from '../../src/localstack/server-ops.js';
+import { Resources } from '../../src/runtime/resource.js';
+import { releaseSharedCluster } from '../harness/shared.js';
+import {
+  availableServers,
+  cond,
+  createClaim,
+  eventsFor,
+  eventually,
+  getClaim,
+  hostOf,
+  resets,
+  type Stack,
+  startStack,
+} from './fixture.js';
+
+after(releaseSharedCluster);
+
+const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
+const annotateClaim = (s: Stack, name: string, v: string | null) =>
+  s.client.mergePatch(Resources.ServerClaim, name, s.ns, {
+    metadata: { annotations: { [OPERATION_ANNOTATION]: v } },
+  });
+const annotateServer = (s: Stack, name: string, v: string | null) =>
+  s.client.mergePatch(Resources.Server, name, undefined, {
+    metadata: { annotations: { [OPERATION_ANNOTATION]: v } },
+  });
+
+test('ignore on a claim: nothing is bound or powered until it is removed; unknown values are removed with a Warning', {
+  timeout: 120_000,
+}, async () => {
+  const s = await startStack('claim-ignore', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const host = hostOf(s, srv!);
+    await s.client.create(Resources.ServerClaim, {
+      apiVersion: 'metal.ironcore.dev/v1alpha1',
+      kind: 'ServerClaim',
+      metadata: {
+        name: 'quiet',
+        namespace: s.ns,
+        labels: s.labels,
+        annotations: { [OPERATION_ANNOTATION]: 'ignore' },
+      },
+      spec: { power: 'On', image: 'test/os:1.0', serverRef: { name: srv!.metadata.name } },
+    });
+    await sleep(4_000);
+    const quiet = await getClaim(s, 'quiet');
+    assert.equal(quiet?.status, undefined, 'an ignored claim is not reconciled');
+    assert.equal(host.powerState(), 'Off', 'an ignored claim powers nothing');
+    assert.equal(
+      (await s.client.get<Server>(Resources.Server, srv!.metadata.name!))?.spec.serverClaimRef,
+      undefined,
+    );
+    await annotateClaim(s, 'quiet', 'park');
+    await eventually('unsupported value removed', 15_000, async () => {
+      const c = await getClaim(s, 'quiet');
+      return !(OPERATION_ANNOTATION in (c?.metadata.annotations ?? {}));
+    });
+    const ev = await eventually('UnsupportedOperation on the claim', 10_000, async () =>
+      (await eventsFor(s, 'ServerClaim', 'quiet')).find((e) => e.reason === 'UnsupportedOperation'),
+    );
+    assert.equal(ev.type, 'Warning');
+    await eventually(
+      'Booted once no longer ignored',
+      30_000,
+      async () => cond(await getClaim(s, 'quiet'), 'Booted')?.status === 'True',
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+test('ignore on a claimed Server: the claim stands down and its deletion powers nothing off until ignore is removed', {
+  timeout: 120_000,
+}, async () => {
+  const s = await startStack('server-ignore', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    const host = hostOf(s, srv!);
+    await createClaim(s, 'tenant', { serverRef: name, timeout: '20s' });
+    await eventually(
+      'claim Booted',
+      30_000,
+      async () => cond(await getClaim(s, 'tenant'), 'Booted')?.status === 'True',
+    );
+    await annotateServer(s, name, 'ignore');
+    await sleep(1_000);
+    const before = resets(s, srv!.spec.systemUUID).length;
+    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+    const held = await eventually('Released=False ServerIgnored', 15_000, async () => {
+      const c = await getClaim(s, 'tenant');
+      return cond(c, 'Released')?.reason === 'ServerIgnored' ? c : undefined;
+    });
+    assert.match(cond(held, 'Released')!.message, /ignore/);
+    await sleep(2_000);
+    assert.equal(host.powerState(), 'On', 'no ForceOff on an ignored Server');
+    assert.equal(resets(s, srv!.spec.systemUUID).length, before);
+    await annotateServer(s, name, null);
+    await eventually(
+      'claim released once ignore is removed',
+      30_000,
+      async () => !(await getClaim(s, 'tenant')),
+    );
+    assert.equal(host.powerState(), 'Off');
+  } finally {
+    await s.close();
+  }
+});
+
+test('metalctl retry refuses a Booted claim without --reprovision and a Server with nothing to retry', {
+  timeout: 90_000,
+}, async () => {
+  const s = await startStack('retry-words', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    await assert.rejects(requestRetry(s.client, 'server', name), (e: unknown) => {
+      assert.ok(e instanceof OpError);
+      assert.match(
+        e.message,
+        /state Available: retry restarts discovery or cleanup of a Server in Error; nothing annotated/,
+      );
+      return true;
+    });
+    await createClaim(s, 'tenant', { serverRef: name, timeout: '20s' });
+    await eventually(
+      'claim Booted',
+      30_000,
+      async () => cond(await getClaim(s, 'tenant'), 'Booted')?.status === 'True',
+    );
+    await assert.rejects(requestRetry(s.client, 'claim', 'tenant', s.ns), (e: unknown) => {
+      assert.ok(e instanceof OpError);
+      assert.match(e.message, /is Booted on Server .*: a retry re-provisions it .* --reprovision/);
+      return true;
+    });
+    assert.equal(
+      (await getClaim(s, 'tenant'))?.metadata.annotations?.[OPERATION_ANNOTATION],
+      undefined,
+      'nothing written',
+    );
+    await assert.rejects(
+      requestRetry(s.client, 'server', name),
+      /state Reserved.*metalctl retry claim tenant/,
+    );
+    const said = await requestRetry(s.client, 'claim', 'tenant', s.ns, { reprovision: true });
+    assert.match(said, /re-provisioning/);
+    await eventually(
+      'a new series',
+      20_000,
+      async () => ((await getClaim(s, 'tenant'))?.status?.boot?.series ?? 0) >= 2,
+    );
+  } finally {
+    await s.close();
+  }
+});
