@@ -22,8 +22,8 @@ import {
   getSbc,
   hostOf,
   OS_IMAGE,
-  overrides,
-  resets,
+  overridesSent,
+  resetsSent,
   startStack,
 } from './fixture.js';
 
@@ -128,7 +128,7 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
       const c = await getClaim(s, 'a');
       return cond(c, 'Booted')?.status === 'True' ? c : undefined;
     });
-    const mark = { resets: resets(s, uuid).length, overrides: overrides(s, uuid).length };
+    const mark = { resets: resetsSent(s, uuid).length, overrides: overridesSent(s, uuid).length };
     const sbcBefore = await getSbc(s, 'a');
     // A restore from backup: objects come back without status.
     await s.client.mergePatch(Resources.ServerClaim, 'a', s.ns, { status: null }, { subresource: 'status' });
@@ -147,8 +147,8 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
     assert.ok(adopted.status?.boot?.adoptedAt);
     assert.equal(adopted.status?.boot?.attempt, booted.status?.boot?.attempt);
     await sleep(3_000);
-    assert.deepEqual(resets(s, uuid).slice(mark.resets), [], 'no power action');
-    assert.deepEqual(overrides(s, uuid).slice(mark.overrides), [], 'no boot override');
+    assert.deepEqual(resetsSent(s, uuid).slice(mark.resets), [], 'no power action');
+    assert.deepEqual(overridesSent(s, uuid).slice(mark.overrides), [], 'no boot override');
     assert.equal((await getSbc(s, 'a'))?.spec.bootAttempt, sbcBefore?.spec.bootAttempt, 'no new attempt');
     assert.ok((await eventsFor(s, 'ServerClaim', 'a')).some((e) => e.reason === 'Adopted'));
   } finally {
