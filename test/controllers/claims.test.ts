@@ -62,6 +62,8 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
 
     // Deleting a claim releases its server (powered off, references cleared, Available), and the
     // waiting claim binds it.
+    const byRefSbcUid = (await s.client.get(Resources.ServerBootConfiguration, 'by-ref', s.ns))?.metadata.uid;
+    assert.ok(byRefSbcUid, 'the claim has its SBC');
     await s.client.delete(Resources.ServerClaim, 'by-ref', s.ns);
     const rebound = await eventually('late claim binds the released server', 15_000, async () => {
       const srv = await s.client.get<Server>(Resources.Server, b!.metadata.name!);
@@ -75,14 +77,17 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
       'SBC of the deleted claim gone',
     );
     // The callback Secret is controlled by that SBC: the garbage collector (not running in the test
-    // control plane) deletes it; the manager has no delete on Secrets (security review S9).
+    // control plane) deletes it; the manager has no delete on Secrets (security review S9). So it is
+    // still there, and its controller reference names the deleted SBC by UID, which is what the
+    // garbage collector goes by.
     const secret = await s.client.get(Resources.Secret, 'by-ref-callback', s.ns);
-    assert.ok(
-      !secret ||
-        secret.metadata.ownerReferences?.some(
-          (r) => r.kind === 'ServerBootConfiguration' && r.name === 'by-ref' && r.controller,
-        ),
-      'its callback Secret is gone or left to the garbage collector',
+    assert.ok(secret, 'the manager did not delete the callback Secret (S9); the garbage collector will');
+    assert.deepEqual(
+      secret.metadata.ownerReferences
+        ?.filter((r) => r.controller)
+        .map((r) => ({ kind: r.kind, name: r.name, uid: r.uid })),
+      [{ kind: 'ServerBootConfiguration', name: 'by-ref', uid: byRefSbcUid }],
+      'controlled by the deleted SBC',
     );
     // Checked last: by now a Reserved Event of either binding would have been recorded long ago.
     const serverEvents = await eventsFor(s, 'Server', b!.metadata.name!, 'default');
