@@ -108,20 +108,36 @@ test('10 claims racing for 5 servers bind exactly 5', { timeout: 60_000 }, async
     await Promise.all(
       names.map((n) => createClaim(s, n, { selector: { [SCOPE_LABEL]: s.scope }, power: 'Off' })),
     );
+    let live = names;
     const settle = async () => {
-      const claims = await Promise.all(names.map((n) => getClaim(s, n)));
+      const claims = await Promise.all(live.map((n) => getClaim(s, n)));
       const bound = claims.filter((c) => c?.status?.phase === 'Bound');
       const unbound = claims.filter(
         (c) => c?.status?.phase === 'Unbound' && cond(c, 'Bound')?.status === 'False',
       );
-      return bound.length + unbound.length === 10 ? { bound, unbound } : undefined;
+      return bound.length + unbound.length === live.length ? { bound, unbound } : undefined;
     };
     const first = await eventually('every claim decided', 20_000, settle);
     assert.equal(first.bound.length, 5);
-    // Stays that way (no late double binding).
-    await new Promise((ok) => setTimeout(ok, 1_500));
+    // Positive control for the window below: free one server and time how long a waiting claim
+    // takes to get it. The "no late double binding" window is then several of those reaction times.
+    const gone = first.bound[0]!.metadata.name!;
+    live = names.filter((n) => n !== gone);
+    const freedAt = Date.now();
+    await s.client.delete(Resources.ServerClaim, gone, s.ns);
+    await eventually('a waiting claim binds the freed server', 20_000, async () => {
+      const x = await settle();
+      return x?.bound.length === 5 && !(await getClaim(s, gone)) ? x : undefined;
+    });
+    const reactionMs = Date.now() - freedAt;
+    // Stays that way (no late double binding), for at least 1.5 s and 3 reaction times.
+    await new Promise((ok) => setTimeout(ok, Math.max(1_500, 3 * reactionMs)));
     const { bound } = (await settle())!;
-    assert.equal(bound.length, 5);
+    assert.equal(
+      bound.length,
+      5,
+      `bound after ${Math.max(1_500, 3 * reactionMs)} ms (reaction ${reactionMs} ms)`,
+    );
     const boundServers = bound.map((c) => c!.spec.serverRef?.name);
     assert.equal(new Set(boundServers).size, 5, 'five distinct servers');
     const list = await servers(s);
