@@ -97,9 +97,20 @@ test('a deleted claim releases its Server only after the BMC reports it Off', {
       return cond(c, 'Released')?.reason === 'WaitingForPowerOff' ? c : undefined;
     });
     assert.match(cond(waiting, 'Released')!.message, /released once the BMC reports it Off/);
+    const windowStart = Date.now();
     await sleep(3_000);
     const held = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
     assert.equal(held?.spec.serverClaimRef?.name, 'r', 'not released while the BMC cannot confirm Off');
+    // Positive control of the window: the manager was working on the release in it (asking the
+    // BMC, answered 503), so the hold is the missing confirmation, not an idle manager.
+    const sys = s.vbmc.systems.find((x) => x.id === srv!.spec.systemUUID)!;
+    const asked = s.vbmc
+      .requests()
+      .filter((r) => r.at >= windowStart && r.status === 503 && r.path.startsWith(sys.uri));
+    assert.ok(
+      asked.length >= 1,
+      `requests to ${sys.uri} refused with 503 during the 3 s window: ${asked.map((r) => `${r.method} ${r.path}`)}`,
+    );
     assert.equal(hostOf(s, srv!).powerState(), 'On');
     s.vbmc.setFaults({ unavailableRequests: 0 });
     await eventually('claim gone, Server Available and Off', 30_000, async () => {
