@@ -457,7 +457,11 @@ export async function stopProcess(p: ChildProcess | undefined): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Polls `check` every 100 ms until it returns true; throws after `timeoutMs` milliseconds. */
+/**
+ * Polls `check` every 100 ms until it returns true; throws after `timeoutMs` milliseconds. A failed
+ * assertion thrown by `check` (code `ERR_ASSERTION`, node:assert) is rethrown at once rather than
+ * retried until the timeout; other errors are retried and named in the timeout's message.
+ */
 export async function waitFor(
   what: string,
   timeoutMs: number,
@@ -469,6 +473,7 @@ export async function waitFor(
     try {
       if (await check()) return;
     } catch (err) {
+      if ((err as { code?: string }).code === 'ERR_ASSERTION') throw err;
       last = err;
     }
     await new Promise((ok) => setTimeout(ok, 100));

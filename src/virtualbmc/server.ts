@@ -87,6 +87,12 @@ export interface RequestRecord {
   path: string;
   /** HTTP status sent; 0 when the connection was dropped by the `dropConnections` fault. */
   status: number;
+  /**
+   * When the response was written, ms since the epoch; absent while it is held back by a delay
+   * fault (`responseDelayMs`, `slowRequests`) and when the connection was dropped. The status is
+   * set before the delay, so this is what tells a request still in flight.
+   */
+  answeredAt?: number;
   auth: 'none' | 'basic' | 'session';
   ifMatch: string | undefined;
   body: unknown;
@@ -536,6 +542,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       ...reply.headers,
     });
     res.end(payload);
+    rec.answeredAt = Date.now();
   };
 
   const pause = (ms: number): Promise<void> =>

@@ -269,9 +269,15 @@ const TREES: Record<string, Expected> = {
 
 for (const [name, x] of Object.entries(TREES)) {
   describe(`captured Redfish tree: ${name} (${x.dir})`, () => {
-    const tree = loadProfileTree(`${MOCKUPS}/${x.dir}`);
+    // Loaded by the first test, not in the describe body: a missing ../shared then fails each test
+    // (ENOENT) instead of failing the suite before it defines any (node then counts 0 tests).
+    let loaded: ReturnType<typeof loadProfileTree> | undefined;
+    const tree = () => {
+      loaded ??= loadProfileTree(`${MOCKUPS}/${x.dir}`);
+      return loaded;
+    };
     const body = (path: string) => {
-      const b = tree.get(path);
+      const b = tree().get(path);
       assert.ok(b, `${x.dir} has ${path}`);
       return b;
     };
@@ -344,7 +350,7 @@ for (const [name, x] of Object.entries(TREES)) {
       const sys = body(x.systemUri);
       const biosUri = (sys['Bios'] as { '@odata.id': string })['@odata.id'];
       assert.equal(parseSettingsUri(body(biosUri), biosUri), x.biosSettingsUri);
-      assert.ok(tree.get(x.biosSettingsUri), 'the settings object itself was captured');
+      assert.ok(tree().get(x.biosSettingsUri), 'the settings object itself was captured');
     });
 
     it('Manager: id, UUID, type and firmware', () => {

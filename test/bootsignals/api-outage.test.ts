@@ -8,9 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
-import { ControlPlane, waitFor } from '../harness/control-plane.js';
+import { ControlPlane } from '../harness/control-plane.js';
 import { testNamespace } from '../harness/shared.js';
-import { bearer, newTestClient, type Seeded, seedBootTarget, startTestStack } from './fixture.js';
+import { bearer, newTestClient, type Seeded, seedBootTarget, startTestStack, waitCached } from './fixture.js';
 
 let cp: ControlPlane;
 let client: KubeClient;
@@ -33,9 +33,9 @@ describe('API server outage', () => {
     const seeded: Seeded[] = await Promise.all(
       Array.from({ length: 20 }, () => seedBootTarget(client, ns.name)),
     );
-    await waitFor('caches', 10_000, () =>
-      seeded.every((s) => stack.sources.secrets.get(s.secretName, ns.name)),
-    );
+    // Everything a callback is answered from (Server, SBC, callback Secret) in the caches before the
+    // API server goes: the 503s below must be the outage's, not a cache still filling.
+    await Promise.all(seeded.map((s) => waitCached(stack, s)));
     await cp.stopApiServer();
     const downAt = Date.now();
     const seen503: string[] = [];

@@ -285,17 +285,24 @@ describe('security review (registry + boot server)', () => {
     assert.equal(r.status, 401);
   });
 
-  it('S6: 60 concurrent wrong tokens cost at most one live read of the SBC (single flight, paced per second)', async () => {
+  it('S6: 60 concurrent wrong tokens cost one live read of the SBC per second at most (single flight, paced)', async () => {
     const s = await seedBootTarget(sec.client, sec.namespace.name);
     await waitCached(sec.stack, s);
     const before = await refreshes();
+    const t0 = Date.now();
     const answers = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
         getFrom(`${sec.stack.bootUrl}/ignition/${s.uuid}?token=wrong${i}`, `127.0.20.${(i % 30) + 2}`),
       ),
     );
+    const elapsedMs = Date.now() - t0;
     const reads = (await refreshes()) - before;
-    assert.ok(reads >= 1 && reads <= 2, `live reads for 60 wrong tokens: ${reads}`);
+    // One read per started second of the burst: a burst within one second gets exactly one.
+    const allowed = 1 + Math.floor(elapsedMs / 1000);
+    assert.ok(
+      reads >= 1 && reads <= allowed,
+      `live reads for 60 wrong tokens in ${elapsedMs} ms: ${reads} (at most ${allowed})`,
+    );
     assert.ok(
       answers.every((a) => a.status === 401),
       answers.map((a) => a.status).join(','),

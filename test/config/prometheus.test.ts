@@ -1,14 +1,22 @@
 /**
  * config/prometheus/: the PrometheusRule carries exactly the rule groups that `promtool test rules`
  * checks (rules.yaml), the ServiceMonitor selects the metrics Service of config/manager, and every
- * metric a rule uses is one the operator exports (README "Operations" lists them).
+ * metric a rule uses is one the operator registers, with the labels the rule selects on, and is
+ * listed in the README "Operations" section. The registered set is read from the registries the
+ * processes serve at /metrics, built by the same constructors (`RuntimeMetrics`, `BootMetrics`,
+ * `createHttpApp`), not from any list: renaming a metric in the source fails here.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
 import { parse, parseAllDocuments } from 'yaml';
+import { createHttpApp } from '../../src/bootsignals/http-app.js';
+import { BootMetrics } from '../../src/controllers/metrics.js';
 import { REPO_ROOT } from '../../src/localstack/control-plane.js';
+import { RuntimeMetrics } from '../../src/runtime/metrics.js';
 
 const read = (p: string) => readFileSync(join(REPO_ROOT, p), 'utf8');
 
@@ -31,14 +39,54 @@ test('the ServiceMonitor selects the metrics Service and its port', () => {
   assert.equal(sm.metadata.namespace, svc.metadata.namespace);
 });
 
-test('every metal_* metric a rule uses is exported and listed in the README', () => {
-  const rules = read('config/prometheus/rules.yaml');
+/** Metric name → label names, as registered on the registries the manager and its HTTP servers serve. */
+async function registered(): Promise<Map<string, string[]>> {
+  const registry = new Registry();
+  new RuntimeMetrics(registry);
+  new BootMetrics(registry, () => ({}));
+  const app = createHttpApp('test', pino({ level: 'silent' }), registry);
+  await app.close();
+  const out = new Map<string, string[]>();
+  for (const m of registry.getMetricsAsArray())
+    out.set(m.name, [...((m as unknown as { labelNames?: string[] }).labelNames ?? [])]);
+  return out;
+}
+
+/** Every `metal_*` series a rule expression reads, with the label names its matchers and `by (...)` use. */
+function ruleMetrics(rulesYaml: string): Map<string, Set<string>> {
+  const used = new Map<string, Set<string>>();
+  const doc = parse(rulesYaml) as { groups: { rules: { expr: string }[] }[] };
+  for (const g of doc.groups)
+    for (const r of g.rules) {
+      const by = [...r.expr.matchAll(/\bby \(([^)]*)\)/g)].flatMap((m) =>
+        m[1]!.split(',').map((l) => l.trim()),
+      );
+      for (const m of r.expr.matchAll(/\b(metal_[a-z_]+)(\{[^}]*\})?/g)) {
+        const name = m[1]!.replace(/_(bucket|sum|count)$/, '');
+        const labels = used.get(name) ?? new Set<string>();
+        for (const l of m[2]?.matchAll(/([a-z_]+)\s*(=~|!~|!=|=)/g) ?? []) labels.add(l[1]!);
+        for (const l of by) if (l !== 'le') labels.add(l);
+        used.set(name, labels);
+      }
+    }
+  return used;
+}
+
+test('every metal_* metric a rule uses is registered, with the labels the rule uses', async () => {
+  const have = await registered();
+  const used = ruleMetrics(read('config/prometheus/rules.yaml'));
+  assert.ok(used.size >= 5, `rules read ${[...used.keys()].join(', ')}`);
+  for (const [name, labels] of used) {
+    const labelNames = have.get(name);
+    assert.ok(labelNames, `rule metric ${name} is registered (have: ${[...have.keys()].join(', ')})`);
+    for (const l of labels) assert.ok(labelNames.includes(l), `${name} has label ${l} (has ${labelNames})`);
+  }
+});
+
+test('every metal_* metric a rule uses is listed in the README', () => {
   const readme = read('README.md');
-  const used = new Set(
-    [...rules.matchAll(/\bmetal_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, '')),
-  );
-  assert.ok(used.size >= 5);
-  for (const m of used) assert.match(readme, new RegExp(`\`${m}\``), `${m} in the README`);
+  const used = ruleMetrics(read('config/prometheus/rules.yaml'));
+  for (const m of used.keys()) assert.match(readme, new RegExp(`\`${m}\``), `${m} in the README`);
 });
 
 test('every rejection reason an alert matches is one the signal servers answer with (issue 36 item 10)', () => {

@@ -48,6 +48,9 @@ const grants = (r: Rule, group: string, resource: string, verb: string) =>
   (r.resources ?? []).some((x) => x === resource || x === '*') &&
   (r.verbs ?? []).some((v) => v === verb || v === '*');
 
+/** Every verb the Kubernetes API authorizes on a resource (API conventions, "Verbs on Resources"). */
+const KUBE_VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
+
 const all = docs();
 const clusterRoles = all.filter((d) => d.kind === 'ClusterRole');
 const role = (name: string) => all.find((d) => d.kind === 'ClusterRole' && d.metadata.name === name);
@@ -67,9 +70,15 @@ describe('config/ RBAC and network policy', () => {
   });
 
   it('S9: ConfigMaps only through a Role in the manager namespace, for the manager ServiceAccount', () => {
+    // No verb at all (`*` included, which `grants` matches for any verb asked): list/watch would
+    // read every ConfigMap of the cluster as surely as get.
     for (const cr of clusterRoles)
       for (const r of cr.rules ?? [])
-        assert.ok(!grants(r, '', 'configmaps', 'get'), `ClusterRole ${cr.metadata.name} reads ConfigMaps`);
+        for (const verb of [...KUBE_VERBS, '*'])
+          assert.ok(
+            !grants(r, '', 'configmaps', verb),
+            `ClusterRole ${cr.metadata.name} grants ${verb} on ConfigMaps (${JSON.stringify(r)})`,
+          );
     const roles = all.filter(
       (d) => d.kind === 'Role' && (d.rules ?? []).some((r) => grants(r, '', 'configmaps', 'watch')),
     );

@@ -22,8 +22,8 @@ import {
   getSbc,
   hostOf,
   OS_IMAGE,
-  overrides,
-  resets,
+  overridesSent,
+  resetsSent,
   startStack,
 } from './fixture.js';
 
@@ -97,9 +97,20 @@ test('a deleted claim releases its Server only after the BMC reports it Off', {
       return cond(c, 'Released')?.reason === 'WaitingForPowerOff' ? c : undefined;
     });
     assert.match(cond(waiting, 'Released')!.message, /released once the BMC reports it Off/);
+    const windowStart = Date.now();
     await sleep(3_000);
     const held = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
     assert.equal(held?.spec.serverClaimRef?.name, 'r', 'not released while the BMC cannot confirm Off');
+    // Positive control of the window: the manager was working on the release in it (asking the
+    // BMC, answered 503), so the hold is the missing confirmation, not an idle manager.
+    const sys = s.vbmc.systems.find((x) => x.id === srv!.spec.systemUUID)!;
+    const asked = s.vbmc
+      .requests()
+      .filter((r) => r.at >= windowStart && r.status === 503 && r.path.startsWith(sys.uri));
+    assert.ok(
+      asked.length >= 1,
+      `requests to ${sys.uri} refused with 503 during the 3 s window: ${asked.map((r) => `${r.method} ${r.path}`)}`,
+    );
     assert.equal(hostOf(s, srv!).powerState(), 'On');
     s.vbmc.setFaults({ unavailableRequests: 0 });
     await eventually('claim gone, Server Available and Off', 30_000, async () => {
@@ -128,7 +139,7 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
       const c = await getClaim(s, 'a');
       return cond(c, 'Booted')?.status === 'True' ? c : undefined;
     });
-    const mark = { resets: resets(s, uuid).length, overrides: overrides(s, uuid).length };
+    const mark = { resets: resetsSent(s, uuid).length, overrides: overridesSent(s, uuid).length };
     const sbcBefore = await getSbc(s, 'a');
     // A restore from backup: objects come back without status.
     await s.client.mergePatch(Resources.ServerClaim, 'a', s.ns, { status: null }, { subresource: 'status' });
@@ -147,8 +158,8 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
     assert.ok(adopted.status?.boot?.adoptedAt);
     assert.equal(adopted.status?.boot?.attempt, booted.status?.boot?.attempt);
     await sleep(3_000);
-    assert.deepEqual(resets(s, uuid).slice(mark.resets), [], 'no power action');
-    assert.deepEqual(overrides(s, uuid).slice(mark.overrides), [], 'no boot override');
+    assert.deepEqual(resetsSent(s, uuid).slice(mark.resets), [], 'no power action');
+    assert.deepEqual(overridesSent(s, uuid).slice(mark.overrides), [], 'no boot override');
     assert.equal((await getSbc(s, 'a'))?.spec.bootAttempt, sbcBefore?.spec.bootAttempt, 'no new attempt');
     assert.ok((await eventsFor(s, 'ServerClaim', 'a')).some((e) => e.reason === 'Adopted'));
   } finally {

@@ -62,6 +62,8 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
 
     // Deleting a claim releases its server (powered off, references cleared, Available), and the
     // waiting claim binds it.
+    const byRefSbcUid = (await s.client.get(Resources.ServerBootConfiguration, 'by-ref', s.ns))?.metadata.uid;
+    assert.ok(byRefSbcUid, 'the claim has its SBC');
     await s.client.delete(Resources.ServerClaim, 'by-ref', s.ns);
     const rebound = await eventually('late claim binds the released server', 15_000, async () => {
       const srv = await s.client.get<Server>(Resources.Server, b!.metadata.name!);
@@ -75,14 +77,17 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
       'SBC of the deleted claim gone',
     );
     // The callback Secret is controlled by that SBC: the garbage collector (not running in the test
-    // control plane) deletes it; the manager has no delete on Secrets (security review S9).
+    // control plane) deletes it; the manager has no delete on Secrets (security review S9). So it is
+    // still there, and its controller reference names the deleted SBC by UID, which is what the
+    // garbage collector goes by.
     const secret = await s.client.get(Resources.Secret, 'by-ref-callback', s.ns);
-    assert.ok(
-      !secret ||
-        secret.metadata.ownerReferences?.some(
-          (r) => r.kind === 'ServerBootConfiguration' && r.name === 'by-ref' && r.controller,
-        ),
-      'its callback Secret is gone or left to the garbage collector',
+    assert.ok(secret, 'the manager did not delete the callback Secret (S9); the garbage collector will');
+    assert.deepEqual(
+      secret.metadata.ownerReferences
+        ?.filter((r) => r.controller)
+        .map((r) => ({ kind: r.kind, name: r.name, uid: r.uid })),
+      [{ kind: 'ServerBootConfiguration', name: 'by-ref', uid: byRefSbcUid }],
+      'controlled by the deleted SBC',
     );
     // Checked last: by now a Reserved Event of either binding would have been recorded long ago.
     const serverEvents = await eventsFor(s, 'Server', b!.metadata.name!, 'default');
@@ -103,20 +108,36 @@ test('10 claims racing for 5 servers bind exactly 5', { timeout: 60_000 }, async
     await Promise.all(
       names.map((n) => createClaim(s, n, { selector: { [SCOPE_LABEL]: s.scope }, power: 'Off' })),
     );
+    let live = names;
     const settle = async () => {
-      const claims = await Promise.all(names.map((n) => getClaim(s, n)));
+      const claims = await Promise.all(live.map((n) => getClaim(s, n)));
       const bound = claims.filter((c) => c?.status?.phase === 'Bound');
       const unbound = claims.filter(
         (c) => c?.status?.phase === 'Unbound' && cond(c, 'Bound')?.status === 'False',
       );
-      return bound.length + unbound.length === 10 ? { bound, unbound } : undefined;
+      return bound.length + unbound.length === live.length ? { bound, unbound } : undefined;
     };
     const first = await eventually('every claim decided', 20_000, settle);
     assert.equal(first.bound.length, 5);
-    // Stays that way (no late double binding).
-    await new Promise((ok) => setTimeout(ok, 1_500));
+    // Positive control for the window below: free one server and time how long a waiting claim
+    // takes to get it. The "no late double binding" window is then several of those reaction times.
+    const gone = first.bound[0]!.metadata.name!;
+    live = names.filter((n) => n !== gone);
+    const freedAt = Date.now();
+    await s.client.delete(Resources.ServerClaim, gone, s.ns);
+    await eventually('a waiting claim binds the freed server', 20_000, async () => {
+      const x = await settle();
+      return x?.bound.length === 5 && !(await getClaim(s, gone)) ? x : undefined;
+    });
+    const reactionMs = Date.now() - freedAt;
+    // Stays that way (no late double binding), for at least 1.5 s and 3 reaction times.
+    await new Promise((ok) => setTimeout(ok, Math.max(1_500, 3 * reactionMs)));
     const { bound } = (await settle())!;
-    assert.equal(bound.length, 5);
+    assert.equal(
+      bound.length,
+      5,
+      `bound after ${Math.max(1_500, 3 * reactionMs)} ms (reaction ${reactionMs} ms)`,
+    );
     const boundServers = bound.map((c) => c!.spec.serverRef?.name);
     assert.equal(new Set(boundServers).size, 5, 'five distinct servers');
     const list = await servers(s);

@@ -11,6 +11,7 @@ import {
   eventsFor,
   eventually,
   resets,
+  resetsSent,
   type Stack,
   servers,
   startStack,
@@ -189,7 +190,7 @@ test('a discovery SBC in Error: state Discovery with the reason in Discovered, n
     assert.match(cond(srv, 'Discovered')!.message, /registry\.invalid.*--allowed-registries/);
     assert.equal(srv.status?.discovery?.poweredOnAt, undefined, 'no power-on intent');
     await new Promise((ok) => setTimeout(ok, 1_000));
-    assert.deepEqual(resets(s, srv.spec.systemUUID), [], 'nothing powered on');
+    assert.deepEqual(resetsSent(s, srv.spec.systemUUID), [], 'nothing powered on');
   } finally {
     await s.close();
   }

@@ -19,7 +19,7 @@ import {
   eventsFor,
   eventually,
   getClaim,
-  resets,
+  resetsSent,
   servers,
   startStack,
 } from './fixture.js';
@@ -39,7 +39,7 @@ test('S14 / defect 1: a second BMC object for the same BMC gets DuplicateSystemU
       const c = await getClaim(s, 'tenant');
       return cond(c, 'Booted')?.status === 'True';
     });
-    const resetsBefore = avail.map((x) => resets(s, x.spec.systemUUID).length);
+    const resetsBefore = avail.map((x) => resetsSent(s, x.spec.systemUUID).length);
     const first = (await s.client.get<BMC>(Resources.BMC, s.bmcName))!;
     // The same address, port and credentials: what `kubectl apply` of a copy with another name does.
     await s.client.create<BMC>(Resources.BMC, {
@@ -67,7 +67,7 @@ test('S14 / defect 1: a second BMC object for the same BMC gets DuplicateSystemU
     );
     assert.equal(all.length, 2);
     assert.deepEqual(
-      avail.map((x) => resets(s, x.spec.systemUUID).length),
+      avail.map((x) => resetsSent(s, x.spec.systemUUID).length),
       resetsBefore,
       'no power action on any system',
     );
@@ -113,7 +113,7 @@ test('S14: a hand-made Server with a UUID another Server owns is not driven; amb
   try {
     const [owner] = await availableServers(s, 1);
     const uuid = owner!.spec.systemUUID;
-    const before = resets(s, uuid).length;
+    const before = resetsSent(s, uuid).length;
     await s.client.create<Server>(Resources.Server, {
       apiVersion: API,
       kind: 'Server',
@@ -127,7 +127,7 @@ test('S14: a hand-made Server with a UUID another Server owns is not driven; amb
     });
     assert.match(cond(copy, 'DuplicateSystemUUID')!.message, new RegExp(owner!.metadata.name!));
     await new Promise((ok) => setTimeout(ok, 1_500));
-    assert.equal(resets(s, uuid).length, before, 'the copy was never powered');
+    assert.equal(resetsSent(s, uuid).length, before, 'the copy was never powered');
     const ownerNow = await s.client.get<Server>(Resources.Server, owner!.metadata.name!);
     assert.notEqual(cond(ownerNow, 'DuplicateSystemUUID')?.status, 'True', 'the owner is not the duplicate');
 

@@ -201,7 +201,12 @@ export function b64(s: string): string {
   return Buffer.from(s, 'utf8').toString('base64');
 }
 
-/** Polls `check` every 50 ms until it returns a value other than undefined/false; throws with `what` after `timeoutMs`. */
+/**
+ * Polls `check` every 50 ms until it returns a value other than undefined/false; throws with `what`
+ * after `timeoutMs`. A failed assertion inside `check` (`AssertionError`, code `ERR_ASSERTION`) is
+ * a verdict, not a state to wait out: it is rethrown at once. Other errors (an API call failing
+ * while the stack settles) are retried and reported with the timeout.
+ */
 export async function eventually<T>(
   what: string,
   timeoutMs: number,
@@ -214,6 +219,7 @@ export async function eventually<T>(
       const v = await check();
       if (v !== undefined && v !== false) return v;
     } catch (err) {
+      if ((err as { code?: string }).code === 'ERR_ASSERTION') throw err;
       last = err;
     }
     if (Date.now() > end)
@@ -311,6 +317,30 @@ export function resets(s: Stack, uuid: string): string[] {
   return systemRequests(s, uuid)
     .filter((r) => r.method === 'POST' && r.path.endsWith('/Actions/ComputerSystem.Reset'))
     .map((r) => String((r.body as { ResetType?: string } | undefined)?.ResetType));
+}
+
+/**
+ * Every ResetType the manager sent to a system, accepted or refused (any status, dropped
+ * connections included): what a "no power action" check must count, since a refused POST is still
+ * an attempt to power the host. {@link resets} counts the accepted ones only.
+ */
+export function resetsSent(s: Stack, uuid: string): string[] {
+  const sys = s.vbmc.systems.find((x) => x.id === uuid.toLowerCase());
+  if (!sys) throw new Error(`no system ${uuid}`);
+  return s.vbmc
+    .requests()
+    .filter((r) => r.method === 'POST' && r.path === `${sys.uri}/Actions/ComputerSystem.Reset`)
+    .map((r) => String((r.body as { ResetType?: string } | undefined)?.ResetType));
+}
+
+/** Every boot-override PATCH sent to a system, accepted or refused (see {@link resetsSent}). */
+export function overridesSent(s: Stack, uuid: string): Record<string, string>[] {
+  const sys = s.vbmc.systems.find((x) => x.id === uuid.toLowerCase());
+  if (!sys) throw new Error(`no system ${uuid}`);
+  return s.vbmc
+    .requests()
+    .filter((r) => r.method === 'PATCH' && r.path.startsWith(sys.uri))
+    .map((r) => (r.body as { Boot?: Record<string, string> } | undefined)?.Boot ?? {});
 }
 
 /** Boot override PATCHes accepted for a system (their `Boot` bodies). */

@@ -73,25 +73,37 @@ test('an Evict taint releases the claim that does not tolerate it; it binds agai
 });
 
 test('a claim tolerating the Evict taint stays', { timeout: 90_000 }, async () => {
-  const s = await startStack('evict-tol', { hosts: 1 });
+  const s = await startStack('evict-tol', { hosts: 2 });
   try {
-    const [srv] = await availableServers(s, 1);
+    const [srv, other] = await availableServers(s, 2);
     await createClaim(s, 'tolerant', { serverRef: srv!.metadata.name!, timeout: '20s' });
-    await eventually(
-      'claim Booted',
-      30_000,
-      async () => cond(await getClaim(s, 'tolerant'), 'Booted')?.status === 'True',
-    );
+    // Positive control: a claim without the toleration, tainted in the same way at the same time.
+    await createClaim(s, 'intolerant', { serverRef: other!.metadata.name!, timeout: '20s' });
+    for (const name of ['tolerant', 'intolerant'])
+      await eventually(
+        `claim ${name} Booted`,
+        30_000,
+        async () => cond(await getClaim(s, name), 'Booted')?.status === 'True',
+      );
     await s.client.mergePatch(Resources.ServerClaim, 'tolerant', s.ns, {
       spec: { tolerations: [{ key: 'gpu-broken', operator: 'Exists' }] },
     });
-    await s.client.mergePatch(Resources.Server, srv!.metadata.name!, undefined, {
-      spec: { taints: [{ key: 'gpu-broken', effect: 'Evict' }] },
-    });
-    await new Promise((ok) => setTimeout(ok, 2_000));
+    for (const x of [srv!, other!])
+      await s.client.mergePatch(Resources.Server, x.metadata.name!, undefined, {
+        spec: { taints: [{ key: 'gpu-broken', effect: 'Evict' }] },
+      });
+    // Once the manager has evicted the intolerant claim it has seen the taints: the tolerant one
+    // must still be bound then (instead of after a fixed 2 s).
+    await eventually('the intolerant claim evicted', 15_000, async () =>
+      (await eventsFor(s, 'ServerClaim', 'intolerant')).some((e) => e.reason === 'Evicted'),
+    );
     const c = await getClaim(s, 'tolerant');
     assert.equal(cond(c, 'Bound')?.status, 'True');
     assert.equal((await getServer(s, srv!.metadata.name!))?.spec.serverClaimRef?.name, 'tolerant');
+    assert.ok(
+      !(await eventsFor(s, 'ServerClaim', 'tolerant')).some((e) => e.reason === 'Evicted'),
+      'no Evicted Event on the tolerant claim',
+    );
   } finally {
     await s.close();
   }

@@ -5,7 +5,8 @@
  * file; the virtual BMC makes the firmware fetch that URI (dnsmasq offers it to the VM's MAC);
  * OVMF's HTTP boot client downloads the UKI the boot server built from the image's kernel and
  * initramfs layers (pulled through its blob cache) with the attempt's command line; the booted OS
- * fetches its ignition and posts `/bootstate`. A fetch of the boot file from another address gets 403 and no token, and under
+ * fetches its ignition and posts `/bootstate`. A fetch of the boot file from another address while the
+ * attempt is live gets 403 and no token, and under
  * NetBootOnce a later power-on boots from disk. Each test establishes the claim it needs
  * (scenario.ts), so any test runs alone.
  */
@@ -15,7 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { httpBootFileUrl } from '../../src/api/v1alpha1/boot-method.js';
+import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { waitFor } from '../../src/localstack/control-plane.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import type { TestNetwork } from '../../src/localstack/test-network.js';
 import { type KObject, Resources } from '../../src/runtime/resource.js';
@@ -25,7 +29,9 @@ import {
   deleteClaim,
   discoverSettled,
   ensureBooted,
+  getClaim,
   managerLines,
+  NS,
   sbcOf,
 } from './scenario.js';
 
@@ -90,24 +96,47 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
     assert.match(JSON.stringify(patches[0]!.body), /"HttpBootUri":"http:\/\/10\.251\.\d+\.1:\d+\/httpboot\//);
   });
 
-  it('the boot file fetched from another address gets 403 and no token', async () => {
-    // Precondition established here: an HTTPBoot attempt with its token (the claim, Booted).
-    await ensureBooted(stack, 'hb', server.metadata.name!, hbSpec(), 400_000);
-    const sbc = (await sbcOf(stack, server.metadata.name!))!;
+  it('while the attempt is live, the boot file fetched from another address gets 403 and no token', async () => {
+    // Checked during an attempt, when the VM's own address is being served the token: after the
+    // claim completed nobody gets one, so a refusal then would prove nothing. A fresh claim; the
+    // window is the VM's kernel and ignition boot between the boot-file fetch and /bootstate.
+    const name = server.metadata.name!;
+    await deleteClaim(stack, 'hb', name);
+    await stack.client.create(Resources.ServerClaim, {
+      apiVersion: API_VERSION,
+      kind: 'ServerClaim',
+      metadata: { name: 'hb', namespace: NS },
+      spec: { power: 'On', serverRef: { name }, ...hbSpec() },
+    });
+    const isTrue = (conds: { type: string; status: string }[] | undefined, type: string) =>
+      conds?.some((c) => c.type === type && c.status === 'True') ?? false;
+    let sbc: ServerBootConfiguration | undefined;
+    await waitFor('the VM fetched its boot file (attempt live)', 400_000, async () => {
+      sbc = await sbcOf(stack, name);
+      return isTrue(sbc?.status?.conditions, 'HTTPBootFileFetched');
+    });
     const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
       Resources.Secret,
-      sbc.spec.callbackSecretRef!.name!,
-      sbc.metadata.namespace,
+      sbc!.spec.callbackSecretRef!.name!,
+      sbc!.metadata.namespace,
     );
     const token = Buffer.from(secret!.data!.token!, 'base64').toString('utf8');
     const other = net.hostAddress.replace(/\.1$/, '.40'); // outside the DHCP range: nobody's
-    const url = httpBootFileUrl(net.bootServerUrl, server.spec.systemUUID, sbc.spec.bootAttempt ?? 1);
+    const url = httpBootFileUrl(net.bootServerUrl, server.spec.systemUUID, sbc!.spec.bootAttempt ?? 1);
     const res = net.requestFrom(other, url);
+    // Still live after the refusal: the claim had not completed while it was answered.
+    const after = await getClaim(stack, 'hb');
+    assert.ok(
+      !isTrue(after.status?.conditions, 'Booted'),
+      `the claim completed before the check ran (the window was missed): ${JSON.stringify(after.status)}`,
+    );
     assert.equal(res.status, 403, res.body);
     assert.match(res.body, /UnknownClient/);
     assert.ok(!res.body.includes(token), 'no token in the answer');
     const refused = managerLines(stack).filter((l) => l.client === other && /refused/.test(l.msg ?? ''));
     assert.ok(refused.length >= 1, 'the refusal is logged with the address');
+    // The attempt completes for the VM itself (and leaves the claim Booted for the next test).
+    await ensureBooted(stack, 'hb', name, hbSpec(), 400_000);
   });
 
   it('NetBootOnce under UEFI HTTP boot: after Booted, a power-on boots from disk', async () => {

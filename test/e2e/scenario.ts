@@ -174,15 +174,33 @@ export async function assertBootedAttempt1(
   const c = await getClaim(stack, claimName);
   assert.equal(c.status?.boot?.attempt, 1);
   const sbc = (await sbcOf(stack, serverName))!;
+  assertConditionsOfCurrentAttempt(sbc, conditions);
+  return sbc;
+}
+
+/**
+ * Each of `conditions` is True on `sbc` and was observed at or after the generation its current
+ * attempt began (`status.attemptGeneration`, or `metadata.generation` on an SBC not stamped yet:
+ * the SBC contract in src/controllers/boot-configuration.ts). Both generations must be there: a
+ * condition without `observedGeneration` proves nothing about which attempt it belongs to.
+ */
+export function assertConditionsOfCurrentAttempt(
+  sbc: Pick<ServerBootConfiguration, 'metadata' | 'status'>,
+  conditions: string[],
+): void {
+  const attemptGeneration = sbc.status?.attemptGeneration ?? sbc.metadata?.generation;
+  assert.ok(
+    typeof attemptGeneration === 'number' && attemptGeneration >= 1,
+    `the SBC has an attempt generation: ${JSON.stringify({ metadata: sbc.metadata, status: sbc.status })}`,
+  );
   for (const type of conditions) {
     const cond = sbc.status?.conditions?.find((x) => x.type === type);
     assert.equal(cond?.status, 'True', `${type}: ${JSON.stringify(sbc.status?.conditions)}`);
     assert.ok(
-      (cond?.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 0),
-      `${type} belongs to attempt 1`,
+      typeof cond.observedGeneration === 'number' && cond.observedGeneration >= attemptGeneration,
+      `${type} belongs to the current attempt (generation ${attemptGeneration}): ${JSON.stringify(cond)}`,
     );
   }
-  return sbc;
 }
 
 /**

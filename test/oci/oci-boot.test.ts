@@ -34,6 +34,7 @@ import {
   getSbc,
   hostOf,
   resets,
+  resetsSent,
   type Stack,
   startStack,
 } from '../controllers/fixture.js';
@@ -217,7 +218,8 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     });
     await refused(`${base}/kernel?cap=${forged}`, 'an HMAC under another key');
     assert.equal((await fetch(kernelUrl)).status, 200, 'the script URL itself still works');
-    const events = await eventsFor(s, 'ServerBootConfiguration', 'tag');
+    // This test's own SBC (`cap`): the refused layer requests above resolved nothing again.
+    const events = await eventsFor(s, 'ServerBootConfiguration', 'cap');
     assert.equal(
       events.filter((e) => e.reason === 'ImageResolved').length,
       1,
@@ -469,7 +471,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     await pushBootImage(target(downReg, 'metal/os'), bootImage('down').image, '1.0');
     await downReg.stop(true);
     const srv = take();
-    const mark = resets(s, srv.spec.systemUUID!).length;
+    const mark = resetsSent(s, srv.spec.systemUUID!).length;
     await createClaim(s, 'down', { serverRef: srv.metadata.name!, image: `${downReg.host}/metal/os:1.0` });
     const c = await eventually('RegistryUnavailable', 15_000, async () => {
       const sbc = await getSbc(s, 'down');
@@ -478,7 +480,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     });
     assert.match(c.message, new RegExp(`${downReg.host.replace(/\./g, '\\.')} unreachable`));
     await sleep(1000);
-    assert.deepEqual(resets(s, srv.spec.systemUUID!).slice(mark), []);
+    assert.deepEqual(resetsSent(s, srv.spec.systemUUID!).slice(mark), []);
     // Back up (same port, same content): the periodic recheck finds it and the claim boots.
     await downReg.start();
     await booted('down', 40_000);

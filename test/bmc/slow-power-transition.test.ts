@@ -1,5 +1,6 @@
 /**
- * Boot-flow case C09, scaled down: the real case has PowerState staying On for 90 s; here 3 s, with a
+ * The Redfish client's part of boot-flow case C09 (the whole case, with the manager and its
+ * workers, is `C09` in test/controllers/cases.test.ts), scaled down: the real case has PowerState staying On for 90 s; here 3 s, with a
  * per-request timeout of 500 ms and a call budget of 2.5 s, so the proportions hold: the transition is
  * longer than any single call may take.
  */
@@ -26,8 +27,8 @@ async function c09Fixture(): Promise<Fixture> {
   });
 }
 
-describe('C09 slow and failing BMC', () => {
-  it('C09: Reset returns 204 but PowerState stays On for 3 s; 503s with Retry-After and timed-out calls are retried within the budget, and no call blocks for the transition', async (t) => {
+describe('Redfish client against a slow and failing BMC (client part of C09)', () => {
+  it('Reset returns 204 but PowerState stays On for 3 s; 503s with Retry-After and timed-out calls are retried within the budget, and no call blocks for the transition', async (t) => {
     const f = await c09Fixture();
     try {
       const uri = f.uri();
@@ -112,7 +113,7 @@ describe('C09 slow and failing BMC', () => {
     }
   });
 
-  it('C09: a Retry-After longer than the call budget ends the call at once and hands the delay to the requeue', async () => {
+  it('a Retry-After longer than the call budget ends the call at once and hands the delay to the requeue', async () => {
     const f = await c09Fixture();
     try {
       f.vbmc.setFaults({ unavailableRequests: 1, retryAfterSeconds: 90 });
@@ -131,7 +132,7 @@ describe('C09 slow and failing BMC', () => {
     }
   });
 
-  it('C09: with transitional states reported, a pending power-on reads PoweringOn and is not re-sent', async () => {
+  it('with transitional states reported, a pending power-on reads PoweringOn and is not re-sent', async () => {
     const f = await c09Fixture();
     try {
       f.vbmc.setFaults({ powerTransitionMs: 400, reportTransitionalState: true });
