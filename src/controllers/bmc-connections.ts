@@ -22,6 +22,7 @@ import {
   RedfishHttpError,
   RedfishTransportError,
   ResetTypeNotSupportedError,
+  VirtualMediaNotSupportedError,
 } from '../bmc/errors.js';
 import { RedfishParseError } from '../bmc/parse.js';
 import { RedfishBMC } from '../bmc/redfish-bmc.js';
@@ -337,7 +338,11 @@ function classifyTransportOrHttp(err: unknown): BmcFailure {
       maybeApplied: httpMaybeApplied(err.status),
     };
   }
-  if (err instanceof ResetTypeNotSupportedError || err instanceof BootTargetNotSupportedError) {
+  if (
+    err instanceof ResetTypeNotSupportedError ||
+    err instanceof BootTargetNotSupportedError ||
+    err instanceof VirtualMediaNotSupportedError
+  ) {
     return {
       reason: BmcFailureReason.BMCUnsupported,
       message: err.message,
