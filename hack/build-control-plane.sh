@@ -5,6 +5,10 @@
 # references are honoured as in a cluster); it is built in a folder of its own, so adding it never
 # rebuilds a cached kube-apiserver or etcd.
 #
+# With `--node` it also builds what a single-node cluster adds (src/localstack/cluster.ts):
+# kube-scheduler, kube-proxy and the kubelet, from the same k8s.io/kubernetes release, each in its
+# own folder and cached the same way, and the sandbox's `pause` binary (gcc, static).
+#
 # kube-apiserver: k8s.io/kubernetes has `replace k8s.io/X => ./staging/src/k8s.io/X` lines that a
 # module consumer cannot use, so a wrapper go.mod replaces each staging module with its published
 # v0.MINOR.PATCH release. etcd: go.etcd.io/etcd/server/v3 has the etcd main package at its root.
@@ -92,4 +96,21 @@ GO
 [[ -x "$OUT/etcd" ]] || build_etcd
 [[ -x "$OUT/kube-apiserver" ]] || build_kube kube-apiserver
 [[ -x "$OUT/kube-controller-manager" ]] || build_kube kube-controller-manager
+# The pod sandbox's `pause` process, from the same release's source (build/pause/linux/pause.c in
+# the k8s.io/kubernetes module), linked statically so that an image of that one file runs.
+build_pause() {
+  local src
+  src=$(cd "$CACHE/src/kube-apiserver-$KUBE_VERSION" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+  log "pause from $src"
+  gcc -Os -static -DVERSION="$KUBE_VERSION" -o "$OUT/pause.tmp" "$src" >&2
+  strip "$OUT/pause.tmp"
+  mv "$OUT/pause.tmp" "$OUT/pause"
+}
+
+if [[ "${1:-}" == "--node" ]]; then
+  for c in kube-scheduler kube-proxy kubelet; do
+    [[ -x "$OUT/$c" ]] || build_kube "$c"
+  done
+  [[ -x "$OUT/pause" ]] || build_pause
+fi
 echo "$OUT"

@@ -9,6 +9,8 @@ if [[ -x hack/install-packages.sh ]]; then bash hack/install-packages.sh; fi
 bash hack/ensure-node-deps.sh
 echo "[test] control plane binaries: $(bash hack/build-control-plane.sh)"
 echo "[test] ignition tools: $(bash hack/build-ignition-tools.sh)"
+# The pinned helm CLI (helm.sh/helm/v3), for test/config/helm-chart.test.ts and the in-cluster Helm install.
+echo "[test] helm: $(bash hack/build-helm.sh)"
 npx biome check .
 node dist/hack/generate-crds.js --check
 # The alerting and recording rules shipped in config/prometheus/ (Debian package `prometheus`).

@@ -108,16 +108,47 @@ export const ConditionType = {
   /** The cleanup boot after the last release erased the disks (src/controllers/cleanup.ts). */
   Cleaned: 'Cleaned',
   PowerActionPending: 'PowerActionPending',
+  /**
+   * What identifies this machine on the boot network (issue 28): the NICs its BMC reports, and the
+   * last registration refused for reporting others. Reasons: {@link MachineIdentityReason}.
+   */
+  MachineIdentity: 'MachineIdentity',
   // ServerBootConfiguration (besides the boot signals)
   Ready: 'Ready',
   /** Set by the claim controller when a NetBootOnce claim completed; read by the boot server. */
   BootCompleted: 'BootCompleted',
   /** Hand-made SBCs (no `callbackSecretRef`): how their callbacks are authenticated. */
   CallbackConfigured: 'CallbackConfigured',
+  /**
+   * The last boot-file fetch of the current attempt the boot server refused: who (client address,
+   * and its MAC where known), why (reason {@link FetchRefusedReason}), when. True while it counts for
+   * the current attempt; never carries a token. Written by the boot server, rate-limited.
+   */
+  FetchRefused: 'FetchRefused',
   // BMC
   SystemsDiscovered: 'SystemsDiscovered',
   // BMC and Server: a system UUID another Server owns (controllers/system-ownership.ts)
   DuplicateSystemUUID: 'DuplicateSystemUUID',
+} as const;
+
+/** Reasons of the Server's `MachineIdentity` condition. */
+export const MachineIdentityReason = {
+  /** True: the BMC reports NICs; registrations and boot-file clients are checked against their MACs. */
+  BMCReportedNICs: 'BMCReportedNICs',
+  /** False: the BMC reports no NIC: registrations are accepted unchecked, boot files go by today's rule. */
+  NoBMCNICs: 'NoBMCNICs',
+  /** False: a `/register` reported a NIC with an address whose MAC the BMC does not report (409, nothing stored). */
+  RegistrationMACMismatch: 'RegistrationMACMismatch',
+} as const;
+
+/** Reasons of the SBC's `FetchRefused` condition (the 403 reasons of the boot server). */
+export const FetchRefusedReason = {
+  /** The client address is another server's, or not this server's where its addresses are known. */
+  UnknownClient: 'UnknownClient',
+  /** The attempt's file was already served to another client address (the first-address pin). */
+  ScriptPinned: 'ScriptPinned',
+  /** The address source maps the client address to a MAC this server's BMC does not report. */
+  MACMismatch: 'MACMismatch',
 } as const;
 
 /** Reasons of the `DuplicateSystemUUID` condition (BMC and Server). */
@@ -304,6 +335,10 @@ export const EventReason = {
   PowerOff: 'PowerOff',
   BootStarted: 'BootStarted',
   RegistrationChanged: 'RegistrationChanged',
+  /** A `/register` reported NIC MACs the BMC does not report: refused 409, nothing stored (Warning). */
+  RegistrationRefused: 'RegistrationRefused',
+  /** Boot-file fetches of the current attempt were refused (Warning; on the claim, else the Server). */
+  FetchRefused: 'FetchRefused',
   /** A boot callback for this Server's UUID was refused 409: several Servers carry it. */
   AmbiguousServer: 'AmbiguousServer',
   /** A request matched the Server through its byte-swapped system UUID (SMBIOS >= 2.6 byte order). */

@@ -152,6 +152,25 @@ export interface ComputerSystemInfo {
   processorCount: number | undefined;
 }
 
+/**
+ * One member of a ComputerSystem's `EthernetInterfaces` collection (Redfish
+ * `EthernetInterface.v1_12_0`): a NIC of the host as the BMC reports it, independently of anything the
+ * host itself says (issue 28: the machine's identity on the boot network).
+ */
+export interface EthernetInterfaceInfo {
+  /** Redfish `Id` (vendor-specific: `NIC.Slot.5-1` on iDRAC, `1` on iLO, the MAC on the DMTF mockup). */
+  id: string;
+  /** `MACAddress` (else `PermanentMACAddress`), canonical lower-case `aa:bb:cc:dd:ee:ff`. */
+  macAddress: string;
+  /** `LinkStatus` as reported (`LinkUp`, `LinkDown`, `NoLink`); `undefined` when absent (iLO, iDRAC). */
+  linkStatus: string | undefined;
+  /** `InterfaceEnabled`; `undefined` when absent. */
+  enabled: boolean | undefined;
+}
+
+/** Most NIC members read per system: a bound on the requests of one discovery read. */
+export const MAX_ETHERNET_INTERFACES = 32;
+
 /** What {@link BMC.getManager} reads from a Manager resource. */
 export interface ManagerInfo {
   id: string;
@@ -287,6 +306,12 @@ export interface BMC {
   getSystem(systemUri: string, opts?: CallOptions): Promise<ComputerSystemInfo>;
   /** The system's canonical UUID; throws `RedfishParseError` (field `UUID`) when missing or malformed. */
   systemUUID(systemUri: string, opts?: CallOptions): Promise<string>;
+  /**
+   * The system's NICs (`ComputerSystem.EthernetInterfaces`, one GET per member, at most
+   * {@link MAX_ETHERNET_INTERFACES}): `[]` when the system has no such link. Members without a valid
+   * MAC are skipped; a MAC reported twice (a VLAN interface on its parent NIC, DMTF mockup) once.
+   */
+  ethernetInterfaces(systemUri: string, opts?: CallOptions): Promise<EthernetInterfaceInfo[]>;
   /** Reads a Manager. */
   getManager(managerUri: string, opts?: CallOptions): Promise<ManagerInfo>;
   /** One read of `PowerState`; never waits for a transition. Works for systems without a UUID. */

@@ -14,6 +14,7 @@ import {
   type BootSettings,
   type BootSourceOverrideTarget,
   type ComputerSystemInfo,
+  type EthernetInterfaceInfo,
   type ManagerInfo,
   POWER_STATES,
   type PowerState,
@@ -333,6 +334,34 @@ export function parseRedfishError(body: unknown): RedfishErrorInfo {
     }
   }
   return info;
+}
+
+/**
+ * `EthernetInterfaces.@odata.id` of a ComputerSystem (ComputerSystem.v1_22_0), `undefined` when the
+ * system has no such link. A link to another origin is {@link RedfishParseError}.
+ */
+export function parseEthernetInterfacesUri(body: unknown, resource: string): string | undefined {
+  const link = asObject(body, resource)['EthernetInterfaces'];
+  if (link === undefined || link === null) return undefined;
+  return odataId(link, resource, 'EthernetInterfaces', false);
+}
+
+/**
+ * One EthernetInterface (EthernetInterface.v1_12_0): `MACAddress`, falling back to
+ * `PermanentMACAddress` (some services fill only one); `undefined` when neither is a MAC (a member
+ * without address, e.g. a disabled port, says nothing about the machine). Not a `Json` object: throws.
+ */
+export function parseEthernetInterface(body: unknown, resource: string): EthernetInterfaceInfo | undefined {
+  const obj = asObject(body, resource);
+  const macAddress = canonicalMac(obj['MACAddress']) ?? canonicalMac(obj['PermanentMACAddress']);
+  if (!macAddress || macAddress === '00:00:00:00:00:00') return undefined;
+  const enabled = obj['InterfaceEnabled'];
+  return {
+    id: reportedString(obj['Id']) ?? lastSegment(resource),
+    macAddress,
+    linkStatus: reportedString(obj['LinkStatus']),
+    enabled: typeof enabled === 'boolean' ? enabled : undefined,
+  };
 }
 
 /** Canonical MAC (`aa:bb:cc:dd:ee:ff`) or `undefined`. */

@@ -15,6 +15,7 @@ import type {
   BootSettings,
   CallOptions,
   ComputerSystemInfo,
+  EthernetInterfaceInfo,
   GracefulShutdownOptions,
   ManagerInfo,
   MediaResult,
@@ -25,6 +26,7 @@ import type {
   RestartOptions,
   TransportSecurity,
 } from './bmc.js';
+import { MAX_ETHERNET_INTERFACES } from './bmc.js';
 import {
   BootTargetNotSupportedError,
   HttpBootUriNotSupportedError,
@@ -36,6 +38,8 @@ import {
   parseBoot,
   parseCollection,
   parseComputerSystem,
+  parseEthernetInterface,
+  parseEthernetInterfacesUri,
   parseManager,
   parsePowerState,
   parseResetAction,
@@ -106,6 +110,20 @@ export class RedfishBMC implements BMC {
   async systemUUID(systemUri: string, opts?: CallOptions): Promise<string> {
     const res = await this.client.get(systemUri, { budget: this.client.budget(opts) });
     return parseSystemUUID(res.body, systemUri);
+  }
+
+  async ethernetInterfaces(systemUri: string, opts?: CallOptions): Promise<EthernetInterfaceInfo[]> {
+    const budget = this.client.budget(opts);
+    const sys = await this.client.get(systemUri, { budget });
+    const uri = parseEthernetInterfacesUri(sys.body, systemUri);
+    if (!uri) return [];
+    const members = parseCollection((await this.client.get(uri, { budget })).body, uri);
+    const out: EthernetInterfaceInfo[] = [];
+    for (const m of members.slice(0, MAX_ETHERNET_INTERFACES)) {
+      const nic = parseEthernetInterface((await this.client.get(m.uri, { budget })).body, m.uri);
+      if (nic && !out.some((n) => n.macAddress === nic.macAddress)) out.push(nic);
+    }
+    return out;
   }
 
   async getManager(managerUri: string, opts?: CallOptions): Promise<ManagerInfo> {

@@ -7,6 +7,7 @@
  * (ipxe-script.ts, as upstream boot-operator's `gl.url=`).
  * No registry call happens here: the digests come from the SBC status.
  */
+import { isDiscoveryBootConfiguration } from '../api/boot-configuration-names.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { CAPABILITY_PARAM, type LayerGrant, layerCapability } from '../bootauth/layer-capability.js';
 import { HttpError } from '../bootsignals/http-error.js';
@@ -70,6 +71,8 @@ export function bootImageFor(
     initrd: url('initrd', img.initrd),
     ...(img.squashfs ? { squashfs: url('squashfs', img.squashfs) } : {}),
     cmdline: img.commandLine ?? '',
-    mode: 'os',
+    // An OCI image has no catalog `mode`: a Server's discovery boot configuration boots its image as
+    // the probe (a manager in a pod has no probe files to name in a catalog), every other as an OS.
+    mode: isDiscoveryBootConfiguration(sbc) ? 'probe' : 'os',
   };
 }

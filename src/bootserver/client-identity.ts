@@ -22,12 +22,25 @@
  *   debug line says why.
  * Mode `first-address` skips all of it (the pin alone). Lookups go through the Server informer's
  * {@link SERVER_ADDRESS_INDEX}, never a scan.
+ *
+ * Before any of that, when an {@link AddressMacSource} is configured (`--client-mac-source`; issue 28)
+ * and S's BMC reports NICs (`status.bmcNetworkInterfaces`), the machine is identified by MAC, looked
+ * up now (nothing from discovery is trusted for ever):
+ * - the source maps C to a MAC of S → identified (also when C was never registered: the address
+ *   changed between attempts);
+ * - the source maps C to another MAC → 403 `UnknownClient` when that MAC is another Server's, else
+ *   403 `MACMismatch` (a re-leased address, or a host that registered someone else's address);
+ * - the source knows no MAC for C but knows addresses of S's MACs → 403 `UnknownClient`;
+ * - the source knows neither (a NAT, a host outside the source's view) → the address rules above,
+ *   with a debug line saying so.
  */
 import type { Logger } from 'pino';
 import type { Server } from '../api/v1alpha1/server.js';
 import { clientAddress } from '../bootsignals/client-address.js';
 import { HttpError } from '../bootsignals/http-error.js';
+import { bmcMacs } from '../bootsignals/machine-identity.js';
 import type { Informer } from '../runtime/informer.js';
+import type { AddressMacSource } from './address-source.js';
 
 /** How boot files are tied to clients: by known address (else the pin), or by the pin alone. */
 export type ClientIdentityMode = 'known-address' | 'first-address';
@@ -43,6 +56,14 @@ export function knownAddresses(server: Server): string[] {
     if (nic.ip) out.add(nic.ip);
   }
   return [...out];
+}
+
+/** Informer index of Servers by the MACs their BMC reports. */
+export const SERVER_BMC_MAC_INDEX = 'bmcMac';
+
+/** Indexer for {@link SERVER_BMC_MAC_INDEX}. */
+export function serverBmcMacIndexer(server: Server): string[] {
+  return [...(bmcMacs(server) ?? [])];
 }
 
 /** Indexer for {@link SERVER_ADDRESS_INDEX}; register it on the Server informer. */
@@ -69,8 +90,61 @@ export class ClientIdentity {
   constructor(
     private readonly servers: Informer<Server>,
     private readonly mode: ClientIdentityMode = 'known-address',
+    /** Address → MAC of the boot network (issue 28); `undefined`: addresses alone. */
+    readonly source?: AddressMacSource,
   ) {
-    servers.addIndexers({ [SERVER_ADDRESS_INDEX]: serverAddressIndexer });
+    servers.addIndexers({
+      [SERVER_ADDRESS_INDEX]: serverAddressIndexer,
+      [SERVER_BMC_MAC_INDEX]: serverBmcMacIndexer,
+    });
+  }
+
+  /**
+   * The MAC rule (file comment): `identified`, a throw, or `undefined` when the source knows nothing
+   * of client and server (the address rules decide).
+   */
+  private byMac(server: Server, client: string, log: Logger, what: string): IdentityVerdict | undefined {
+    const macs = bmcMacs(server);
+    if (!this.source || !macs) return undefined;
+    const mac = this.source.macOf(client);
+    if (mac && macs.has(mac)) return 'identified';
+    if (mac) {
+      const others = this.servers
+        .byIndex(SERVER_BMC_MAC_INDEX, mac)
+        .filter((s) => s.metadata.name !== server.metadata.name);
+      log.warn(
+        { clientMac: mac, macOf: others.map((s) => s.metadata.name), source: this.source.name },
+        `${what} requested from an address the boot network gives another NIC; refused`,
+      );
+      if (others.length > 0)
+        throw new HttpError(
+          403,
+          'UnknownClient',
+          `the request comes from ${client} (${mac}), a NIC of another server`,
+        );
+      throw new HttpError(
+        403,
+        'MACMismatch',
+        `the request comes from ${client}, which the boot network gives ${mac}, not a NIC of this server`,
+      );
+    }
+    const leased = [...macs].flatMap((m) => this.source!.addressesOf(m));
+    if (leased.length > 0) {
+      log.warn(
+        { leased, source: this.source.name },
+        `${what} requested from an address the server's NICs do not have; refused`,
+      );
+      throw new HttpError(
+        403,
+        'UnknownClient',
+        `the request comes from ${client}; the boot network gives this server's NICs ${leased.slice(0, 4).join(', ')}`,
+      );
+    }
+    log.debug(
+      { source: this.source.name },
+      `${what}: ${client} and the server's MACs unknown to the address source`,
+    );
+    return undefined;
   }
 
   /** Other Servers (not `server`) for which `address` is a usable address. */
@@ -84,13 +158,15 @@ export class ClientIdentity {
 
   /**
    * Decides whether `rawClient` (the socket's remote address) may fetch `server`'s boot file (see the
-   * file comment). Throws `HttpError` 403 `UnknownClient` (logged at warn with the address) when it
+   * file comment). Throws `HttpError` 403 `UnknownClient` or `MACMismatch` (logged at warn) when it
    * may not; otherwise says whether the client was identified by address (`unidentified`: only the
    * first-address pin protects the file; logged at debug with the reason).
    */
   check(server: Server, rawClient: string | undefined, log: Logger, what: string): IdentityVerdict {
     if (this.mode === 'first-address') return 'unidentified';
     const client = clientAddress(rawClient);
+    const byMac = this.byMac(server, client, log, what);
+    if (byMac) return byMac;
     const { addresses, natFrom } = usableAddresses(server);
     const own = addresses.filter((a) => this.owners(server, a).length === 0);
     if (own.includes(client)) return 'identified';

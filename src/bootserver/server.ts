@@ -16,7 +16,9 @@
  *   `AwaitingPowerOn` before, see bootsignals/power-intent.ts; security review S3), and with
  *   `pinScriptClient` it goes only to the first client address that fetched it in that attempt (403
  *   `ScriptPinned` for others; attempt-pin.ts): the pin is the `IPXEScriptFetched` write itself, a
- *   compare-and-swap on the SBC's resourceVersion, stored before the script is sent.
+ *   compare-and-swap on the SBC's resourceVersion, stored before the script is sent. A refused
+ *   fetch of the current attempt sets the SBC's `FetchRefused` condition and a Warning Event on its
+ *   claim or Server (fetch-refusal.ts).
  * - `GET /ignition/{uuid}?token=…` → the ignition (Ignition v3 JSON; Butane translated) with the
  *   `/bootstate` hook merged in, validated first (src/ignition/); 409 with the validator's report
  *   for an invalid config; sets `IgnitionDataFetched` before answering. 401 / 409 as the registry; 409
@@ -53,6 +55,7 @@ import type { BlobCache } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { RunningServer } from '../registry/server.js';
 import type { Informer } from '../runtime/informer.js';
+import type { AddressMacSource } from './address-source.js';
 import {
   BOOT_CONFIGURATION_PENDING_RETRY_SECONDS,
   LiveBootConfigurationCheck,
@@ -61,6 +64,7 @@ import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { registerBlobRoute } from './blob-route.js';
 import { bootImageFor } from './boot-image.js';
 import { ClientIdentity, type ClientIdentityMode } from './client-identity.js';
+import { FetchRefusals, isFetchRefusal } from './fetch-refusal.js';
 import { registerHttpBootRoute } from './http-boot.js';
 import { servedIgnition } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
@@ -89,6 +93,12 @@ export interface BootServerOptions extends SignalServerOptions {
    * an address of another server, else the first-address pin; `first-address` the pin alone.
    */
   scriptClientIdentity?: ClientIdentityMode;
+  /**
+   * Address → MAC of the boot network (`--client-mac-source`, address-source.ts): with it, a client
+   * is identified by the MAC the boot network gives its address, against the Server's BMC-reported
+   * NICs (client-identity.ts). `undefined`: addresses alone.
+   */
+  clientMacSource?: AddressMacSource;
   /** Merge the `/bootstate` systemd unit into served ignition (default true). */
   injectBootstateUnit?: boolean;
   /** Butane translation and Ignition validation (default: the `ignition-tools` binary, see src/ignition/). */
@@ -116,10 +126,30 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   const liveCheck = new LiveBootConfigurationCheck(opts.client);
   const app = createHttpApp('bootserver', opts.log, metrics, opts);
   const pin = opts.pinScriptClient ?? true;
-  const identity = new ClientIdentity(opts.servers, opts.scriptClientIdentity ?? 'known-address');
+  const identity = new ClientIdentity(
+    opts.servers,
+    opts.scriptClientIdentity ?? 'known-address',
+    opts.clientMacSource,
+  );
   const inject = opts.injectBootstateUnit ?? true;
   const ignition = opts.ignition ?? new IgnitionRenderer(new IgnitionTools());
   let baseUrl = opts.externalUrl ?? '';
+  const refusals = new FetchRefusals(opts.client, opts.events, BOOTSERVER_COMPONENT, opts.log);
+  // A refused fetch of an attempt's boot file is made visible on its SBC and claim (fetch-refusal.ts).
+  app.addHook('onError', async (req, _reply, err) => {
+    if (!isFetchRefusal(err)) return;
+    const route = req.routeOptions.url;
+    const what =
+      route === '/ipxe/:uuid' ? 'script' : route?.startsWith('/httpboot/') ? 'HTTP boot file' : undefined;
+    if (!what) return;
+    try {
+      const target = resolver.resolve(BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid));
+      if (target.sbc)
+        refusals.record(target.server, target.sbc, what, clientAddress(req.socket.remoteAddress), err);
+    } catch {
+      // No single Server for the UUID: nothing to attach the refusal to.
+    }
+  });
 
   app.get('/ipxe', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));
   app.get('/ipxe/', async (_req, reply) => reply.type('text/plain').send(chainScript(baseUrl)));

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
+import { parseAddressSource } from '../bootserver/address-source.js';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { KubeClient } from '../runtime/client.js';
@@ -13,6 +14,7 @@ import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { serveUntilSignal, tlsFiles } from './signal-process.js';
+import { NotWritableError } from './writable-dir.js';
 
 const cmd = addImageOptions(new Command('bootserver'))
   .description(
@@ -38,6 +40,11 @@ const cmd = addImageOptions(new Command('bootserver'))
       .choices(['known-address', 'first-address'])
       .default('known-address'),
   )
+  .option(
+    '--client-mac-source <sources>',
+    "where the client address's MAC is looked up, per fetch, to identify a server by the NICs its BMC reports: comma-separated dnsmasq-leases=<lease file> and neighbours[=<file, default /proc/net/arp>]; none: addresses alone",
+    'none',
+  )
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
   .parse();
 const o = cmd.opts<{
@@ -51,6 +58,7 @@ const o = cmd.opts<{
   imageCatalog?: string;
   pinScriptClient: boolean;
   scriptClientIdentity: 'known-address' | 'first-address';
+  clientMacSource: string;
   injectBootstate: boolean;
 }>();
 const log = newLogger('bootserver');
@@ -77,7 +85,12 @@ const oci = await imageServices(
   imageFlagsOf(cmd.opts()),
   new KubeClient(kubeConfig, { fieldManager: 'metal-bootserver' }),
   log,
-);
+).catch((err: unknown) => {
+  // A read-only folder is fixed by a volume or a flag: one line naming it, not a stack trace.
+  if (!(err instanceof NotWritableError)) throw err;
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
+});
 const stack = await startSignalStack({
   kubeConfig,
   log,
@@ -90,6 +103,7 @@ const stack = await startSignalStack({
     catalog: () => catalog,
     pinScriptClient: o.pinScriptClient,
     scriptClientIdentity: o.scriptClientIdentity,
+    clientMacSource: parseAddressSource(o.clientMacSource),
     injectBootstateUnit: o.injectBootstate,
     ignition: oci.ignition,
     oci: { images: oci.images, cache: oci.cache },

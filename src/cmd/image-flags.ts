@@ -27,6 +27,7 @@ import {
   registryList,
 } from '../oci/registry-policy.js';
 import type { KubeClient } from '../runtime/client.js';
+import { assertWritableDir } from './writable-dir.js';
 
 export interface ImageFlags {
   architecture: string;
@@ -104,7 +105,10 @@ export interface ImageServices {
   close(): Promise<void>;
 }
 
-/** Builds the registry client, resolver, blob cache (initialised) and Ignition renderer of `f`. */
+/**
+ * Builds the registry client, resolver, blob cache (initialised) and Ignition renderer of `f`.
+ * Throws `NotWritableError` when `--image-cache-dir` or `$TMPDIR` cannot be written.
+ */
 export async function imageServices(
   f: ImageFlags,
   client: KubeClient,
@@ -120,6 +124,10 @@ export async function imageServices(
     }),
     defaultPullSecret: namespace && name ? { namespace, name } : undefined,
   });
+  // Before anything starts: a read-only root file system fails here, naming the flag (not at the
+  // first blob of the first boot).
+  assertWritableDir(f.imageCacheDir, '--image-cache-dir');
+  assertWritableDir(tmpdir(), 'TMPDIR');
   const cache = new BlobCache({
     dir: f.imageCacheDir,
     maxBytes: f.imageCacheSize * 1024 * 1024,

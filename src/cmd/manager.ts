@@ -17,6 +17,7 @@ import { BOOT_METHODS, type BootMethod } from '../api/v1alpha1/boot-method.js';
 import { BOOT_POLICIES, type BootPolicy } from '../api/v1alpha1/boot-policy.js';
 import { CONDITION_TYPE_PATTERN } from '../api/v1alpha1/schema.js';
 import { BOOT_SIGNALS, isCompletionSignal } from '../api/vocabulary.js';
+import { parseAddressSource } from '../bootserver/address-source.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
 import { formatDuration, parseDuration } from '../controllers/duration.js';
@@ -30,6 +31,8 @@ import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
+import { assertManagerNamespace, ManagerNamespaceError } from './manager-namespace.js';
+import { NotWritableError } from './writable-dir.js';
 
 export interface ManagerConfig {
   kubeconfig?: string;
@@ -50,6 +53,8 @@ export interface ManagerConfig {
     port: number;
     url?: string;
     clientIdentity?: 'known-address' | 'first-address';
+    /** `--client-mac-source` (bootserver/address-source.ts), e.g. `dnsmasq-leases=/var/lib/misc/dnsmasq.leases`. */
+    clientMacSource?: string;
   };
   /** PEM files: the registry and the boot server serve HTTPS with them (S17). */
   tls?: { certFile: string; keyFile: string };
@@ -263,6 +268,11 @@ function command(): Command {
         .default('known-address'),
     )
     .option(
+      '--client-mac-source <sources>',
+      "where the client address's MAC is looked up, per fetch, to identify a server by the NICs its BMC reports: comma-separated dnsmasq-leases=<lease file> and neighbours[=<file, default /proc/net/arp>]; none: addresses alone",
+      'none',
+    )
+    .option(
       '--bootserver-url <url>',
       'URL hosts use to reach the boot server (default: from --bootserver-addr)',
     )
@@ -402,6 +412,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     tlsCertFile?: string;
     tlsKeyFile?: string;
     scriptClientIdentity: 'known-address' | 'first-address';
+    clientMacSource: string;
     objectSelector: Record<string, string>;
     powerResendAfter: number;
     bmcCallBudget: number;
@@ -487,7 +498,13 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     leaderElect: o.leaderElect,
     kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     registry: { host: rHost, port: rPort, url: o.registryUrl },
-    bootServer: { host: bHost, port: bPort, url: o.bootserverUrl, clientIdentity: o.scriptClientIdentity },
+    bootServer: {
+      host: bHost,
+      port: bPort,
+      url: o.bootserverUrl,
+      clientIdentity: o.scriptClientIdentity,
+      clientMacSource: o.clientMacSource,
+    },
     ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
     images: imageFlagsOf(cmd.opts()),
   };
@@ -559,6 +576,7 @@ export async function runManager(
     catalog = ImageCatalogSource.empty(log);
   }
   const oci = await imageServices(cfg.images, mgr.client, log);
+  await assertManagerNamespace(mgr.client, cfg.controllers.managerNamespace, log);
   const setup = setupControllers(mgr, {
     config: cfg.controllers,
     catalog,
@@ -601,6 +619,7 @@ export async function runManager(
     externalUrl: cfg.bootServer.url ?? plannedUrl(cfg.bootServer.host, cfg.bootServer.port, scheme),
     registryUrl,
     scriptClientIdentity: cfg.bootServer.clientIdentity,
+    clientMacSource: parseAddressSource(cfg.bootServer.clientMacSource),
     catalog: () => catalog.current(),
     metrics: mgr.metrics.registry,
     ignition: oci.ignition,
@@ -683,6 +702,11 @@ async function main(): Promise<void> {
       // Commander printed its own errors; ours (code manager.*) are printed here.
       if (err.code.startsWith('manager.')) process.stderr.write(`error: ${err.message}\n`);
       process.exit(err.exitCode);
+    }
+    // Set-up an operator fixes by a flag or a volume: one line naming it, not a stack trace.
+    if (err instanceof ManagerNamespaceError || err instanceof NotWritableError) {
+      process.stderr.write(`error: ${err.message}\n`);
+      process.exit(1);
     }
     throw err;
   }

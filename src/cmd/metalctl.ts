@@ -24,6 +24,7 @@ import {
   localUp,
   retryCommand,
 } from '../localstack/commands.js';
+import { serveInCluster } from '../localstack/in-cluster-serve.js';
 import { defaultLocalDir } from '../localstack/local-state.js';
 import { metalctlVersion } from '../localstack/version.js';
 import { VENDOR_PROFILES } from '../virtualbmc/profile.js';
@@ -62,6 +63,10 @@ const machineOpts = () => [
     '--cleanup',
     "cleanup boot on release: the manager gets --cleanup-image with the pushed metal/cleanup:latest (erases each disk's first and last MiB)",
   ),
+  new Option(
+    '--in-cluster',
+    'run the operator as users do: a single-node cluster (kubelet, containerd) on this machine, the image built from the Dockerfile, kubectl apply -k config/default; QEMU VMs (BIOS, PXE) reach it through NodePorts (needs root)',
+  ),
 ];
 
 local
@@ -81,6 +86,7 @@ local
   .addOption(machineOpts()[1]!)
   .addOption(machineOpts()[2]!)
   .addOption(machineOpts()[3]!)
+  .addOption(machineOpts()[4]!)
   .addOption(
     new Option(
       '--bmc-profile <vendor>',
@@ -101,8 +107,9 @@ local
   .addOption(machineOpts()[1]!)
   .addOption(machineOpts()[2]!)
   .addOption(machineOpts()[3]!)
+  .addOption(machineOpts()[4]!)
   .addOption(new Option('--bmc-profile <vendor>').choices(Object.keys(VENDOR_PROFILES)))
-  .action(async (o) => localServe(o));
+  .action(async (o) => (o.inCluster ? serveInCluster(o) : localServe(o)));
 
 local
   .command('down')

@@ -88,7 +88,7 @@ export interface ControllerConfig {
 }
 
 export const DEFAULT_CONTROLLER_CONFIG: Readonly<ControllerConfig> = {
-  managerNamespace: 'metal-operator-system',
+  managerNamespace: 'metal-system',
   probeImage: 'metal/probe:latest',
   defaultBootPolicy: 'NetBootAlways',
   defaultBootMethod: 'PXE',

@@ -23,8 +23,10 @@
  *   claim controller acts only after it sees Reserved, which this controller writes in a reconcile
  *   of its own: so an Available-state power-off can never race a claim's power-on.
  */
+
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
+import { discoveryBootConfigurationName } from '../api/boot-configuration-names.js';
 import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -37,7 +39,13 @@ import {
   EventReason,
   NETBOOT_SIGNALS,
 } from '../api/vocabulary.js';
-import type { PowerState } from '../bmc/bmc.js';
+import type { BMC as BmcSeam, EthernetInterfaceInfo, PowerState } from '../bmc/bmc.js';
+import { RedfishHttpError } from '../bmc/errors.js';
+import {
+  type BmcNetworkInterface,
+  bmcNetworkInterfaces,
+  nicInventoryCondition,
+} from '../bootsignals/machine-identity.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { conditionTransition } from '../runtime/condition-writer.js';
 import { type Condition, findCondition } from '../runtime/conditions.js';
@@ -70,9 +78,7 @@ import { TaintActions } from './taints.js';
 export const DISCOVERED_CONDITION = ConditionType.Discovered;
 
 /** Name of a Server's discovery SBC (in the manager namespace). */
-export function discoveryBootConfigurationName(server: string): string {
-  return `discovery-${server}`.slice(0, 240);
-}
+export { discoveryBootConfigurationName };
 
 export interface ServerControllerOptions {
   client: KubeClient;
@@ -121,11 +127,15 @@ class ServerReconciler {
     s: Server,
     status: Record<string, unknown>,
     cond?: OwnedCondition,
+    /** A second condition riding in the same write (the Initial pass's `MachineIdentity`). */
+    also?: OwnedCondition,
   ): Promise<Server> {
     // The first write is a merge patch guarded by the resourceVersion: the condition rides in the
     // whole list (the version pins what the other writers' entries are).
-    if (cond && s.status?.state === undefined) {
-      const conditions = conditionsWith(s, cond);
+    if ((cond || also) && s.status?.state === undefined) {
+      const first = cond ? conditionsWith(s, cond) : undefined;
+      const base = first ? { ...s, status: { ...s.status, conditions: first } } : s;
+      const conditions = (also && conditionsWith(base, also)) ?? first;
       return this.patchStatusOps(s, conditions ? { ...status, conditions } : status, []);
     }
     const together = cond ? this.conditionOps(s, cond) : [];
@@ -133,7 +143,9 @@ class ServerReconciler {
       // Not stored yet: its own server-side apply, first, as the other writers do.
       await applyOwnedCondition(this.o.client, Resources.Server, s, cond);
     }
-    return this.patchStatusOps(s, status, together ?? []);
+    const second = also ? this.conditionOps(s, also) : [];
+    if (also && !second) await applyOwnedCondition(this.o.client, Resources.Server, s, also);
+    return this.patchStatusOps(s, status, [...(together ?? []), ...(second ?? [])]);
   }
 
   /**
@@ -306,14 +318,18 @@ class ServerReconciler {
     if (readiness.reason === NOT_EVALUATED.reason && waited < INITIAL_SILENT_WAIT_MS)
       return { requeueAfterMs: INITIAL_SILENT_WAIT_MS - waited };
     let facts: Record<string, unknown>;
+    let nics: BmcNetworkInterface[];
     try {
       const h = this.o.connections.forServer(server);
       const sys = await h.bmc.getSystem(h.systemUri);
+      // The machine's NICs before its first power-on: a registration is checked against them.
+      nics = bmcNetworkInterfaces(await readEthernetInterfaces(h.bmc, h.systemUri));
       facts = {
         ...(sys.manufacturer ? { manufacturer: sys.manufacturer } : {}),
         ...(sys.model ? { model: sys.model } : {}),
         ...(sys.serialNumber ? { serialNumber: sys.serialNumber } : {}),
         powerState: sys.powerState,
+        bmcNetworkInterfaces: nics,
       };
     } catch (err) {
       const f = classifyBmcFailure(err);
@@ -325,6 +341,9 @@ class ServerReconciler {
     // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
     log.info({ attempt: 1 }, 'discovery started');
     const d: Discovery = { attempt: 1, attemptStartedAt: startedAt };
+    if (nics.length === 0)
+      log.warn('the BMC reports no NIC: registrations and boot files go unchecked by MAC');
+    // The MachineIdentity condition rides in the attempt's first write (writeAttempt).
     return this.runAttempt(synced.server, d, synced.sbc, log, { ...facts, state: 'Discovery' });
   }
 
@@ -416,7 +435,13 @@ class ServerReconciler {
     const next = discoveryOf(book);
     if (start) {
       const cond = outcome && discoveredCondition(step, outcome);
-      return this.patchStatus(current, { ...start, discovery: next }, cond);
+      const nics = start.bmcNetworkInterfaces as BmcNetworkInterface[] | undefined;
+      return this.patchStatus(
+        current,
+        { ...start, discovery: next },
+        cond,
+        nics && nicInventoryCondition(nics),
+      );
     }
     // The phase alone is no reason to write: it rides along with the next real change.
     const stored = current.status?.discovery;
@@ -692,3 +717,16 @@ function withoutDeadline(d: Discovery): Discovery {
  * milliseconds, and a status write for that moment would be one request per Server for nothing.
  */
 const INITIAL_SILENT_WAIT_MS = 5_000;
+
+/**
+ * The system's NICs from its BMC; `[]` when the service has no EthernetInterfaces collection (404):
+ * that BMC reports none. Other failures propagate (the Initial pass retries them as a failed read).
+ */
+async function readEthernetInterfaces(bmc: BmcSeam, systemUri: string): Promise<EthernetInterfaceInfo[]> {
+  try {
+    return await bmc.ethernetInterfaces(systemUri);
+  } catch (err) {
+    if (err instanceof RedfishHttpError && err.status === 404) return [];
+    throw err;
+  }
+}

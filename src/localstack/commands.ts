@@ -20,7 +20,7 @@ import { API_VERSION, type Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
-import { BootedReason, ConditionType } from '../api/vocabulary.js';
+import { BootedReason, ConditionType, currentAttemptCondition } from '../api/vocabulary.js';
 import { loadKubeConfig } from '../cmd/kubeconfig.js';
 import { KubeClient } from '../runtime/client.js';
 import { type KObject, Resources } from '../runtime/resource.js';
@@ -76,6 +76,8 @@ export interface MachineShape {
   network?: 'user' | 'bridge' | 'auto';
   /** Cleanup boot on release with the pushed cleanup image (`--cleanup-image`). */
   cleanup?: boolean;
+  /** The operator deployed into a single-node cluster from config/default (in-cluster-serve.ts). */
+  inCluster?: boolean;
 }
 
 export async function localServe(
@@ -221,6 +223,7 @@ export async function localUp(
         ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
         ...(o.network ? ['--network', o.network] : []),
         ...(o.cleanup ? ['--cleanup'] : []),
+        ...(o.inCluster ? ['--in-cluster'] : []),
         ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
       ],
       { detached: true, stdio: ['ignore', log, log] },
@@ -544,7 +547,11 @@ export async function describeServerFrom(
   const bmc = server.spec.bmcRef?.name
     ? await client.get<BMC>(Resources.BMC, server.spec.bmcRef.name)
     : undefined;
-  return describeServer(server, bmc, await eventsAbout(client, 'Server', name), now);
+  const ref = server.spec.bootConfigurationRef;
+  const sbc = ref?.name
+    ? await client.get<ServerBootConfiguration>(Resources.ServerBootConfiguration, ref.name, ref.namespace)
+    : undefined;
+  return describeServer(server, bmc, await eventsAbout(client, 'Server', name), now, sbc);
 }
 
 /** `describe server NAME`. Exit 0, 1 (not found, API), 2 (usage). */
@@ -644,6 +651,26 @@ async function followBoots(
       if (!seen.has(state)) {
         seen.add(state);
         console.log(state);
+      }
+      // Refused fetches of the current attempt (the boot server's FetchRefused, issue 28).
+      // The claim's current SBC: its Server's bootConfigurationRef when it points into the claim's namespace.
+      const serverName = claim.spec.serverRef?.name;
+      const ref = serverName
+        ? (await client.get<Server>(Resources.Server, serverName))?.spec.bootConfigurationRef
+        : undefined;
+      const sbc =
+        ref?.name && ref.namespace === o.namespace
+          ? await client.get<ServerBootConfiguration>(
+              Resources.ServerBootConfiguration,
+              ref.name,
+              ref.namespace,
+            )
+          : undefined;
+      const refused = sbc ? currentAttemptCondition(sbc, ConditionType.FetchRefused) : undefined;
+      const refusedLine = refused && `  refused: ${refused.reason}: ${refused.message}`;
+      if (refusedLine && !seen.has(refusedLine)) {
+        seen.add(refusedLine);
+        console.log(refusedLine);
       }
       if (booted?.reason === BootedReason.AttemptsExhausted) return BOOTS_EXHAUSTED_EXIT;
       if (!o.watch || booted?.status === 'True') return 0;

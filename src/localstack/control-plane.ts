@@ -51,7 +51,17 @@ export interface ControlPlaneOptions {
    * with a warning when the binaries folder has no kube-controller-manager (envtest assets).
    */
   garbageCollector?: boolean;
+  /**
+   * For a cluster with a node (cluster.ts): kube-apiserver listens on and advertises this address
+   * (the node's, reachable from pods) instead of 127.0.0.1, its certificate also names the
+   * `kubernetes` Service's ClusterIP and DNS names, and the ServiceAccount admission plugin stays
+   * on so pods get their tokens.
+   */
+  nodeAddress?: string;
 }
+
+/** ClusterIP of the `kubernetes` Service: the first address of `--service-cluster-ip-range`. */
+export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 
 /** Repo root, from this file's place in `dist/src/localstack/`. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -125,7 +135,7 @@ export class ControlPlane {
     this.ports = await freePorts(3);
     const [etcdClient, etcdPeer, secure] = this.ports as [number, number, number];
     this.etcdUrl = `http://127.0.0.1:${etcdClient}`;
-    this.server = `https://127.0.0.1:${secure}`;
+    this.server = `https://${this.opts.nodeAddress ?? '127.0.0.1'}:${secure}`;
     this.writeCredentials();
     this.etcd = this.spawnLogged('etcd', join(this.bin, 'etcd'), [
       '--name=default',
@@ -180,7 +190,16 @@ export class ControlPlane {
 
   private writeCredentials(): void {
     const d = this.dir;
-    writeSelfSignedCertificate(join(d, 'serving.key'), join(d, 'serving.crt'), 2);
+    const node = this.opts.nodeAddress;
+    const sans = node
+      ? [
+          `IP:${node}`,
+          `IP:${KUBERNETES_SERVICE_IP}`,
+          'DNS:kubernetes.default.svc',
+          'DNS:kubernetes.default.svc.cluster.local',
+        ]
+      : [];
+    writeSelfSignedCertificate(join(d, 'serving.key'), join(d, 'serving.crt'), 2, sans);
     this.caFile = join(d, 'serving.crt');
     const sa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     writeFileSync(join(d, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
@@ -197,8 +216,8 @@ export class ControlPlane {
     this.apiServer = this.spawnLogged('kube-apiserver', join(this.bin, 'kube-apiserver'), [
       `--etcd-servers=${this.etcdUrl}`,
       `--secure-port=${secure}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${this.opts.nodeAddress ?? '127.0.0.1'}`,
+      `--advertise-address=${this.opts.nodeAddress ?? '127.0.0.1'}`,
       `--tls-cert-file=${join(d, 'serving.crt')}`,
       `--tls-private-key-file=${join(d, 'serving.key')}`,
       `--token-auth-file=${join(d, 'tokens.csv')}`,
@@ -207,8 +226,10 @@ export class ControlPlane {
       `--service-account-signing-key-file=${join(d, 'sa.key')}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
       '--service-cluster-ip-range=10.0.0.0/24',
-      // No pods run here; the ServiceAccount admission plugin would only wait for default accounts.
-      '--disable-admission-plugins=ServiceAccount',
+      // Without a node no pods run; the ServiceAccount admission plugin would only wait for default accounts.
+      ...(this.opts.nodeAddress ? [] : ['--disable-admission-plugins=ServiceAccount']),
+      // The node's name is no DNS name here: reach its kubelet (logs, exec) by its address.
+      ...(this.opts.nodeAddress ? ['--kubelet-preferred-address-types=InternalIP'] : []),
       '--allow-privileged=true',
       `--cert-dir=${join(d, 'certs')}`,
       ...(this.opts.apiServerArgs ?? []),
@@ -252,13 +273,7 @@ export class ControlPlane {
   }
 
   private spawnLogged(name: string, path: string, args: string[]): ChildProcess {
-    mkdirSync(join(this.dir, 'logs'), { recursive: true });
-    const fd = openSync(join(this.dir, 'logs', `${name}.log`), 'a');
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', path, ...args], {
-      stdio: ['ignore', fd, fd],
-    });
-    closeSync(fd);
-    return child;
+    return spawnLogged(join(this.dir, 'logs'), name, path, args);
   }
 
   /** Last `lines` lines of a component's log, for failure messages. */
@@ -275,10 +290,30 @@ export class ControlPlane {
 }
 
 /**
- * Writes a self-signed P-256 certificate for 127.0.0.1 / localhost (PEM) and its key, valid for
- * `days` days, with the `openssl` CLI. Throws when openssl fails.
+ * Starts `path args` under `setpriv --pdeathsig KILL` (no orphan when this process dies), its
+ * stdout and stderr appended to `<logDir>/<name>.log`.
  */
-export function writeSelfSignedCertificate(keyPath: string, certPath: string, days = 1): void {
+export function spawnLogged(logDir: string, name: string, path: string, args: string[]): ChildProcess {
+  mkdirSync(logDir, { recursive: true });
+  const fd = openSync(join(logDir, `${name}.log`), 'a');
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', path, ...args], {
+    stdio: ['ignore', fd, fd],
+  });
+  closeSync(fd);
+  return child;
+}
+
+/**
+ * Writes a self-signed P-256 certificate for 127.0.0.1 / localhost and `extraSANs` (openssl
+ * `subjectAltName` entries such as `IP:10.0.0.1`) (PEM) and its key, valid for `days` days, with
+ * the `openssl` CLI. Throws when openssl fails.
+ */
+export function writeSelfSignedCertificate(
+  keyPath: string,
+  certPath: string,
+  days = 1,
+  extraSANs: string[] = [],
+): void {
   execFileSync(
     'openssl',
     [
@@ -294,7 +329,7 @@ export function writeSelfSignedCertificate(keyPath: string, certPath: string, da
       '-subj',
       '/CN=127.0.0.1',
       '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      ['subjectAltName=IP:127.0.0.1,DNS:localhost', ...extraSANs].join(','),
       '-keyout',
       keyPath,
       '-out',
@@ -400,7 +435,8 @@ export async function apiRequest(
   });
 }
 
-async function stopProcess(p: ChildProcess | undefined): Promise<void> {
+/** SIGTERM, then SIGKILL after 10 s; resolves once `p` exited (at once when it is not running). */
+export async function stopProcess(p: ChildProcess | undefined): Promise<void> {
   if (!p || p.exitCode !== null || p.signalCode !== null) return;
   const exited = new Promise((ok) => p.once('exit', ok));
   p.kill('SIGTERM');

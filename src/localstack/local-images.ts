@@ -8,7 +8,9 @@
  * - `<host>/os-image:latest`, upstream's sample ServerClaim (`image: os-image:latest`) with only its
  *   image host rewritten;
  * - `<host>/metal/cleanup:latest`, the cleanup image (same layers, `metal.erase=metadata` in its
- *   `commandLine`: it erases the disks before it reports), for `--cleanup-image`.
+ *   `commandLine`: it erases the disks before it reports), for `--cleanup-image`;
+ * - `<host>/metal/probe:latest`, the discovery image (`metal.mode=probe`), for `--probe-image`
+ *   where no image file is readable (a manager in a pod).
  *
  * The image catalog stays as the plain-file alternative (`metal/os:latest` etc., vm-artefacts.ts).
  */
@@ -21,6 +23,10 @@ import { CLEANUP_CMDLINE } from './vm-artefacts.js';
 export const LOCAL_OS_REPOSITORY = 'metal/os';
 export const UPSTREAM_SAMPLE_REPOSITORY = 'os-image';
 export const LOCAL_CLEANUP_REPOSITORY = 'metal/cleanup';
+/** The discovery image as an OCI image (the in-cluster stack has no image files a pod can read). */
+export const LOCAL_PROBE_REPOSITORY = 'metal/probe';
+/** Kernel argument that makes the initramfs the probe (hack/vm/init `metal.mode`). */
+const PROBE_CMDLINE = ' metal.mode=probe';
 
 export interface LocalImages {
   registry: OciRegistry;
@@ -30,17 +36,23 @@ export interface LocalImages {
   sampleImage: string;
   /** `127.0.0.1:<port>/metal/cleanup:latest` */
   cleanupImage: string;
+  /** `127.0.0.1:<port>/metal/probe:latest` */
+  probeImage: string;
   /** Manager flags that allow the registry (plain HTTP on loopback). */
   managerArgs: string[];
 }
 
-/** Starts the registry in `dir` and pushes the artefacts of `artefacts` (see the file comment). */
+/**
+ * Starts the registry in `dir` and pushes the artefacts of `artefacts` (see the file comment).
+ * `address`: where it listens (default 127.0.0.1; the in-cluster stack's pods need the node's).
+ */
 export async function startLocalImages(
   dir: string,
   artefacts: string,
   commandLine: string,
+  address?: string,
 ): Promise<LocalImages> {
-  const registry = await new OciRegistry({ dir }).start();
+  const registry = await new OciRegistry({ dir, ...(address ? { address } : {}) }).start();
   try {
     const image = {
       layers: [
@@ -62,11 +74,17 @@ export async function startLocalImages(
       { ...image, commandLine: `${commandLine}${CLEANUP_CMDLINE}` },
       'latest',
     );
+    await pushBootImage(
+      { registryUrl: registry.url, repository: LOCAL_PROBE_REPOSITORY },
+      { ...image, commandLine: `${commandLine}${PROBE_CMDLINE}` },
+      'latest',
+    );
     return {
       registry,
       osImage: `${registry.host}/${LOCAL_OS_REPOSITORY}:latest`,
       sampleImage: `${registry.host}/${UPSTREAM_SAMPLE_REPOSITORY}:latest`,
       cleanupImage: `${registry.host}/${LOCAL_CLEANUP_REPOSITORY}:latest`,
+      probeImage: `${registry.host}/${LOCAL_PROBE_REPOSITORY}:latest`,
       managerArgs: [
         `--allowed-registries=${registry.host}`,
         `--insecure-registries=${registry.host}`,

@@ -310,6 +310,9 @@ export class LocalStack {
         // The default --script-client-identity=known-address on every network: on QEMU user
         // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
         // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
+        // On the test network the boot server identifies VMs by the MAC dnsmasq leased their
+        // address to (docs/MACHINE-IDENTITY.md).
+        ...(network ? [`--client-mac-source=dnsmasq-leases=${network.leaseFile}`] : []),
         ...images.managerArgs,
         ...(opts.cleanup ? [`--cleanup-image=${images.cleanupImage}`] : []),
         ...(opts.managerArgs ?? []),
@@ -475,7 +478,7 @@ export class LocalStack {
 }
 
 /** QemuHost options of a VM on the test network: its own tap, and its Redfish `HttpBootUri` offered to its MAC by DHCP. */
-function tapOn(network: TestNetwork, mac: string) {
+export function tapOn(network: TestNetwork, mac: string) {
   return {
     network: { mode: 'tap' as const, ifname: network.addTap(), netns: network.netns },
     onHttpBootUri: (uri: string | undefined) => network.setHttpBootUri(mac, uri),

@@ -21,8 +21,10 @@ export const REGISTRY_BINARY = process.env.METAL_REGISTRY_BINARY ?? '/usr/bin/do
 export interface OciRegistryOptions {
   /** Folder for config and storage (default: a new temp folder). */
   dir?: string;
-  /** Port on 127.0.0.1 (default: a free one). */
+  /** Port on {@link address} (default: a free one). */
   port?: number;
+  /** Address to listen on (default 127.0.0.1); the in-cluster stack uses the node's, which pods reach. */
+  address?: string;
   /** HTTP Basic users (htpasswd auth); none = anonymous pull and push. */
   users?: Record<string, string>;
   keepData?: boolean;
@@ -41,9 +43,9 @@ export class OciRegistry {
     this.dir = o.dir ?? mkdtempSync(join(tmpdir(), 'metal-oci-registry-'));
   }
 
-  /** `127.0.0.1:<port>`: the registry host of image references. */
+  /** `<address>:<port>`: the registry host of image references. */
   get host(): string {
-    return `127.0.0.1:${this.port}`;
+    return `${this.o.address ?? '127.0.0.1'}:${this.port}`;
   }
 
   get url(): string {
@@ -75,7 +77,7 @@ storage:
   delete:
     enabled: true
 http:
-  addr: 127.0.0.1:${this.port}
+  addr: ${this.host}
   secret: ${randomBytes(16).toString('hex')}
 ${auth}`,
     );

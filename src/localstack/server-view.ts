@@ -14,8 +14,9 @@
 import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
-import { CleanedReason, ConditionType } from '../api/vocabulary.js';
+import { CleanedReason, ConditionType, currentAttemptCondition } from '../api/vocabulary.js';
 import { MAINTENANCE_TAINT_KEY, taintText } from '../controllers/taints.js';
 
 /** A core/v1 Event as `describe` shows it. */
@@ -221,8 +222,12 @@ export function describeServer(
   bmc: BMC | undefined,
   events: EventView[],
   now = Date.now(),
+  /** The Server's current boot configuration: its `FetchRefused` of the current attempt is shown. */
+  sbc?: ServerBootConfiguration,
 ): string {
   const st = server.status ?? {};
+  const refused = sbc ? currentAttemptCondition(sbc, ConditionType.FetchRefused) : undefined;
+  const bmcNics = (st.bmcNetworkInterfaces ?? []).map((n) => [n.name, n.macAddress, n.carrierStatus ?? '-']);
   const field = (k: string, v: string | undefined) => `${`${k}:`.padEnd(16)}${v ?? '-'}`;
   const claim = server.spec.serverClaimRef;
   const bmcReady = cond(bmc?.status?.conditions, 'Ready');
@@ -257,6 +262,13 @@ export function describeServer(
     nicRows(server).length
       ? columns(['NAME', 'MAC', 'IPS', 'SPEED', 'CARRIER'], nicRows(server), '  ')
       : '  <none>',
+    'NICs reported by the BMC:',
+    st.bmcNetworkInterfaces === undefined
+      ? '  <not read>'
+      : bmcNics.length
+        ? columns(['NAME', 'MAC', 'LINK'], bmcNics, '  ')
+        : '  <none>',
+    field('Refused fetch', refused ? `${refused.reason}: ${refused.message}` : 'none'),
     'Disks:',
     diskRows(server).length
       ? columns(['NAME', 'MEDIA', 'SIZE', 'MODEL'], diskRows(server), '  ')

@@ -99,6 +99,8 @@ export function removeStaleNamespaces(): string[] {
 
 export class TestNetwork {
   private taps = 0;
+  /** Namespaces of {@link TestNetwork.dhcpClient} machines, removed by {@link TestNetwork.close}. */
+  private readonly clients: string[] = [];
   private readonly httpBootUris = new Map<string, string>();
   private dnsmasq: ChildProcess | undefined;
   /** Serialises dnsmasq restarts (see {@link TestNetwork.setHttpBootUri}). */
@@ -253,6 +255,42 @@ export class TestNetwork {
     }
   }
 
+  /** dnsmasq's lease file (what a boot server's `--client-mac-source dnsmasq-leases=<file>` reads). */
+  get leaseFile(): string {
+    return join(this.opts.dir, 'dnsmasq.leases');
+  }
+
+  /**
+   * A machine on the segment that gets its address over DHCP from dnsmasq, as a host's firmware does,
+   * without a VM: a namespace of its own (`metaltn-dhc<k>-<pid>`) whose `eth0` (MAC `mac`) is a veth
+   * on the bridge, configured by busybox `udhcpc`. `run` executes a command inside it.
+   * @returns the leased address; throws when no lease arrives within ~10 s.
+   */
+  dhcpClient(mac: string): { address: string; netns: string; run(args: string[]): string } {
+    if (!/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(mac)) throw new Error(`${mac} is not a MAC address`);
+    const k = this.clients.length;
+    const ns = `${NAME_PREFIX}dhc${k}-${process.pid}`;
+    ip(['netns', 'add', ns]);
+    this.clients.push(ns);
+    ip(['-n', this.netns, 'link', 'add', `dhc${k}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+    ip(['-n', this.netns, 'link', 'set', `dhc${k}`, 'master', 'br0', 'up']);
+    ip(['-n', ns, 'link', 'set', 'lo', 'up']);
+    ip(['-n', ns, 'link', 'set', 'eth0', 'address', mac.toLowerCase()]);
+    ip(['-n', ns, 'link', 'set', 'eth0', 'up']);
+    const script = join(this.opts.dir, 'udhcpc.script');
+    writeFileSync(
+      script,
+      '#!/bin/sh\n[ "$1" = bound ] || [ "$1" = renew ] || exit 0\nexec /usr/sbin/ip addr replace "$ip/24" dev "$interface"\n',
+      { mode: 0o755 },
+    );
+    const run = (args: string[]) =>
+      execFileSync(IP, ['netns', 'exec', ns, ...args], { encoding: 'utf8', timeout: 20_000, stdio: 'pipe' });
+    run(['/usr/bin/busybox', 'udhcpc', '-i', 'eth0', '-n', '-q', '-t', '5', '-T', '2', '-s', script]);
+    const m = /inet (\d+\.\d+\.\d+\.\d+)\//.exec(ip(['-n', ns, '-4', 'addr', 'show', 'eth0']));
+    if (!m?.[1]) throw new Error(`dhcp client ${mac}: no address after udhcpc`);
+    return { address: m[1], netns: ns, run };
+  }
+
   /** Path of dnsmasq's log (DHCP and TFTP transactions). */
   get dnsmasqLog(): string {
     return join(this.opts.dir, 'dnsmasq.log');
@@ -264,6 +302,13 @@ export class TestNetwork {
     this.closed = true;
     await this.restarts;
     await this.stopDnsmasq();
+    for (const ns of this.clients) {
+      try {
+        ip(['netns', 'del', ns]);
+      } catch {
+        // Already gone.
+      }
+    }
     if (listNamespaces().includes(this.netns)) {
       killNamespaceProcesses(this.netns);
       try {

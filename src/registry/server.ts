@@ -5,7 +5,10 @@
  *   server's current DISCOVERY attempt (its SBC is controlled by the Server) → 201 stored (200 when
  *   identical to what is stored). The payload lands in `Server.status.registration` before the
  *   answer, with the source address seen (`clientAddress`; the boot server tells a NAT from it,
- *   bootserver/client-identity.ts), and `RegistrationReceived` is set on the current SBC. A claim attempt's token is refused
+ *   bootserver/client-identity.ts), and `RegistrationReceived` is set on the current SBC. 409
+ *   `UnknownNICs` and nothing stored when a NIC with an address has a MAC the Server's BMC does not
+ *   report (`status.bmcNetworkInterfaces`; bootsignals/machine-identity.ts), with the Server's
+ *   `MachineIdentity` condition and a Warning Event `RegistrationRefused` saying who and what. A claim attempt's token is refused
  *   (403 `NotDiscovery`): a tenant cannot rewrite the inventory (S11). Bodies over 64 KiB are 413,
  *   `data` nested deeper than {@link MAX_REGISTRATION_DEPTH} is 400 `TooDeep`.
  * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none),
@@ -29,7 +32,7 @@
  * backed by a write to the API server or a read of its caches (of the API server for `/systems`).
  */
 import { Ajv } from 'ajv';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import { Registry } from 'prom-client';
 import type { Server } from '../api/v1alpha1/server.js';
 import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
@@ -37,9 +40,11 @@ import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/
 import { clientAddress } from '../bootsignals/client-address.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
+import { checkRegistrationMacs, registrationRefusedCondition } from '../bootsignals/machine-identity.js';
 import { isDiscoveryAttempt } from '../bootsignals/power-intent.js';
 import { isProjection, registrationDigest } from '../bootsignals/registration-cache.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
+import { applyCondition } from '../runtime/condition-writer.js';
 import { Resources } from '../runtime/resource.js';
 
 /** `required`: every callback needs the attempt token. `optional`: upstream's unauthenticated bodies are accepted too. */
@@ -145,6 +150,46 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
       );
   }
 
+  /**
+   * 409 `UnknownNICs` (nothing stored; the Server's `MachineIdentity` condition and a Warning Event
+   * `RegistrationRefused` say who and what) when the payload reports a NIC with an address whose MAC
+   * the Server's BMC does not report (bootsignals/machine-identity.ts). The condition write is best
+   * effort: an API failure is logged, the 409 stands.
+   */
+  async function refuseForeignNics(server: Server, data: unknown, from: string, log: FastifyBaseLogger) {
+    const check = checkRegistrationMacs(server, data);
+    if (check.verdict === 'unchecked') {
+      log.debug({ server: server.metadata.name, why: check.why }, 'registration NICs not checked');
+      return;
+    }
+    if (check.verdict === 'match') return;
+    const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const cond = registrationRefusedCondition(check, from, at);
+    log.warn(
+      { server: server.metadata.name, unknown: check.unknown, known: check.known, from },
+      'registration reports NICs the BMC does not: refused',
+    );
+    opts.events.event(
+      { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+      'Warning',
+      EventReason.RegistrationRefused,
+      `a registration from ${from} reported NIC(s) ${check.unknown.join(', ')} the BMC does not report; refused, nothing stored`,
+    );
+    try {
+      await applyCondition(opts.client, Resources.Server, server, cond, `${REGISTRY_COMPONENT}-${cond.type}`);
+    } catch (err) {
+      log.warn(
+        { server: server.metadata.name, error: String(err) },
+        'cannot record the refused registration',
+      );
+    }
+    throw new HttpError(
+      409,
+      'UnknownNICs',
+      `the registration reports NIC(s) ${check.unknown.join(', ')} that the BMC of this server does not report`,
+    );
+  }
+
   app.post(
     '/register',
     { ...AUTHENTICATED, schema: { body: registerBody }, bodyLimit: REGISTER_BODY_LIMIT_BYTES },
@@ -159,6 +204,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
       const server = auth.target.server;
       const previous = server.status?.registration?.data;
       const from = clientAddress(req.socket.remoteAddress);
+      await refuseForeignNics(server, body.data, from, req.log);
       // The cache holds a projection of the stored payload with the digest of the whole one.
       const changed =
         previous === undefined || registrationDigest(previous) !== registrationDigest(body.data);

@@ -269,14 +269,18 @@ export class KubeClient {
     };
   }
 
-  /** POST. 409 (`AlreadyExists`) when the name is taken; `generateName` is honoured. */
-  async create<T extends KObject>(rt: ResourceType, obj: T): Promise<T> {
+  /**
+   * POST. 409 (`AlreadyExists`) when the name is taken; `generateName` is honoured. With `dryRun`
+   * the API server admits and validates but stores nothing (`dryRun=All`, Kubernetes API
+   * conventions): 404 then still says the namespace does not exist.
+   */
+  async create<T extends KObject>(rt: ResourceType, obj: T, opts: { dryRun?: boolean } = {}): Promise<T> {
     return (await this.request({
       method: 'POST',
       verb: 'create',
       resource: rt.plural,
       path: resourcePath(rt, obj.metadata.namespace),
-      query: this.managerQuery(),
+      query: this.managerQuery() + (opts.dryRun ? '&dryRun=All' : ''),
       body: JSON.stringify(withTypeMeta(rt, obj)),
       contentType: 'application/json',
     })) as T;

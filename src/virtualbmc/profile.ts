@@ -48,6 +48,8 @@ export interface ServiceProfile {
   etagFormat: EtagFormat;
   /** Systems report no `UUID` (a real failure mode, boot-flow case C01). */
   omitSystemUUID: boolean;
+  /** Systems have no `EthernetInterfaces` (link absent, collection 404): a BMC that reports no NIC (issue 28). */
+  omitEthernetInterfaces: boolean;
   /** Case of the reported system UUID (HPE and Supermicro report upper case, Dell lower case). */
   uuidCase: 'lower' | 'upper';
   /** Report `Boot.BootSourceOverrideMode`; older firmware does not, and rejects PATCHes that set it. */
@@ -101,6 +103,7 @@ export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
   etagInBody: true,
   etagFormat: 'counter',
   omitSystemUUID: false,
+  omitEthernetInterfaces: false,
   uuidCase: 'upper',
   reportBootMode: true,
   bootTargets: [...SUPPORTED_BOOT_TARGETS],

@@ -81,7 +81,7 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     Boot: boot,
     MemorySummary: { TotalSystemMemoryGiB: id.memoryMiB / 1024 },
     ProcessorSummary: { Count: 1, CoreCount: id.cpus, LogicalProcessorCount: id.cpus },
-    EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`),
+    ...(profile.omitEthernetInterfaces ? {} : { EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`) }),
     ...(profile.virtualMedia && sys.host.insertMedia
       ? { VirtualMedia: link(`${sys.uri}/VirtualMedia`) }
       : {}),
@@ -125,6 +125,7 @@ export function treeComputerSystem(
     Boot: boot,
     EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`),
   };
+  if (profile.omitEthernetInterfaces) delete out['EthernetInterfaces'];
   if (profile.omitSystemUUID) delete out['UUID'];
   else out['UUID'] = reportedUuid(sys, profile);
   if (profile.etags && profile.etagInBody) out['@odata.etag'] = sys.etag;

@@ -68,8 +68,10 @@ export interface VirtualBmcOptions {
   hosts: Host[];
   username: string;
   password: string;
-  /** TCP port on 127.0.0.1; 0 (default) picks a free one. */
+  /** TCP port on {@link address}; 0 (default) picks a free one. */
   port?: number;
+  /** Address to listen on (default 127.0.0.1); a manager in a pod reaches the node's address instead. */
+  address?: string;
   faults?: Partial<FaultKnobs>;
   /** Variations of the Redfish service (see {@link ServiceProfile}); defaults in `DEFAULT_PROFILE`. */
   profile?: Partial<ServiceProfile>;
@@ -319,7 +321,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
             resetActionInfo(sys, profile),
         );
       }
-      if (sub === 'EthernetInterfaces' && extra === undefined) {
+      if (sub === 'EthernetInterfaces' && extra === undefined && !profile.omitEthernetInterfaces) {
         methods(method, ['GET']);
         if (leaf === undefined) {
           return ok(
@@ -686,13 +688,13 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     : createHttpServer(listener);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port ?? 0, '127.0.0.1', () => {
+    server.listen(opts.port ?? 0, opts.address ?? '127.0.0.1', () => {
       server.off('error', reject);
       resolve();
     });
   });
   const { port } = server.address() as AddressInfo;
-  const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const url = `${opts.tls ? 'https' : 'http'}://${opts.address ?? '127.0.0.1'}:${port}`;
   log.info({ url, systems: systems.length }, 'virtual BMC listening');
 
   let closing: Promise<void> | undefined;

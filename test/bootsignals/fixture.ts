@@ -25,6 +25,7 @@ import {
   initialCallbackData,
   rotateCallbackData,
 } from '../../src/bootauth/callback-token.js';
+import type { AddressMacSource } from '../../src/bootserver/address-source.js';
 import { ImageCatalog } from '../../src/bootserver/image-catalog.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import {
@@ -280,6 +281,8 @@ export interface TestStackOptions {
   tls?: { cert: string; key: string };
   /** 401 budget per client address (default: the servers' own, see auth-failure-limit.ts). */
   authFailureLimit?: { burst?: number; perSecond?: number };
+  /** The boot server's address → MAC source (`--client-mac-source`; default none). */
+  clientMacSource?: AddressMacSource;
 }
 
 /** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
@@ -312,6 +315,7 @@ export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}
         return () => c;
       })(),
       pinScriptClient: opts.pin ?? true,
+      clientMacSource: opts.clientMacSource,
     },
   });
   return { ...stack, registryUrl, bootUrl: stack.bootServer!.url };

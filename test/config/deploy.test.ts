@@ -1,6 +1,8 @@
 /**
- * The deployable manifests against a real API server: every object under `config/` is created (not
- * dry-run), then the manager runs the way it does in a cluster, with the ServiceAccount's token from
+ * The deployable manifests against a real API server: `kubectl apply -k config/signals` (the whole
+ * layout, config/default included) and `kubectl apply -f config/samples` as a user runs them (not
+ * dry-run; kubectl's own YAML reading: a sample claim with `power: "On"` is refused by a CRD whose
+ * enum kubectl read as booleans), then the manager runs the way it does in a cluster, with the ServiceAccount's token from
  * the TokenRequest API and only the RBAC of `config/rbac/`, and does its whole job: discovery of a
  * simulated system and a claim to Booted, with no request forbidden. The API server runs the
  * `OwnerReferencesPermissionEnforcement` admission plugin (OpenShift's default): setting an owner
@@ -8,114 +10,63 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import {
-  closeSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { loadKubeConfig as kubeConfigFile } from '../../src/cmd/kubeconfig.js';
 import { apiRequest, ControlPlane, kubeconfigYaml, waitFor } from '../../src/localstack/control-plane.js';
-import { OS_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
+import { OS_IMAGE, PROBE_IMAGE, writeImageCatalog } from '../../src/localstack/vm-artefacts.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
 import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
 import { stablePorts } from '../harness/ports.js';
+import { CONFIG, kubectl, kustomize, type Manifest, readAsKubectl } from './kubectl.js';
 
-const CONFIG = join(process.cwd(), 'config');
-
-/** Every manifest under config/ (but config/prometheus), CRDs and namespaces first (kustomization files are not objects). */
-function manifests(): Record<string, unknown>[] {
-  const files: string[] = [];
-  const walk = (d: string) => {
-    for (const f of readdirSync(d)) {
-      const p = join(d, f);
-      // config/prometheus needs the Prometheus Operator's CRDs: promtool and test/config/prometheus.test.ts check it.
-      if (statSync(p).isDirectory()) {
-        if (p !== join(CONFIG, 'prometheus')) walk(p);
-      } else if (f.endsWith('.yaml') && f !== 'kustomization.yaml') files.push(p);
-    }
-  };
-  walk(CONFIG);
-  const docs = files.flatMap((f) =>
-    parseAllDocuments(readFileSync(f, 'utf8'))
-      .map((d) => d.toJSON() as Record<string, unknown> | null)
-      .filter((d): d is Record<string, unknown> => !!d),
-  );
-  const rank = (o: Record<string, unknown>) =>
-    o.kind === 'CustomResourceDefinition' ? 0 : o.kind === 'Namespace' ? 1 : 2;
-  return docs.sort((a, b) => rank(a) - rank(b));
+/** What `kubectl apply -k config/signals` applies (the whole layout: config/default plus the replicas), as kubectl reads it. */
+function manifests(): Manifest[] {
+  return readAsKubectl(kustomize(join(CONFIG, 'signals')));
 }
 
-/** REST collection path of a manifest (the kinds config/ uses). */
-function collectionPath(o: { apiVersion: string; kind: string; metadata: { namespace?: string } }): string {
-  const plural: Record<string, string> = {
-    CustomResourceDefinition: 'customresourcedefinitions',
-    Namespace: 'namespaces',
-    ServiceAccount: 'serviceaccounts',
-    ClusterRole: 'clusterroles',
-    ClusterRoleBinding: 'clusterrolebindings',
-    Role: 'roles',
-    RoleBinding: 'rolebindings',
-    Deployment: 'deployments',
-    Service: 'services',
-    ConfigMap: 'configmaps',
-    Secret: 'secrets',
-    BMC: 'bmcs',
-    BMCSecret: 'bmcsecrets',
-    Server: 'servers',
-    ServerClaim: 'serverclaims',
-    NetworkPolicy: 'networkpolicies',
-  };
-  const p = plural[o.kind];
-  assert.ok(p, `unknown kind ${o.kind} in config/`);
-  const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
-  return o.metadata.namespace ? `${base}/namespaces/${o.metadata.namespace}/${p}` : `${base}/${p}`;
-}
-
-/** Creates every object under config/ (CRDs first, each Established before the rest). */
-async function deployConfig(): Promise<{ created: number; kinds: Set<string> }> {
-  const kc = cp.kubeConfig();
-  let created = 0;
-  const kinds = new Set<string>();
-  for (const o of manifests()) {
-    const obj = o as { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
-    if (['ServerClaim', 'Secret'].includes(obj.kind) && !obj.metadata.namespace)
-      obj.metadata.namespace = 'default';
-    const res = await apiRequest(kc, 'POST', collectionPath(obj), obj);
-    assert.ok(
-      res.status === 201 || res.status === 200,
-      `${obj.kind} ${obj.metadata.name}: HTTP ${res.status} ${res.text.slice(0, 300)}`,
-    );
-    created++;
-    kinds.add(obj.kind);
-    if (obj.kind === 'CustomResourceDefinition') {
-      await waitFor(`${obj.metadata.name} Established`, 30_000, async () => {
-        const r = await apiRequest(
-          kc,
-          'GET',
-          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${obj.metadata.name}`,
-        );
-        const conds =
-          (r.json as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ??
-          [];
-        return conds.some((c) => c.type === 'Established' && c.status === 'True');
-      });
-    }
+/**
+ * `$(VAR)` in a container's args expanded from its env as the kubelet does (values, and
+ * configMapKeyRef from the applied ConfigMaps); unknown variables stay as written.
+ */
+function expandArgs(container: Container, objects: Manifest[]): string[] {
+  const env = new Map<string, string>();
+  for (const e of container.env ?? []) {
+    const ref = e.valueFrom?.configMapKeyRef;
+    const cm = ref && objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === ref.name);
+    const v =
+      e.value ?? (cm ? (cm as unknown as { data: Record<string, string> }).data[ref!.key] : undefined);
+    if (v !== undefined) env.set(e.name, v);
   }
-  return { created, kinds };
+  return container.args.map((a) => a.replace(/\$\((\w+)\)/g, (m, n: string) => env.get(n) ?? m));
+}
+
+type Container = {
+  args: string[];
+  env?: { name: string; value?: string; valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[];
+};
+
+/** `kubectl apply -k config/signals`, then the samples once the CRDs are Established: the install path of the README. */
+async function deployConfig(): Promise<{ created: number; kinds: Set<string> }> {
+  const kubeconfig = ['--kubeconfig', cp.kubeconfigPath];
+  const out = kubectl([...kubeconfig, 'apply', '-k', join(CONFIG, 'signals')]);
+  kubectl([...kubeconfig, 'wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);
+  const samples = kubectl([...kubeconfig, 'apply', '-f', join(CONFIG, 'samples')]);
+  const lines = `${out}${samples}`.split('\n').filter((l) => / (created|configured|unchanged)$/.test(l));
+  const kinds = new Set(
+    [...manifests(), ...readAsKubectl(readFileSync(join(CONFIG, 'samples', 'example.yaml'), 'utf8'))].map(
+      (o) => o.kind,
+    ),
+  );
+  return { created: lines.length, kinds };
 }
 
 let cp: ControlPlane;
@@ -189,17 +140,36 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     vbmc = await startVirtualBmc({ hosts: fleet.hosts, username: 'admin', password: 'pw', port: 0 });
     // The Deployment's own flags, so the ConfigMap catalog (its informer and RBAC) is what runs;
     // only the listen addresses and advertised URLs move to loopback ports of this test.
-    const deployment = manifests().find((o) => o.kind === 'Deployment') as {
-      spec: { template: { spec: { containers: { args: string[] }[] } } };
-    };
+    const objects = manifests();
+    const deployment = objects.find(
+      (o) => o.kind === 'Deployment' && o.metadata.name === 'metal-operator-controller-manager',
+    ) as unknown as { spec: { template: { spec: { containers: Container[] } } } };
+    // Where a user edits ConfigMap metal-boot-network, and the listen addresses and cache folder of
+    // this test's process (the Deployment's are a pod's).
     const local: Record<string, string> = {
       '--registry-addr': `127.0.0.1:${rp}`,
       '--registry-url': `http://127.0.0.1:${rp}`,
       '--bootserver-addr': `127.0.0.1:${bp}`,
       '--bootserver-url': `http://127.0.0.1:${bp}`,
       '--metrics-port': String(mp),
+      '--probe-image': PROBE_IMAGE,
+      '--image-cache-dir': join(dir, 'blobs'),
     };
-    const manifestArgs = deployment.spec.template.spec.containers[0]!.args;
+    const manifestArgs = expandArgs(deployment.spec.template.spec.containers[0]!, objects);
+    assert.ok(
+      !manifestArgs.some((a) => a.includes('$(')),
+      `every $(VAR) has a value: ${manifestArgs.join(' ')}`,
+    );
+    // The probe joins the (empty) shipped catalog as a user adds it, before the manager starts.
+    const fullCatalog = readFileSync(writeImageCatalog(dir, join(dir, 'images.yaml')), 'utf8');
+    const probeOnly = {
+      images: {
+        [PROBE_IMAGE]: (parse(fullCatalog) as { images: Record<string, unknown> }).images[PROBE_IMAGE],
+      },
+    };
+    await admin.mergePatch(Resources.ConfigMap, 'metal-image-catalog', 'metal-system', {
+      data: { 'images.yaml': stringify(probeOnly) },
+    });
     assert.ok(
       manifestArgs.includes('--image-catalog-configmap=metal-system/metal-image-catalog'),
       manifestArgs.join(' '),
@@ -253,9 +223,8 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
       throw new Error(`${String(err)}\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}`);
     });
     // The OS image joins the catalog through the ConfigMap while the manager runs.
-    const catalog = readFileSync(writeImageCatalog(dir, join(dir, 'images.yaml')), 'utf8');
     await admin.mergePatch(Resources.ConfigMap, 'metal-image-catalog', 'metal-system', {
-      data: { 'images.yaml': catalog },
+      data: { 'images.yaml': fullCatalog },
     });
     await admin.create(Resources.ServerClaim, {
       apiVersion: API_VERSION,

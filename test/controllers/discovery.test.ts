@@ -44,6 +44,16 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
         'registration persisted',
       );
       assert.equal(cond(srv, 'Discovered')?.status, 'True');
+      // Issue 28: the NICs as the BMC reports them, read before the power-on, and what they mean.
+      assert.deepEqual(srv.status?.bmcNetworkInterfaces, [
+        {
+          name: host.identity.macAddress.replace(/:/g, '').toUpperCase(),
+          macAddress: host.identity.macAddress,
+          carrierStatus: 'LinkUp',
+        },
+      ]);
+      assert.equal(cond(srv, 'MachineIdentity')?.reason, 'BMCReportedNICs');
+      assert.ok(cond(srv, 'MachineIdentity')?.message.includes(host.identity.macAddress));
       // One network boot (On), then the power-off of an Available server.
       assert.deepEqual(resets(s, srv.spec.systemUUID), ['On', 'ForceOff']);
     }
@@ -67,6 +77,22 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
     assert.match(created[0]!.message, /^3 Server\(s\) created: /);
     for (const srv of avail)
       assert.ok(created[0]!.message.includes(`${srv.metadata.name} (UUID ${srv.spec.systemUUID})`));
+  } finally {
+    await s.close();
+  }
+});
+
+test('a BMC that reports no NIC: discovery completes by the old rule, and the condition says so', {
+  timeout: 60_000,
+}, async () => {
+  const s = await startStack('nonic', { hosts: 1, profile: { omitEthernetInterfaces: true } });
+  try {
+    const [srv] = await availableServers(s, 1);
+    assert.deepEqual(srv!.status?.bmcNetworkInterfaces, []);
+    assert.equal(cond(srv, 'MachineIdentity')?.status, 'False');
+    assert.equal(cond(srv, 'MachineIdentity')?.reason, 'NoBMCNICs');
+    assert.match(cond(srv, 'MachineIdentity')!.message, /reports no Ethernet interface/);
+    assert.ok(srv!.status?.networkInterfaces?.length, 'the registration was stored unchecked');
   } finally {
     await s.close();
   }

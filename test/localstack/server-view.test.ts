@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { claimsTable, serversTable } from '../../src/localstack/fleet-view.js';
 import {
@@ -181,6 +182,37 @@ test('describe server: CPU, memory as a quantity, NICs with MAC/IP/speed, disks,
   assert.match(text, /^ {2}Discovered\s+True\s+Registered\s+5m\s+registration received in attempt 1$/m);
   assert.doesNotMatch(text, /\bR0\b|\bR1\b/, 'only the last 10 Events');
   assert.match(text, /^ {2}Normal\s+R11\s/m);
+});
+
+test('describe server: the NICs the BMC reports and the refused fetch of the current attempt (issue 28)', () => {
+  const s = server(
+    {},
+    {
+      bmcNetworkInterfaces: [
+        { name: 'NIC.Slot.5-1', macAddress: 'b8:3f:d2:90:97:c4', carrierStatus: 'LinkUp' },
+      ],
+    },
+  );
+  const refused = {
+    type: 'FetchRefused',
+    status: 'True' as const,
+    reason: 'MACMismatch',
+    message: 'attempt 2: script requested from 10.0.0.9 at 2026-12-01T10:04:00Z refused (MACMismatch): ...',
+    lastTransitionTime: T,
+    observedGeneration: 3,
+  };
+  const sbc = (observedGeneration: number) =>
+    ({
+      metadata: { name: 'c', namespace: 'n', generation: 3 },
+      spec: { serverRef: { name: 'bmc-a-1' }, image: 'x', bootAttempt: 2 },
+      status: { attemptGeneration: 3, conditions: [{ ...refused, observedGeneration }] },
+    }) as unknown as ServerBootConfiguration;
+  const text = describeServer(s, bmc('True'), [], NOW, sbc(3));
+  assert.match(text, /^ {2}NIC\.Slot\.5-1\s+b8:3f:d2:90:97:c4\s+LinkUp$/m);
+  assert.match(text, /^Refused fetch:\s+MACMismatch: attempt 2: script requested from 10\.0\.0\.9 /m);
+  // A refusal of an earlier attempt is not news.
+  assert.match(describeServer(s, bmc('True'), [], NOW, sbc(2)), /^Refused fetch:\s+none$/m);
+  assert.match(describeServer(server(), bmc('True'), [], NOW), /NICs reported by the BMC:\n {2}<not read>/);
 });
 
 test('ages read like kubectl', () => {

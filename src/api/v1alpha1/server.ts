@@ -193,6 +193,25 @@ export const ServerStatus = Type.Object(
     ),
     totalSystemMemory: Type.Optional(Quantity({ description: 'Memory in bytes.' })),
     networkInterfaces: Type.Optional(Type.Array(NetworkInterface)),
+    bmcNetworkInterfaces: Type.Optional(
+      Type.Array(
+        Type.Object({
+          name: Type.String({ maxLength: 128, description: 'Redfish EthernetInterface Id.' }),
+          macAddress: Type.String({
+            maxLength: 17,
+            description: 'MAC address, lower-case aa:bb:cc:dd:ee:ff.',
+          }),
+          carrierStatus: Type.Optional(
+            Type.String({ maxLength: 32, description: 'Redfish LinkStatus (LinkUp, LinkDown, NoLink).' }),
+          ),
+        }),
+        {
+          maxItems: 32,
+          description:
+            "The system's NICs as its BMC reports them (Redfish ComputerSystem EthernetInterfaces), read at the start of discovery; items shaped like networkInterfaces. A registration reporting a NIC with an address whose MAC is not among them is refused, and boot files are identified by these MACs. Empty: the BMC reports none (condition MachineIdentity says what that means).",
+        },
+      ),
+    ),
     processors: Type.Optional(Type.Array(Processor)),
     storages: Type.Optional(Type.Array(Storage)),
     conditions: Type.Optional(Conditions()),
