@@ -67,7 +67,12 @@ describe('end to end: virtual media boot (vmedia) without DHCP on the bridged te
       'BootStateReceived',
     ]);
     assert.equal(sbc.spec.bootMethod, 'VirtualMedia');
-    const serial = readFileSync(host.serialLogPath, 'utf8').slice(serialBefore);
+    // The console reaches the log file behind the guest's network traffic: wait for the last line.
+    let serial = '';
+    await waitUntil('the boot-state line on the console', 60_000, () => {
+      serial = readFileSync(host.serialLogPath, 'utf8').slice(serialBefore);
+      return /boot state reported/.test(serial);
+    });
     assert.match(serial, /BdsDxe: starting Boot\d+ "UEFI QEMU DVD-ROM/);
     assert.match(serial, new RegExp(`static address on eth0: ${staticIp.replace(/\./g, '\\.')}/24`));
     assert.doesNotMatch(serial, /with DHCP/, 'the claim boot ran no DHCP');

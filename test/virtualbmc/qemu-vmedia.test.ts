@@ -97,7 +97,13 @@ test('vmedia: a UEFI VM without NIC boot ROM boots the inserted ISO, static ip=,
     );
     assert.deepEqual(standin.ipxePaths, [], 'no iPXE script was fetched');
     assert.deepEqual(standin.ignitionFetched, [uuid]);
-    const serial = await fs.readFile(host.serialLogPath, 'utf8');
+    // The console reaches the log file behind the guest's network traffic: wait for the last line.
+    let serial = '';
+    for (const end = Date.now() + 60_000; Date.now() < end; ) {
+      serial = await fs.readFile(host.serialLogPath, 'utf8');
+      if (/boot state reported/.test(serial)) break;
+      await new Promise((ok) => setTimeout(ok, 500));
+    }
     assert.match(serial, /BdsDxe: starting Boot\d+ "UEFI QEMU DVD-ROM/);
     assert.match(serial, /static address on eth0: 10\.0\.2\.15\/24 gateway 10\.0\.2\.2 \(no DHCP\)/);
     assert.doesNotMatch(serial, /with DHCP/);
