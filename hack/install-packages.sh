@@ -14,6 +14,8 @@ PACKAGES=(
   iproute2          # ip netns / link / tuntap, the bridged test network
   systemd-boot-efi  # /usr/lib/systemd/boot/efi/linuxx64.efi.stub, the EFI stub of UEFI HTTP boot UKIs
   binutils          # objcopy, which assembles the UKIs
+  mtools            # mformat, mmd, mcopy: the EFI system partition image of virtual-media ISOs
+  xorriso           # the El Torito ISO of virtual-media boots (bootserver/vmedia-iso.ts)
   busybox-static    # the whole userland of the test initramfs
   cpio              # packs the initramfs
   gzip

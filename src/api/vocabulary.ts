@@ -19,6 +19,8 @@ export const BootSignal = {
   HTTPBootFileFetched: 'HTTPBootFileFetched',
   /** The booted OS posted /bootstate with this attempt's token. */
   BootStateReceived: 'BootStateReceived',
+  /** The boot server served this attempt's virtual-media ISO to the BMC (capability URL; `bootMethod: VirtualMedia`). */
+  VirtualMediaFetched: 'VirtualMediaFetched',
   /** The probe agent posted /register for this attempt (discovery only). */
   RegistrationReceived: 'RegistrationReceived',
 } as const;
@@ -28,6 +30,7 @@ export type BootSignal = (typeof BootSignal)[keyof typeof BootSignal];
 export const BOOT_SIGNALS: readonly BootSignal[] = [
   BootSignal.IPXEScriptFetched,
   BootSignal.HTTPBootFileFetched,
+  BootSignal.VirtualMediaFetched,
   BootSignal.IgnitionDataFetched,
   BootSignal.RegistrationReceived,
   BootSignal.BootStateReceived,
@@ -44,6 +47,12 @@ export const HTTP_BOOT_SIGNALS: readonly BootSignal[] = [
   BootSignal.IgnitionDataFetched,
   BootSignal.BootStateReceived,
 ];
+/** The signals of an OS boot from virtual media (`bootMethod: VirtualMedia`), in order. */
+export const VIRTUAL_MEDIA_BOOT_SIGNALS: readonly BootSignal[] = [
+  BootSignal.VirtualMediaFetched,
+  BootSignal.IgnitionDataFetched,
+  BootSignal.BootStateReceived,
+];
 /** The signals of a discovery boot, in order. */
 export const DISCOVERY_SIGNALS: readonly BootSignal[] = [
   BootSignal.IPXEScriptFetched,
@@ -53,6 +62,7 @@ export const DISCOVERY_SIGNALS: readonly BootSignal[] = [
 export const NETBOOT_SIGNALS: readonly BootSignal[] = [
   BootSignal.IPXEScriptFetched,
   BootSignal.HTTPBootFileFetched,
+  BootSignal.VirtualMediaFetched,
 ];
 
 /**
@@ -88,6 +98,8 @@ export const SignalReason = {
   IgnitionServed: 'IgnitionServed',
   /** The UEFI HTTP boot file (UKI) of the attempt was served (`HTTPBootFileFetched`). */
   BootFileServed: 'BootFileServed',
+  /** The virtual-media ISO of the attempt was served to the BMC (`VirtualMediaFetched`). */
+  MediaServed: 'MediaServed',
   Registered: 'Registered',
   Booted: 'Booted',
   BootFailed: 'BootFailed',
@@ -298,6 +310,8 @@ export const BmcFailureReason = {
   BMCError: 'BMCError',
   /** The BMC's TLS certificate failed verification (`--bmc-insecure-tls=false`). */
   BMCCertificateRejected: 'BMCCertificateRejected',
+  /** The BMC refused `VirtualMedia.InsertMedia` of the attempt's ISO (commonly: it could not fetch it). */
+  VirtualMediaInsertRefused: 'VirtualMediaInsertRefused',
   // The BMC cannot be addressed because of how it is described.
   NoSystemURI: 'NoSystemURI',
   BMCNotFound: 'BMCNotFound',

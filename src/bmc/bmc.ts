@@ -223,6 +223,30 @@ export interface BootOverrideResult {
 }
 
 /**
+ * A virtual media device as {@link BMC.insertMedia} found it (Redfish `VirtualMedia.v1_6_0`): the first
+ * member of the vendor's VirtualMediaCollection whose `MediaTypes` hold `CD` or `DVD`.
+ */
+export interface VirtualMediaDevice {
+  /** `@odata.id`, e.g. `/redfish/v1/Managers/1/VirtualMedia/2` (HPE) or `/redfish/v1/Systems/System.Embedded.1/VirtualMedia/1` (Dell). */
+  uri: string;
+  /** `Inserted`. */
+  inserted: boolean;
+  /** `Image`; `undefined` when null or empty. */
+  image: string | undefined;
+  /** `WriteProtected`; `undefined` when not reported. */
+  writeProtected: boolean | undefined;
+}
+
+/** Outcome of {@link BMC.insertMedia} / {@link BMC.ejectMedia}. */
+export interface MediaResult {
+  device: VirtualMediaDevice;
+  /** An `EjectMedia` was posted (media was present). */
+  ejected: boolean;
+  /** An `InsertMedia` was posted (false: the same image was already inserted, or eject only). */
+  inserted: boolean;
+}
+
+/**
  * How the connection to a BMC is protected, for status and logs: plain HTTP; TLS with the certificate
  * verified against the system trust store or against a configured CA bundle; or TLS with verification
  * turned off (`--bmc-insecure-tls`).
@@ -310,6 +334,17 @@ export interface BMC {
   resetManager(managerUri: string, resetType?: ResetType, opts?: CallOptions): Promise<void>;
   /** Sets the boot override; sends only changed properties, nothing when nothing changes. */
   setBootOverride(systemUri: string, override: BootOverride, opts?: CallOptions): Promise<BootOverrideResult>;
+  /**
+   * Inserts `image` (an http(s) URL the BMC fetches itself) into the system's virtual CD, write-protected:
+   * finds the device (vendor order in `vendor.ts`), posts `VirtualMedia.EjectMedia` first when other media
+   * is present, then `VirtualMedia.InsertMedia`; nothing when `image` is already inserted. A BMC that
+   * cannot fetch the image commonly refuses the insert (`RedfishHttpError` 4xx/5xx). Throws
+   * `VirtualMediaNotSupportedError` when the system has no CD-capable virtual media device.
+   * BMCs without virtual media support in this project leave it undefined.
+   */
+  insertMedia?(systemUri: string, image: string, opts?: CallOptions): Promise<MediaResult>;
+  /** Ejects whatever the system's virtual CD holds (`VirtualMedia.EjectMedia`); nothing when empty. Errors as {@link BMC.insertMedia}. */
+  ejectMedia?(systemUri: string, opts?: CallOptions): Promise<MediaResult>;
   /** Ends the session (if any) and closes connections. Idempotent. */
   close(): Promise<void>;
 }

@@ -132,6 +132,19 @@ export class HttpBootUriNotSupportedError extends BmcError {
   }
 }
 
+/** The system has no virtual media device for CDs (no VirtualMedia collection, or no member with MediaTypes CD/DVD and InsertMedia). */
+export class VirtualMediaNotSupportedError extends BmcError {
+  override name = 'VirtualMediaNotSupportedError';
+  constructor(
+    readonly systemUri: string,
+    readonly looked: readonly string[],
+  ) {
+    super(
+      `${systemUri}: no virtual media device for CD/DVD with InsertMedia (looked at ${looked.join(', ') || 'no VirtualMedia collection'}); use bootMethod PXE or HTTPBoot`,
+    );
+  }
+}
+
 const KIND_TEXT = {
   timeout: 'request timed out',
   connection: 'connection failed',

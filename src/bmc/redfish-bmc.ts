@@ -18,6 +18,7 @@ import type {
   EthernetInterfaceInfo,
   GracefulShutdownOptions,
   ManagerInfo,
+  MediaResult,
   PowerActionResult,
   PowerState,
   ResetType,
@@ -50,6 +51,7 @@ import {
 import { RedfishClient, type RedfishClientOptions } from './redfish-client.js';
 import type { Budget } from './retry.js';
 import { quirksForManufacturer, quirksForVendor, type VendorName, type VendorQuirks } from './vendor.js';
+import { ejectCd, findCdDevice, insertCd } from './virtual-media.js';
 
 /** Fixed URIs of the top-level collections (Redfish spec, "Resource URI patterns"). */
 const SYSTEMS_URI = '/redfish/v1/Systems';
@@ -255,6 +257,21 @@ export class RedfishBMC implements BMC {
         throw err;
       }
     }
+  }
+
+  async insertMedia(systemUri: string, image: string, opts?: CallOptions): Promise<MediaResult> {
+    const budget = this.client.budget(opts);
+    const system = asObject((await this.client.get(systemUri, { budget })).body, systemUri);
+    const quirks = this.quirks(system);
+    const dev = await findCdDevice(this.client, systemUri, system, quirks, budget);
+    return insertCd(this.client, dev, image, quirks, budget);
+  }
+
+  async ejectMedia(systemUri: string, opts?: CallOptions): Promise<MediaResult> {
+    const budget = this.client.budget(opts);
+    const system = asObject((await this.client.get(systemUri, { budget })).body, systemUri);
+    const dev = await findCdDevice(this.client, systemUri, system, this.quirks(system), budget);
+    return ejectCd(this.client, dev, budget);
   }
 
   close(): Promise<void> {

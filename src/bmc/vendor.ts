@@ -38,6 +38,17 @@ export interface VendorQuirks {
    * representation (RFC 9110 §13.1.1). `undefined`: send no `If-Match` then.
    */
   readonly ifMatchWithoutETag: string | undefined;
+  /**
+   * Where the virtual media collection (VirtualMediaCollection) is looked for, in order: the
+   * ComputerSystem's `VirtualMedia` link (Redfish 2021.1 moved it there; DMTF mockups, newer iDRAC) or
+   * the `VirtualMedia` link of the system's Manager (`Links.ManagedBy`, else the first Manager).
+   */
+  readonly virtualMediaLocations: ReadonlyArray<'System' | 'Manager'>;
+  /**
+   * Send `Inserted: true` and `WriteProtected: true` with `VirtualMedia.InsertMedia`. Both are optional
+   * and default to true (VirtualMedia.v1_6_0 `InsertMedia`); some firmware rejects them.
+   */
+  readonly insertMediaSendsFlags: boolean;
 }
 
 const GENERIC: VendorQuirks = {
@@ -45,6 +56,8 @@ const GENERIC: VendorQuirks = {
   gracefulShutdownAlternatives: [],
   bootTargetWithEnabled: false,
   ifMatchWithoutETag: undefined,
+  virtualMediaLocations: ['System', 'Manager'],
+  insertMediaSendsFlags: true,
 };
 
 const ENTRIES: ReadonlyArray<{ match: RegExp; quirks: VendorQuirks }> = [
@@ -52,14 +65,24 @@ const ENTRIES: ReadonlyArray<{ match: RegExp; quirks: VendorQuirks }> = [
     // iDRAC: the Manager resource carries no Manufacturer, so detection relies on the ComputerSystem's
     // ("Dell Inc.", captured R750 tree). Older firmware lacks GracefulRestart and rejects it with 400;
     // that is covered generically by honouring ResetType@Redfish.AllowableValues.
+    // Virtual media: the captured R750 tree has both Systems/System.Embedded.1/VirtualMedia (1, 2:
+    // CD/DVD/USBStick) and the older Managers/iDRAC.Embedded.1/VirtualMedia (CD, RemovableDisk); the
+    // System's is the current one, the generic order (System first) picks it.
     match: /^dell\b/i,
     quirks: { ...GENERIC, vendor: 'Dell' },
   },
   {
     // iLO 4 does not offer GracefulShutdown; PushPowerButton on a running host is the ACPI button press.
     // The POST window (iLO.2.x.UnableToModifyDuringSystemPOST) is in TRANSIENT_MESSAGES below.
+    // Virtual media: the captured DL385 Gen10 Plus v2 system has no VirtualMedia link; Managers/1/VirtualMedia
+    // holds 1 (Floppy, USBStick) and 2 (CD, DVD): the CD is slot 2, found by its MediaTypes.
     match: /^(hpe?|hewlett[ -]packard)\b/i,
-    quirks: { ...GENERIC, vendor: 'HPE', gracefulShutdownAlternatives: ['PushPowerButton'] },
+    quirks: {
+      ...GENERIC,
+      vendor: 'HPE',
+      gracefulShutdownAlternatives: ['PushPowerButton'],
+      virtualMediaLocations: ['Manager'],
+    },
   },
   {
     // XCC (and AMI-based ThinkSystem firmware) answer 428 to a PATCH without If-Match.
@@ -69,8 +92,17 @@ const ENTRIES: ReadonlyArray<{ match: RegExp; quirks: VendorQuirks }> = [
   {
     // "Supermicro BMCs handle it in the opposite manner - the persistent setting must be set when
     // setting the boot device" (Ironic redfish management `_set_boot_device`, story 2008547).
+    // Virtual media: the captured SYS-821GE-TNHR links its system's VirtualMedia to Managers/1/VirtualMedia
+    // (VirtualMedia1, VirtualMedia3: CD, DVD, Floppy, USBStick). Sushy leaves `Inserted` and
+    // `WriteProtected` out of InsertMedia because "some BMCs (e.g. SuperMicro X...)" reject them.
     match: /^super\s*micro\b/i,
-    quirks: { ...GENERIC, vendor: 'Supermicro', bootTargetWithEnabled: true },
+    quirks: {
+      ...GENERIC,
+      vendor: 'Supermicro',
+      bootTargetWithEnabled: true,
+      virtualMediaLocations: ['Manager'],
+      insertMediaSendsFlags: false,
+    },
   },
   {
     // AMI MegaRAC firmware (ASRockRack and other white-box boards) wants Target and Enabled together,

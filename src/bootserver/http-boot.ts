@@ -72,8 +72,8 @@ const UKI_BUSY_RETRY_AFTER_S = 5;
  * as verified blob-cache files. 409 `NoLocalFiles` for a catalog image served from URLs or OCI without
  * a blob cache; 403 `RegistryNotAllowed`; 503 + `Retry-After` when the registry cannot be reached.
  */
-async function localBootFiles(
-  o: HttpBootRouteOptions,
+export async function localBootFiles(
+  o: Pick<HttpBootRouteOptions, 'oci'>,
   sbc: ServerBootConfiguration,
   kernel: string,
   initrd: string,

@@ -33,6 +33,8 @@
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
  * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts).
  * - `GET /oci/{uuid}/{attempt}/{layer}` → layers of the attempt's OCI image (blob-route.ts).
+ * - `GET /vmedia/{uuid}/{attempt}/{capability}/boot.iso` → the attempt's virtual-media ISO, fetched
+ *   by the BMC (vmedia-route.ts).
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
  * DESIGN.md section 4 (503 + `Retry-After` while the API server or a rotation is unavailable).
@@ -78,6 +80,8 @@ import { servedIgnition } from './ignition.js';
 import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 import { UkiBuilder } from './uki.js';
+import { VirtualMediaIsoBuilder } from './vmedia-iso.js';
+import { registerVirtualMediaRoute } from './vmedia-route.js';
 
 export interface BootServerOptions extends SignalServerOptions {
   /** Base URL hosts use to reach this boot server (rendered into scripts); defaults to the bound URL. */
@@ -337,6 +341,18 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     oci: opts.oci,
   });
   if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
+  const iso = new VirtualMediaIsoBuilder(uki);
+  registerVirtualMediaRoute(app, {
+    client: opts.client,
+    resolver,
+    catalog: opts.catalog,
+    iso,
+    component: BOOTSERVER_COMPONENT,
+    registryUrl: opts.registryUrl,
+    baseUrl: () => baseUrl,
+    parseUUID: (raw) => BootTargetResolver.parseUUID(raw),
+    oci: opts.oci,
+  });
 
   const bound = await listen(app, opts.host ?? '127.0.0.1', opts.port, !!opts.tls);
   baseUrl ||= bound.url;
@@ -345,6 +361,7 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
     close: async () => {
       await app.close();
       await resolver.aliases.settled();
+      iso.close();
       uki.close();
     },
   };

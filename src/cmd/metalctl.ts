@@ -55,8 +55,8 @@ const machineOpts = () => [
   new Option('--firmware <firmware>', 'firmware of the QEMU VMs (default uefi)').choices(['bios', 'uefi']),
   new Option(
     '--boot-method <method>',
-    'how claims network-boot: pxe (iPXE script) or http (UEFI HTTP boot of a UKI); default: http where the network and firmware allow it',
-  ).choices(['pxe', 'http', 'auto']),
+    'how claims network-boot: pxe (iPXE script), http (UEFI HTTP boot of a UKI) or vmedia (the BMC inserts the attempt ISO, no DHCP needed; UEFI); default: http where the network and firmware allow it',
+  ).choices(['pxe', 'http', 'vmedia', 'auto']),
   new Option(
     '--network <network>',
     'user: QEMU user networking; bridge: a namespace with a bridge and dnsmasq (needs root); default: bridge where allowed',

@@ -23,6 +23,7 @@ import {
   RedfishHttpError,
   RedfishTransportError,
   ResetTypeNotSupportedError,
+  VirtualMediaNotSupportedError,
 } from '../bmc/errors.js';
 import { RedfishParseError } from '../bmc/parse.js';
 import { RedfishBMC } from '../bmc/redfish-bmc.js';
@@ -358,7 +359,8 @@ function classifyTransportOrHttp(err: unknown): BmcFailure {
   if (
     err instanceof ResetTypeNotSupportedError ||
     err instanceof BootTargetNotSupportedError ||
-    err instanceof HttpBootUriNotSupportedError
+    err instanceof HttpBootUriNotSupportedError ||
+    err instanceof VirtualMediaNotSupportedError
   ) {
     return {
       reason: BmcFailureReason.BMCUnsupported,

@@ -275,6 +275,25 @@ export class BootConfigurations {
   }
 
   /** Sets the SBC's `BootCompleted` condition (read by the boot server for NetBootOnce). */
+  /**
+   * The callback token of the SBC's current attempt from the informer cache: what keys the attempt's
+   * virtual-media capability (bootauth/vmedia-capability.ts). `undefined` while the Secret is missing,
+   * not the SBC's own, or still holds another attempt's token (the SBC controller rotates it first).
+   */
+  async attemptToken(sbc: ServerBootConfiguration): Promise<string | undefined> {
+    const ref = sbc.spec.callbackSecretRef?.name;
+    if (!ref) return undefined;
+    const tokenOf = (secret: SecretObject | undefined) => {
+      const data = secret && isControlledBy(secret, sbc) ? decodeCallbackSecret(secret.data) : undefined;
+      return data && data.attempt === (sbc.spec.bootAttempt ?? 1) ? data.token : undefined;
+    };
+    // The cache may lag the rotation this process just wrote: one fresh read then.
+    return (
+      tokenOf(this.secrets.get(ref, sbc.metadata.namespace)) ??
+      tokenOf(await this.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace))
+    );
+  }
+
   async setBootCompleted(sbc: ServerBootConfiguration, completed: boolean, message: string): Promise<void> {
     await applyOwnedCondition(this.client, Resources.ServerBootConfiguration, sbc, {
       type: BOOT_COMPLETED_CONDITION,

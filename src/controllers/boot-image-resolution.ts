@@ -40,8 +40,9 @@ function sameImage(a: SBCImageStatus, b: SBCImageStatus): boolean {
 }
 
 /** Boot method of an SBC (`spec.bootMethod`, added by the HTTP-boot work; PXE when absent). */
-function bootMethodOf(sbc: ServerBootConfiguration): 'PXE' | 'HTTPBoot' {
-  return (sbc.spec as { bootMethod?: string }).bootMethod === 'HTTPBoot' ? 'HTTPBoot' : 'PXE';
+function bootMethodOf(sbc: ServerBootConfiguration): 'PXE' | 'HTTPBoot' | 'VirtualMedia' {
+  const m = (sbc.spec as { bootMethod?: string }).bootMethod;
+  return m === 'HTTPBoot' || m === 'VirtualMedia' ? m : 'PXE';
 }
 
 /** See the file comment. Never throws for registry or input faults; API errors propagate. */

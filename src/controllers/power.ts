@@ -10,10 +10,10 @@
  */
 import type pino from 'pino';
 import type { Server } from '../api/v1alpha1/server.js';
-import { ConditionType, EventReason, PowerReason } from '../api/vocabulary.js';
+import { BmcFailureReason, ConditionType, EventReason, PowerReason } from '../api/vocabulary.js';
 import type { PowerState, ResetType } from '../bmc/bmc.js';
 import { isTransitionalPowerState } from '../bmc/bmc.js';
-import { RedfishHttpError } from '../bmc/errors.js';
+import { RedfishHttpError, VirtualMediaNotSupportedError } from '../bmc/errors.js';
 import type { KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -25,8 +25,34 @@ import { applyOwnedCondition } from './owned-conditions.js';
 import { DUPLICATE_SYSTEM_UUID, describeOwner } from './system-ownership.js';
 
 /** Server condition: True while a power action is requested but not yet visible, or cannot be sent. */
-/** The network boot override of a boot: iPXE via PXE, or UEFI HTTP boot of `httpBootUri` (Redfish `Boot.HttpBootUri`). */
-export type NetbootVia = { target: 'Pxe' } | { target: 'UefiHttp'; httpBootUri: string };
+/** How soon a refused `InsertMedia` is tried again, ms: the boot server may just have been unable to build the ISO. */
+export const INSERT_REFUSED_RETRY_MS = 5_000;
+
+/**
+ * A BMC's refusal of `InsertMedia` (HTTP 4xx other than busy, auth and rate limits: how a BMC that
+ * cannot fetch the image answers) as its own failure: nothing was inserted, the boot was not started, try
+ * again soon. `undefined` for every other error (classified as usual).
+ */
+export function insertRefusal(err: unknown): BmcFailure | undefined {
+  if (!(err instanceof RedfishHttpError) || err.transient) return undefined;
+  if (err.status < 400 || err.status >= 500 || err.status === 401 || err.status === 429) return undefined;
+  return {
+    reason: BmcFailureReason.VirtualMediaInsertRefused,
+    message: `the BMC refused to insert the attempt's ISO (HTTP ${err.status}): ${err.info.message ?? err.message}`,
+    retryAfterMs: INSERT_REFUSED_RETRY_MS,
+    maybeApplied: false,
+  };
+}
+
+/**
+ * The network boot override of a boot: iPXE via PXE, UEFI HTTP boot of `httpBootUri` (Redfish
+ * `Boot.HttpBootUri`), or the virtual CD holding `image` (inserted through Redfish
+ * `VirtualMedia.InsertMedia` before the `Cd` override is set).
+ */
+export type NetbootVia =
+  | { target: 'Pxe' }
+  | { target: 'UefiHttp'; httpBootUri: string }
+  | { target: 'Cd'; image: string };
 
 export const POWER_PENDING_CONDITION = ConditionType.PowerActionPending;
 
@@ -238,6 +264,22 @@ export class PowerActions {
     const via = opts.via ?? { target: 'Pxe' };
     try {
       const h = this.o.connections.forServer(server);
+      if (opts.netboot && via.target === 'Cd') {
+        if (!h.bmc.insertMedia) throw new VirtualMediaNotSupportedError(h.systemUri, []);
+        let m: Awaited<ReturnType<NonNullable<typeof h.bmc.insertMedia>>>;
+        try {
+          m = await h.bmc.insertMedia(h.systemUri, via.image);
+        } catch (err) {
+          const refused = insertRefusal(err);
+          if (!refused) throw err;
+          await this.failed(server, 'inserting virtual media', refused);
+          return { ok: false, failure: refused };
+        }
+        this.log(server).info(
+          { media: m.device.uri, ejected: m.ejected, inserted: m.inserted },
+          'virtual media inserted',
+        );
+      }
       if (opts.netboot) {
         const override = (enabled: 'Once' | 'Continuous') =>
           h.bmc.setBootOverride(h.systemUri, {
@@ -284,6 +326,27 @@ export class PowerActions {
       // An override that was set but not used does no harm: the next attempt sets it again.
       if (!overrideSet) f.maybeApplied = false;
       await this.failed(server, opts.netboot ? 'starting a network boot' : 'starting a boot', f);
+      return { ok: false, failure: f };
+    }
+  }
+
+  /**
+   * Ejects the system's virtual CD (the `VirtualMedia` boot method after completion, so the next
+   * power-on boots the disk). Returns whether media was ejected, or the BMC failure (never thrown);
+   * a BMC without virtual media support has nothing to eject.
+   */
+  async ejectMedia(
+    server: Server,
+  ): Promise<{ ok: true; ejected: boolean } | { ok: false; failure: BmcFailure }> {
+    try {
+      const h = this.o.connections.forServer(server);
+      if (!h.bmc.ejectMedia) return { ok: true, ejected: false };
+      const m = await h.bmc.ejectMedia(h.systemUri);
+      if (m.ejected) this.log(server).info({ media: m.device.uri }, 'virtual media ejected');
+      return { ok: true, ejected: m.ejected };
+    } catch (err) {
+      const f = classifyBmcFailure(err);
+      this.log(server).warn({ reason: f.reason, err: f.message }, 'virtual media not ejected');
       return { ok: false, failure: f };
     }
   }

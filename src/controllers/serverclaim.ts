@@ -33,7 +33,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
-import { type BootMethod, httpBootFileUrl } from '../api/v1alpha1/boot-method.js';
+import { type BootMethod, httpBootFileUrl, virtualMediaIsoUrl } from '../api/v1alpha1/boot-method.js';
 import {
   type BootPolicy,
   FORCE_RELEASE_ANNOTATION,
@@ -44,6 +44,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import {
+  BmcFailureReason,
   BootConfigurationReason,
   BootedReason,
   BoundReason,
@@ -54,8 +55,10 @@ import {
   NETBOOT_SIGNALS,
   OS_BOOT_SIGNALS,
   ReleaseReason,
+  VIRTUAL_MEDIA_BOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import type { PowerState } from '../bmc/bmc.js';
+import { virtualMediaCapability } from '../bootauth/vmedia-capability.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
@@ -67,6 +70,7 @@ import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { isControlledBy } from '../runtime/ownerrefs.js';
 import { Resources } from '../runtime/resource.js';
+import { BmcAccessError, classifyBmcFailure } from './bmc-connections.js';
 import {
   AttemptPhase,
   type AttemptSettings,
@@ -97,12 +101,22 @@ import { claimOperation, rejectClaimOperation, serverHold } from './claim-operat
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import { type NetbootVia, type PowerActions, type PowerProgress, powerRetry } from './power.js';
+import {
+  type BootActionResult,
+  type NetbootVia,
+  type PowerActions,
+  type PowerProgress,
+  powerRetry,
+} from './power.js';
 import { CLAIMED_SERVER_FINALIZER } from './server.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
 
 export const CLAIM_FINALIZER = 'metal.ironcore.dev/serverclaim';
+/** Completed virtual-media attempts remembered as ejected; beyond it the set starts again (one more eject check each). */
+const MAX_EJECTED_REMEMBERED = 10_000;
+/** Longest wait between boots of an attempt whose ISO the BMC keeps refusing, ms. */
+const MAX_INSERT_BACKOFF_MS = 60_000;
 export const BOUND_CONDITION = ConditionType.Bound;
 export const BOOT_CONFIGURATION_READY_CONDITION = ConditionType.BootConfigurationReady;
 export const BOOTED_CONDITION = ConditionType.Booted;
@@ -196,6 +210,8 @@ export const claimWording: Wording = {
 
 /** The claim wording of an attempt of `sbc`: its signal order depends on the boot method. */
 function claimWordingOf(sbc: ServerBootConfiguration | undefined): Wording {
+  if (sbc?.spec.bootMethod === 'VirtualMedia')
+    return { ...claimWording, signalOrder: VIRTUAL_MEDIA_BOOT_SIGNALS };
   return sbc?.spec.bootMethod === 'HTTPBoot'
     ? { ...claimWording, signalOrder: HTTP_BOOT_SIGNALS }
     : claimWording;
@@ -231,6 +247,13 @@ class ServerClaimReconciler {
   private readonly baseLog: pino.Logger;
   /** How long a deleted claim waits for its Server to be observed Off before saying so loudly, ms. */
   private readonly releaseTimeoutMs: number;
+  /**
+   * `sbc uid/attempt` → when a boot may be tried again after the BMC refused the attempt's ISO, and
+   * how many refusals in a row (backoff 5 s doubling to 60 s). Bounded by {@link MAX_EJECTED_REMEMBERED}.
+   */
+  private readonly insertRefused = new Map<string, { until: number; failures: number }>();
+  /** `sbc uid/attempt` of completed virtual-media attempts whose CD was ejected (see ejectAfterCompletion). */
+  private readonly ejected = new Set<string>();
   /**
    * Claims bound in this process whose binding the Server cache may not show yet (claim key → Server
    * name). Without it, a reconcile running before the cache caught up could bind a second Server.
@@ -802,6 +825,13 @@ class ServerClaimReconciler {
       previous: bootedCond,
       now: Date.now(),
     });
+    const refusalKey = `${x.sbc?.metadata.uid}/${x.sbc?.spec.bootAttempt ?? 1}`;
+    const refused = this.insertRefused.get(refusalKey);
+    if (step.action?.kind === 'boot' && refused && refused.until > Date.now()) {
+      // The BMC refused this attempt's ISO a moment ago: wait out the backoff without writing (a
+      // write would wake this reconcile again at once).
+      return { requeueAfterMs: refused.until - Date.now() };
+    }
     let claim = x.claim;
     const outcomeOf = (out: Outcome | undefined): CondInput[] =>
       out ? [{ type: BOOTED_CONDITION, ...out }] : [];
@@ -811,17 +841,26 @@ class ServerClaimReconciler {
       observed: x.observed,
       power: {
         observe: () => this.o.power.observe(x.server),
-        boot: (observed) =>
-          this.o.power.boot(x.server, {
+        boot: async (observed) => {
+          let via: NetbootVia;
+          try {
+            via = await netbootVia(x.server, x.sbc, this.cfg, this.o.bootConfigs);
+          } catch (err) {
+            return { ok: false, failure: classifyBmcFailure(err) };
+          }
+          const res = await this.o.power.boot(x.server, {
             netboot: true,
             observed,
-            via: netbootVia(x.server, x.sbc, this.cfg),
+            via,
             // NetBootAlways: every boot of the tenant's machine is a network boot, also a reset made
             // at the BMC (web UI, watchdog, in-band reboot), where the BMC supports `Continuous`.
             persistent: x.s.policy === 'NetBootAlways',
             // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
             event: false,
-          }),
+          });
+          this.noteInsertOutcome(refusalKey, res);
+          return res;
+        },
         ensure: (goal, observed) => this.o.power.ensure(x.server, goal, observed),
       },
       pending: (detail) => ({
@@ -857,6 +896,36 @@ class ServerClaimReconciler {
     return resultOf(carried);
   }
 
+  /** Records a refused InsertMedia (backoff for {@link insertRefused}) or forgets it after a started boot. */
+  private noteInsertOutcome(key: string, res: BootActionResult): void {
+    if (res.ok) {
+      this.insertRefused.delete(key);
+      return;
+    }
+    if (res.failure.reason !== BmcFailureReason.VirtualMediaInsertRefused) return;
+    const failures = (this.insertRefused.get(key)?.failures ?? 0) + 1;
+    const delay = Math.min(MAX_INSERT_BACKOFF_MS, res.failure.retryAfterMs * 2 ** (failures - 1));
+    if (this.insertRefused.size >= MAX_EJECTED_REMEMBERED) this.insertRefused.clear();
+    this.insertRefused.set(key, { until: Date.now() + delay, failures });
+    res.failure.retryAfterMs = delay;
+  }
+
+  /**
+   * Ejects the virtual CD once the attempt completed, so the next power-on boots the disk (the ISO's
+   * command line also carries a token that is spent by now). Once per attempt and process (an
+   * eject after a restart finds the drive empty and posts nothing); a failed eject is tried again at
+   * the next reconcile.
+   */
+  private async ejectAfterCompletion(x: AttemptContext): Promise<void> {
+    const key = `${x.sbc?.metadata.uid}/${x.sbc?.spec.bootAttempt ?? 1}`;
+    if (this.ejected.has(key)) return;
+    const res = await this.o.power.ejectMedia(x.server);
+    if (!res.ok) return;
+    if (this.ejected.size >= MAX_EJECTED_REMEMBERED) this.ejected.clear();
+    this.ejected.add(key);
+    if (res.ejected) x.log.info({ attempt: x.book.attempt }, 'virtual media ejected after completion');
+  }
+
   /** Events, metrics, logs and the NetBootOnce marker of a carried-out step. */
   private async afterStep(
     claim: ServerClaim,
@@ -874,6 +943,8 @@ class ServerClaimReconciler {
       const message = opening ? `bound Server ${x.server.metadata.name}; ${on}${e.message}` : e.message;
       this.o.events.event(eventObject(claim), e.type, e.reason, message);
     }
+    if (step.phase === AttemptPhase.Completed && x.sbc?.spec.bootMethod === 'VirtualMedia')
+      await this.ejectAfterCompletion(x);
     const booted = step.phase === AttemptPhase.Completed && x.sbc && x.s.policy === 'NetBootOnce';
     if (booted && x.sbc)
       await this.o.bootConfigs.setBootCompleted(x.sbc, true, `claim booted in attempt ${step.book.attempt}`);
@@ -1013,16 +1084,29 @@ function bootPatch(b: Boot): Record<string, unknown> {
 }
 
 /**
- * The BMC override of a network boot of `sbc`: `Pxe`, or for `HTTPBoot` `UefiHttp` with
- * `Boot.HttpBootUri` at the attempt's boot file on the boot server.
+ * The BMC override of a network boot of `sbc`: `Pxe`; for `HTTPBoot` `UefiHttp` with `Boot.HttpBootUri`
+ * at the attempt's boot file on the boot server; for `VirtualMedia` `Cd` with the attempt's ISO at its
+ * capability URL (keyed by the attempt's token: bootauth/vmedia-capability.ts).
+ * @throws BmcAccessError `CallbackTokenPending` while the attempt's token cannot be read (nothing sent).
  */
-function netbootVia(
+async function netbootVia(
   server: Server,
   sbc: ServerBootConfiguration | undefined,
   cfg: ControllerConfig,
-): NetbootVia {
+  bootConfigs: BootConfigurations,
+): Promise<NetbootVia> {
+  const attempt = sbc?.spec.bootAttempt ?? 1;
+  if (sbc?.spec.bootMethod === 'VirtualMedia') {
+    const token = await bootConfigs.attemptToken(sbc);
+    if (!token)
+      throw new BmcAccessError('CallbackTokenPending', `the token of attempt ${attempt} is not readable yet`);
+    const cap = virtualMediaCapability(token, server.spec.systemUUID, attempt);
+    return {
+      target: 'Cd',
+      image: virtualMediaIsoUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt, cap),
+    };
+  }
   if (sbc?.spec.bootMethod !== 'HTTPBoot') return { target: 'Pxe' };
-  const attempt = sbc.spec.bootAttempt ?? 1;
   return {
     target: 'UefiHttp',
     httpBootUri: httpBootFileUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt),

@@ -72,7 +72,7 @@ async function snapshot(
 /** Firmware, boot method and network of `local up` / `local serve` (QEMU back end). */
 export interface MachineShape {
   firmware?: Firmware;
-  bootMethod?: 'pxe' | 'http' | 'auto';
+  bootMethod?: 'pxe' | 'http' | 'vmedia' | 'auto';
   network?: 'user' | 'bridge' | 'auto';
   /** Cleanup boot on release with the pushed cleanup image (`--cleanup-image`). */
   cleanup?: boolean;

@@ -15,6 +15,7 @@ import { claimState, serverHeader, serverRows } from './server-view.js';
 export const SIGNALS: readonly [string, string][] = [
   [BootSignal.IPXEScriptFetched, 'script'],
   [BootSignal.HTTPBootFileFetched, 'uki'],
+  [BootSignal.VirtualMediaFetched, 'iso'],
   [BootSignal.IgnitionDataFetched, 'ignition'],
   [BootSignal.RegistrationReceived, 'registered'],
   [BootSignal.BootStateReceived, 'booted'],

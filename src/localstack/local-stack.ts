@@ -58,9 +58,10 @@ export interface LocalStackOptions {
   network?: 'user' | 'bridge' | 'auto';
   /**
    * Default boot method of claims (the manager's `--default-boot-method`): `pxe` (default), `http`
-   * (UEFI HTTP boot: needs the bridged network and UEFI firmware), `auto` http where possible.
+   * (UEFI HTTP boot: needs the bridged network and UEFI firmware), `vmedia` (the BMC inserts the
+   * attempt's ISO: UEFI firmware, or simulated hosts; any network), `auto` http where possible.
    */
-  bootMethod?: 'pxe' | 'http' | 'auto';
+  bootMethod?: 'pxe' | 'http' | 'vmedia' | 'auto';
   /** QEMU back end only: firmware of every VM, or per VM index (default `bios`). */
   firmware?: Firmware | Firmware[];
   /**
@@ -131,7 +132,7 @@ export class LocalStack {
     /** The bridged test network, when the VMs are on it. */
     readonly network: TestNetwork | undefined,
     /** The boot method claims default to (the manager's `--default-boot-method`), as chosen. */
-    readonly bootMethod: 'pxe' | 'http',
+    readonly bootMethod: 'pxe' | 'http' | 'vmedia',
   ) {}
 
   get kubeconfigPath(): string {
@@ -203,7 +204,7 @@ export class LocalStack {
       const listenHost = network ? network.hostAddress : '127.0.0.1';
       const bootMethod = chooseBootMethod(opts, network !== undefined);
       say(
-        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
+        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
       );
       const registryUrl = `http://${guestHost}:${registryPort}`;
       const bootServerUrl = `http://${guestHost}:${bootPort}`;
@@ -308,7 +309,7 @@ export class LocalStack {
         `--bootserver-addr=${listenHost}:${signals ? ownBootPort : bootPort}`,
         `--bootserver-url=${bootServerUrl}`,
         `--metrics-port=${metricsPort}`,
-        `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : 'PXE'}`,
+        `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : bootMethod === 'vmedia' ? 'VirtualMedia' : 'PXE'}`,
         // The default --script-client-identity=known-address on every network: on QEMU user
         // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
         // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
@@ -489,11 +490,17 @@ export function tapOn(network: TestNetwork, mac: string) {
 
 /**
  * The boot method claims default to: HTTP boot needs UEFI firmware on every VM and the bridged
- * network (DHCP must offer the URI).
- * @throws Error when `http` is asked for where it cannot work.
+ * network (DHCP must offer the URI); virtual media needs UEFI VMs (or simulated hosts).
+ * @throws Error when `http` or `vmedia` is asked for where it cannot work.
  */
-function chooseBootMethod(opts: LocalStackOptions, bridged: boolean): 'pxe' | 'http' {
+function chooseBootMethod(opts: LocalStackOptions, bridged: boolean): 'pxe' | 'http' | 'vmedia' {
   const fw = Array.isArray(opts.firmware) ? opts.firmware : [opts.firmware ?? 'bios'];
+  if (opts.bootMethod === 'vmedia') {
+    // The ISO holds an EFI boot image only (bootserver/vmedia-iso.ts); simulated hosts read it directly.
+    if (opts.backend === 'qemu' && !fw.every((f) => f === 'uefi'))
+      throw new Error('virtual media boot needs --firmware uefi (the ISO boots under UEFI only)');
+    return 'vmedia';
+  }
   const possible = opts.backend === 'qemu' && bridged && fw.every((f) => f === 'uefi');
   if (opts.bootMethod === 'http' && !possible)
     throw new Error('UEFI HTTP boot needs --firmware uefi and the bridged network (--network bridge)');

@@ -345,11 +345,11 @@ function isIndex(mediaType: string, doc: ManifestDoc): boolean {
 }
 
 /**
- * `ImageLayerMissing` unless the resolution has kernel + initrd, which both boot methods boot: for
- * HTTPBoot the boot server builds each attempt's UKI from them (bootserver/uki.ts), because the
+ * `ImageLayerMissing` unless the resolution has kernel + initrd, which every boot method boots: for
+ * HTTPBoot (and VirtualMedia, whose ISO holds it) the boot server builds each attempt's UKI from them (bootserver/uki.ts), because the
  * attempt's token must sit in the UKI's embedded command line, which a prebuilt `uki` layer fixes.
  */
-export function requireLayers(r: ResolvedImage, method: 'PXE' | 'HTTPBoot'): void {
+export function requireLayers(r: ResolvedImage, method: 'PXE' | 'HTTPBoot' | 'VirtualMedia'): void {
   const need: BootLayer[] = ['kernel', 'initrd'];
   const missing = need.filter((l) => !r.layers[l]);
   if (missing.length) {

@@ -14,9 +14,10 @@ export type HostPowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
  * Where the host boots from on its next start, already resolved by the Redfish layer from
  * `Boot.BootSourceOverrideTarget` + `BootSourceOverrideEnabled` (`Pxe` = network boot via iPXE,
  * `Hdd` = local disk, `None` = the host's own boot order, which for our hosts is disk first,
- * `UefiHttp` = UEFI HTTP boot of the URI last given to {@link Host.setHttpBootUri}).
+ * `UefiHttp` = UEFI HTTP boot of the URI last given to {@link Host.setHttpBootUri}, `Cd` = the
+ * virtual CD, holding the image last given to {@link Host.insertMedia}; an empty drive boots the disk).
  */
-export type BootDevice = 'Pxe' | 'Hdd' | 'None' | 'UefiHttp';
+export type BootDevice = 'Pxe' | 'Hdd' | 'None' | 'UefiHttp' | 'Cd';
 
 /** Static identity of a host, stable across restarts of the virtual BMC. */
 export interface HostIdentity {
@@ -49,6 +50,15 @@ export interface Host {
    * Hosts without UEFI HTTP boot do not implement it.
    */
   setHttpBootUri?(uri: string | undefined): void;
+  /**
+   * Redfish `VirtualMedia.InsertMedia`: the BMC takes the image at `image` (an http(s) URL) into the
+   * host's virtual CD. Resolves once the image was found readable (as BMCs check at insert time).
+   * @throws MediaFetchError (media.ts) when it cannot be read: the insert is refused.
+   * Hosts without virtual media do not implement it.
+   */
+  insertMedia?(image: string): Promise<void>;
+  /** Redfish `VirtualMedia.EjectMedia`: empties the virtual CD. */
+  ejectMedia?(): Promise<void>;
   /** Releases every resource (processes, timers, files). Idempotent. */
   close(): Promise<void>;
 }

@@ -77,6 +77,14 @@ export interface ServiceProfile {
   resetDelayMs: number;
   /** Idle session lifetime in seconds (`SessionService.SessionTimeout`). */
   sessionTimeoutSeconds: number;
+  /**
+   * Systems have a virtual CD (Redfish VirtualMedia, `InsertMedia`/`EjectMedia`) when their host
+   * implements it: with the built-in documents at `Systems/{id}/VirtualMedia/CD1`; with a captured tree
+   * where the tree has its CD/DVD devices (under the system, or under a Manager: then the first system's).
+   */
+  virtualMedia: boolean;
+  /** Refuse (400 `ActionParameterNotSupported`) InsertMedia carrying `Inserted` or `WriteProtected` (Supermicro, per sushy). */
+  insertMediaRejectsFlags: boolean;
   /** Captured tree served as the resource model; `undefined`: the built-in documents (`resources.ts`). */
   tree: ProfileTree | undefined;
 }
@@ -112,6 +120,8 @@ export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
   biosJobOnModePatch: false,
   resetDelayMs: 0,
   sessionTimeoutSeconds: 1800,
+  virtualMedia: true,
+  insertMediaRejectsFlags: false,
   tree: undefined,
 };
 
@@ -138,7 +148,13 @@ export const VENDOR_PROFILES: Readonly<
   },
   supermicro: {
     tree: 'libredfish-supermicro',
-    behaviour: { uuidCase: 'upper', etagFormat: 'md5', bootTargetWithEnabled: true, resetDelayMs: 300 },
+    behaviour: {
+      uuidCase: 'upper',
+      etagFormat: 'md5',
+      bootTargetWithEnabled: true,
+      insertMediaRejectsFlags: true,
+      resetDelayMs: 300,
+    },
   },
   'supermicro-x10': {
     tree: 'libredfish-supermicro',

@@ -18,6 +18,11 @@
  * - `None`: the machine's own order: disk first, then network (option `noneBoot`).
  * - `UefiHttp` (UEFI only): NIC first without the iPXE ROM, so OVMF's HTTP boot client runs; BIOS
  *   VMs have no HTTP boot and boot as `Hdd`.
+ * - `Cd`: the virtual CD (an IDE CD-ROM on q35's AHCI, present in every VM, empty until
+ *   {@link QemuHost.insertMedia}) first, then disk; the NIC carries no option ROM. OVMF follows the
+ *   `bootindex` order (fw_cfg `bootorder`) and boots the ISO's El Torito EFI entry. Inserting or
+ *   ejecting while the VM runs changes the medium through QMP (`blockdev-change-medium`, `eject`);
+ *   the image itself is fetched by this process in Range reads (media.ts), as a BMC streams it.
  * The order is fixed for the lifetime of a QEMU process: a guest-initiated reboot boots from
  * the same device again; {@link QemuHost.reset} with another device restarts the process.
  */
@@ -35,6 +40,7 @@ import {
   type ProbeGuest,
 } from './accel-probe.js';
 import type { BootDevice, Host, HostIdentity, HostPowerState } from './host.js';
+import { fetchImage } from './media.js';
 import { QmpClient, type QmpEvent } from './qmp.js';
 
 /** Debian's (package ipxe-qemu) iPXE ROM for virtio-net; it matches only the modern device ID 1af4:1041. */
@@ -266,6 +272,9 @@ export class QemuHost implements Host {
   private accelVerdict: AccelVerdict | undefined;
   private lastArgs: string[] | undefined;
   private httpBootUri: string | undefined;
+  /** The ISO in the virtual CD (a file in the work folder), if any. */
+  private mediaPath: string | undefined;
+  private mediaSeq = 0;
 
   /**
    * Creates the host powered off. Creates the work folder synchronously; starts nothing.
@@ -428,6 +437,47 @@ export class QemuHost implements Host {
     this.httpBootUri = uri;
   }
 
+  /** The ISO file in the virtual CD (undefined: empty). */
+  get insertedMedia(): string | undefined {
+    return this.mediaPath;
+  }
+
+  /**
+   * Fetches `image` (Range reads, at most 1 GiB) into the work folder and puts it into the virtual CD,
+   * through QMP when the VM runs.
+   * @throws MediaFetchError when the image cannot be read (the BMC refuses the insert).
+   */
+  async insertMedia(image: string): Promise<void> {
+    const data = await fetchImage(image);
+    await fs.mkdir(this.workDir, { recursive: true });
+    const file = path.join(this.workDir, `vmedia-${++this.mediaSeq}.iso`);
+    await fs.writeFile(file, data);
+    await this.serialize(async () => {
+      const old = this.mediaPath;
+      this.mediaPath = file;
+      const run = this.run;
+      if (run?.qmp && run.phase === 'on')
+        await run.qmp.execute('blockdev-change-medium', {
+          id: 'cd0',
+          filename: file,
+          format: 'raw',
+          'read-only-mode': 'read-only',
+        });
+      if (old && old !== file) await fs.rm(old, { force: true });
+    });
+  }
+
+  /** Empties the virtual CD (QMP `eject` when the VM runs) and removes the ISO file. */
+  async ejectMedia(): Promise<void> {
+    await this.serialize(async () => {
+      const old = this.mediaPath;
+      this.mediaPath = undefined;
+      const run = this.run;
+      if (run?.qmp && run.phase === 'on') await run.qmp.execute('eject', { id: 'cd0', force: true });
+      if (old) await fs.rm(old, { force: true });
+    });
+  }
+
   /** Kills QEMU (SIGKILL), closes QMP and, when this host created it, removes the work folder. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -455,7 +505,13 @@ export class QemuHost implements Host {
     const nic = ['virtio-net-pci', 'netdev=n0', `mac=${id.macAddress}`, 'disable-legacy=on'];
     const disk = ['virtio-blk-pci', 'drive=d0', `serial=${optValue(`D${id.serialNumber}`.slice(0, 20))}`];
     const noneBoot = this.options.noneBoot ?? 'disk-then-network';
-    if (device === 'Pxe') {
+    const cd = ['ide-cd', 'bus=ide.0', 'drive=cdrive', 'id=cd0'];
+    if (device === 'Cd') {
+      // Virtual media: CD first, then disk; no NIC option ROM, so nothing network-boots.
+      nic.push('romfile=');
+      cd.push('bootindex=1');
+      disk.push('bootindex=2');
+    } else if (device === 'Pxe') {
       nic.push(`romfile=${rom}`, 'bootindex=1');
       disk.push('bootindex=2');
     } else if (device === 'UefiHttp' && uefi) {
@@ -512,6 +568,10 @@ export class QemuHost implements Host {
       `if=none,id=d0,format=raw,file=${optValue(this.diskPath)}`,
       '-device',
       disk.join(','),
+      '-drive',
+      `if=none,id=cdrive,media=cdrom,readonly=on${this.mediaPath ? `,format=raw,file=${optValue(this.mediaPath)}` : ''}`,
+      '-device',
+      cd.join(','),
       '-boot',
       `strict=on,menu=off,reboot-timeout=${this.options.rebootTimeoutMs ?? 30_000}`,
       '-qmp',

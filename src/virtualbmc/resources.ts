@@ -87,6 +87,9 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     MemorySummary: { TotalSystemMemoryGiB: id.memoryMiB / 1024 },
     ProcessorSummary: { Count: 1, CoreCount: id.cpus, LogicalProcessorCount: id.cpus },
     ...(profile.omitEthernetInterfaces ? {} : { EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`) }),
+    ...(profile.virtualMedia && sys.host.insertMedia
+      ? { VirtualMedia: link(`${sys.uri}/VirtualMedia`) }
+      : {}),
     Links: { ManagedBy: [link(MANAGER_URI)] },
     Actions: { '#ComputerSystem.Reset': reset },
     ...(profile.settingsObject
@@ -223,6 +226,44 @@ export function manager(serviceUuid: string, systems: VirtualSystem[]): Json {
         'ResetType@Redfish.AllowableValues': ['GracefulRestart', 'ForceRestart'],
       },
     },
+  };
+}
+
+/** Id of the built-in documents' virtual CD of every system (as in the DMTF public-rackmount1 mockup). */
+export const VIRTUAL_CD_ID = 'CD1';
+
+/**
+ * A system's virtual CD (VirtualMedia.v1_6_0): the built-in document, or `captured` (a tree's device)
+ * with the live `Image`, `Inserted`, `WriteProtected` and `ConnectedVia` of the system. Actions point at
+ * `uri`, so POSTs reach the live device.
+ */
+export function virtualMedia(sys: VirtualSystem, uri: string, captured?: Json): Json {
+  const m = sys.media;
+  const base: Json = captured
+    ? structuredClone(captured)
+    : {
+        '@odata.type': '#VirtualMedia.v1_6_0.VirtualMedia',
+        Id: VIRTUAL_CD_ID,
+        Name: 'Virtual CD',
+        MediaTypes: ['CD', 'DVD'],
+        TransferProtocolType: 'HTTP',
+      };
+  const actions = { ...((base['Actions'] as Json | undefined) ?? {}) };
+  actions['#VirtualMedia.InsertMedia'] = {
+    ...((actions['#VirtualMedia.InsertMedia'] as Json | undefined) ?? {}),
+    target: `${uri}/Actions/VirtualMedia.InsertMedia`,
+  };
+  if (!captured || actions['#VirtualMedia.EjectMedia'] !== undefined)
+    actions['#VirtualMedia.EjectMedia'] = { target: `${uri}/Actions/VirtualMedia.EjectMedia` };
+  return {
+    ...base,
+    '@odata.id': uri,
+    Image: m.image ?? null,
+    ImageName: m.image ? (m.image.split('/').pop() ?? null) : null,
+    Inserted: m.inserted,
+    WriteProtected: m.writeProtected,
+    ConnectedVia: m.inserted ? 'URI' : 'NotConnected',
+    Actions: actions,
   };
 }
 

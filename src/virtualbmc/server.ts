@@ -9,6 +9,9 @@
  * - `GET /Systems`, `GET|PATCH /Systems/{id}` (PATCH: `Boot` only; `If-Match` checked → 412/428),
  *   `POST /Systems/{id}/Actions/ComputerSystem.Reset` (204), `GET /Systems/{id}/EthernetInterfaces[/{nic}]`,
  *   `GET|PATCH /Systems/{id}/Settings` and `GET /Systems/{id}/ResetActionInfo` when the profile enables them
+ * - `GET /Systems/{id}/VirtualMedia[/CD1]`, `POST …/CD1/Actions/VirtualMedia.InsertMedia|EjectMedia` (204;
+ *   insert checks the image is readable, else 400; 409 while media is inserted), `PATCH …/CD1` (eject
+ *   form), for hosts with virtual media; with a captured tree at its CD/DVD devices instead
  * - `GET /Managers`, `GET /Managers/BMC`, `POST /Managers/BMC/Actions/Manager.Reset` (204; hosts unaffected)
  * - `GET /SessionService`, `GET|POST /SessionService/Sessions` (POST: no auth, 201 + `X-Auth-Token` +
  *   `Location`), `GET|DELETE /SessionService/Sessions/{id}`
@@ -34,6 +37,7 @@ import {
 } from '../bmc/bmc.js';
 import { type FaultKnobs, FaultState } from './faults.js';
 import type { Host } from './host.js';
+import { MediaFetchError } from './media.js';
 import { DEFAULT_PROFILE, type ServiceProfile } from './profile.js';
 import {
   collection,
@@ -52,6 +56,8 @@ import {
   sessionService,
   systemSettings,
   treeResource,
+  VIRTUAL_CD_ID,
+  virtualMedia,
 } from './resources.js';
 import { type BootOverrideState, VirtualSystem } from './system.js';
 
@@ -261,6 +267,25 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     rec.auth = auth ?? 'none';
 
     const [top, id, sub, leaf, extra] = seg;
+    const media = mediaAt(seg);
+    if (media !== undefined) return mediaRoute(method, media, seg, body);
+    if (
+      top === 'Systems' &&
+      profile.virtualMedia &&
+      profile.tree === undefined &&
+      sub === 'VirtualMedia' &&
+      leaf === undefined
+    ) {
+      const sys = systemOr404(id ?? '');
+      if (sys.host.insertMedia !== undefined) {
+        methods(method, ['GET']);
+        return ok(
+          collection('VirtualMediaCollection', 'Virtual Media Collection', `${sys.uri}/VirtualMedia`, [
+            `${sys.uri}/VirtualMedia/${VIRTUAL_CD_ID}`,
+          ]),
+        );
+      }
+    }
     if (top === 'Systems') {
       if (id === undefined) {
         methods(method, ['GET']);
@@ -389,6 +414,120 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
     }
     return fail(404, 'ResourceMissingAtURI', `${path} does not exist`);
+  };
+
+  /**
+   * The live virtual CD that `seg` (path segments below /redfish/v1) names, with the segments after
+   * the device (`Actions/VirtualMedia.InsertMedia`, ...): the built-in `Systems/{id}/VirtualMedia/CD1`,
+   * or a captured CD/DVD device under the captured system or a captured Manager (bound to the first
+   * system). Only for hosts that implement virtual media.
+   */
+  const mediaAt = (
+    seg: string[],
+  ):
+    | { sys: VirtualSystem; uri: string; captured: Record<string, unknown> | undefined; rest: string[] }
+    | undefined => {
+    if (!profile.virtualMedia || seg.length < 4 || seg[2] !== 'VirtualMedia') return undefined;
+    const [top, id, , dev] = seg as [string, string, string, string];
+    const rest = seg.slice(4);
+    const isCd = (b: Record<string, unknown> | undefined) =>
+      Array.isArray(b?.['MediaTypes']) &&
+      (b['MediaTypes'] as unknown[]).some((t) => t === 'CD' || t === 'DVD');
+    let sys: VirtualSystem | undefined;
+    let captured: Record<string, unknown> | undefined;
+    if (top === 'Systems') {
+      sys = byId.get(id.toLowerCase());
+      if (sys === undefined) return undefined;
+      if (profile.tree === undefined) {
+        if (dev !== VIRTUAL_CD_ID) return undefined;
+      } else {
+        captured = treeResource(profile.tree, `${profile.tree.systemUri}/VirtualMedia/${dev}`, sys.uri);
+        if (!isCd(captured)) return undefined;
+      }
+    } else if (top === 'Managers' && profile.tree !== undefined) {
+      captured = profile.tree.get(`/redfish/v1/Managers/${id}/VirtualMedia/${dev}`);
+      if (!isCd(captured)) return undefined;
+      sys = systems[0];
+    }
+    if (sys?.host.insertMedia === undefined) return undefined;
+    return { sys, uri: `/redfish/v1/${top}/${id}/VirtualMedia/${dev}`, captured, rest };
+  };
+
+  const mediaRoute = async (
+    method: string,
+    m: NonNullable<ReturnType<typeof mediaAt>>,
+    _seg: string[],
+    body: unknown,
+  ): Promise<Reply> => {
+    const { sys, uri, captured, rest } = m;
+    if (rest.length === 0) {
+      methods(method, ['GET', 'PATCH']);
+      if (method === 'GET') return ok(virtualMedia(sys, uri, captured));
+      // The PATCH form of eject (VirtualMedia.v1_3_0+: `Image` null, `Inserted` false).
+      const b = asObject(body);
+      if (b['Image'] !== null || (b['Inserted'] !== undefined && b['Inserted'] !== false))
+        fail(400, 'PropertyValueNotInList', 'only {"Image": null, "Inserted": false} (eject) may be PATCHed');
+      await ejectMedia(sys);
+      return { status: 204 };
+    }
+    if (rest.length === 2 && rest[0] === 'Actions' && rest[1] === 'VirtualMedia.InsertMedia') {
+      methods(method, ['POST']);
+      return insertMedia(sys, body);
+    }
+    const ejectable =
+      captured === undefined ||
+      (captured['Actions'] as Record<string, unknown> | undefined)?.['#VirtualMedia.EjectMedia'] !==
+        undefined;
+    if (rest.length === 2 && rest[0] === 'Actions' && rest[1] === 'VirtualMedia.EjectMedia' && ejectable) {
+      methods(method, ['POST']);
+      await ejectMedia(sys);
+      return { status: 204 };
+    }
+    return fail(404, 'ResourceMissingAtURI', `${uri}/${rest.join('/')} does not exist`);
+  };
+
+  const INSERT_PARAMETERS = [
+    'Image',
+    'Inserted',
+    'WriteProtected',
+    'TransferProtocolType',
+    'TransferMethod',
+    'UserName',
+    'Password',
+  ];
+
+  /** `VirtualMedia.InsertMedia` (VirtualMedia.v1_6_0): the image is checked readable first, as BMCs do. */
+  const insertMedia = async (sys: VirtualSystem, body: unknown): Promise<Reply> => {
+    const b = asObject(body);
+    for (const k of Object.keys(b))
+      if (!INSERT_PARAMETERS.includes(k))
+        fail(400, 'ActionParameterUnknown', `InsertMedia has no parameter ${k}`);
+    const image = b['Image'];
+    if (image === undefined) fail(400, 'ActionParameterMissing', 'Image is required');
+    if (typeof image !== 'string' || !/^https?:\/\/\S+$/.test(image))
+      fail(400, 'ActionParameterValueFormatError', 'Image must be an http(s) URI');
+    if (profile.insertMediaRejectsFlags && ('Inserted' in b || 'WriteProtected' in b))
+      fail(400, 'ActionParameterNotSupported', 'Inserted and WriteProtected are not supported');
+    if (b['Inserted'] === false) fail(400, 'ActionParameterValueError', 'Inserted false: nothing to insert');
+    if (sys.media.inserted) fail(409, 'ResourceAlreadyExists', 'media is already inserted: eject it first');
+    try {
+      await sys.host.insertMedia?.(image as string);
+    } catch (err) {
+      if (!(err instanceof MediaFetchError)) throw err;
+      log.info({ system: sys.id, error: err.message }, 'virtual media refused: image not readable');
+      fail(400, 'ActionParameterValueError', `the image cannot be read: ${err.message}`);
+    }
+    sys.media = { image: image as string, inserted: true, writeProtected: b['WriteProtected'] !== false };
+    sys.mediaLog.push({ at: Date.now(), action: 'insert', image: image as string });
+    sys.touch();
+    return { status: 204 };
+  };
+
+  const ejectMedia = async (sys: VirtualSystem): Promise<void> => {
+    await sys.host.ejectMedia?.();
+    if (sys.media.inserted) sys.mediaLog.push({ at: Date.now(), action: 'eject', image: sys.media.image });
+    sys.media = { image: undefined, inserted: false, writeProtected: true };
+    sys.touch();
   };
 
   const login = (body: unknown): Reply => {

@@ -14,6 +14,9 @@
  *      `Authorization: Bearer <token>` (none with `metal.callback=skip`).
  * Every HTTP step is retried like a real agent: on 5xx, 429 and connection errors, with exponential backoff
  * (or the server's `Retry-After`), for up to `retryBudgetMs` per step; any other 4xx ends the boot as failed.
+ * With `Cd` (virtual media) it reads the inserted image the way the BMC would stream it (Range
+ * requests, media.ts), takes the kernel command line from the image's UKI and goes on with step 3; an
+ * empty drive boots the disk. It then needs no DHCP and never fetches `/ipxe`.
  * With `Hdd`/`None` it boots from disk and uses no network.
  *
  * Cost: no timers or sockets while idle; a boot in progress holds one timer or one request at a time,
@@ -26,7 +29,8 @@ import { type Dispatcher, request } from 'undici';
 import { isRetryableStatus, parseRetryAfter } from '../bmc/retry.js';
 import { Backoff } from '../runtime/backoff.js';
 import type { BootDevice, Host, HostIdentity, HostPowerState } from './host.js';
-import { parseIpxeScript } from './ipxe.js';
+import { parseIpxeScript, parseKernelCommandLine } from './ipxe.js';
+import { commandLineInImage, fetchImage, MediaFetchError, probeImage } from './media.js';
 
 export interface SimHostFaults {
   /** Boot normally (script, ignition) but never post the callback. */
@@ -135,6 +139,8 @@ export class SimHost implements Host {
   private seq = 0;
   private last: BootRecord | undefined;
   private readonly listeners = new Set<BootListener>();
+  /** URL of the image in the virtual CD, if any. */
+  private media: string | undefined;
 
   constructor(opts: SimHostOptions) {
     this.identity = opts.identity;
@@ -201,6 +207,20 @@ export class SimHost implements Host {
     this.startBoot(device);
   }
 
+  /** The image in the virtual CD (undefined: empty). */
+  get insertedMedia(): string | undefined {
+    return this.media;
+  }
+
+  async insertMedia(image: string): Promise<void> {
+    await probeImage(image);
+    this.media = image;
+  }
+
+  async ejectMedia(): Promise<void> {
+    this.media = undefined;
+  }
+
   async close(): Promise<void> {
     this.stopActivity();
     this.state = 'Off';
@@ -243,8 +263,22 @@ export class SimHost implements Host {
   }
 
   private async runBoot(boot: BootRecord, signal: AbortSignal): Promise<void> {
-    const ignored = boot.device === 'Pxe' && this.faults.ignoreOverrideBoots > 0;
+    const ignored = (boot.device === 'Pxe' || boot.device === 'Cd') && this.faults.ignoreOverrideBoots > 0;
     if (ignored) this.faults.ignoreOverrideBoots--;
+    if (boot.device === 'Cd' && this.media !== undefined && !this.faults.bootFromDisk && !ignored) {
+      await sleep(this.timing.firmwareMs, undefined, { signal });
+      boot.phase = 'ipxe';
+      let args: string[] | undefined;
+      try {
+        args = commandLineInImage(await fetchImage(this.media, { signal }));
+      } catch (err) {
+        if (err instanceof MediaFetchError) throw new BootFailure(`virtual media: ${err.message}`);
+        throw err;
+      }
+      if (args === undefined) throw new BootFailure('virtual media holds no metal boot image');
+      boot.source = 'network';
+      return this.runOs(boot, parseKernelCommandLine(args), signal);
+    }
     if (boot.device !== 'Pxe' || this.faults.bootFromDisk || ignored) {
       boot.source = 'disk';
       boot.phase = 'up';
@@ -266,7 +300,15 @@ export class SimHost implements Host {
       return;
     }
     boot.source = 'network';
-    const cmdline = parsed.cmdline;
+    return this.runOs(boot, parsed.cmdline, signal);
+  }
+
+  /** From the kernel command line on: ignition, kernel, the agent's callback. */
+  private async runOs(
+    boot: BootRecord,
+    cmdline: ReturnType<typeof parseKernelCommandLine>,
+    signal: AbortSignal,
+  ): Promise<void> {
     boot.mode = cmdline.mode;
     if (cmdline.ignitionUrl !== undefined) {
       boot.phase = 'ignition';

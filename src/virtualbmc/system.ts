@@ -60,6 +60,14 @@ export class VirtualSystem {
   pendingBoot: Partial<BootOverrideState> | undefined;
   /** BIOS configuration jobs queued (Dell: every PATCH carrying `BootSourceOverrideMode`). */
   biosJobs = 0;
+  /** The virtual CD (Redfish VirtualMedia `Image`, `Inserted`, `WriteProtected`); one per system. */
+  media: { image: string | undefined; inserted: boolean; writeProtected: boolean } = {
+    image: undefined,
+    inserted: false,
+    writeProtected: true,
+  };
+  /** Inserts and ejects accepted, for tests. */
+  mediaLog: Array<{ at: number; action: 'insert' | 'eject'; image: string | undefined }> = [];
   /** Bumped on every change of the resource's writable state; the ETag is derived from it. */
   private version = 1;
   private pending: PendingTransition | undefined;
@@ -222,7 +230,7 @@ export class VirtualSystem {
     if (this.postWindowMs > 0) this.enterPost(this.postWindowMs);
     if (this.boot.enabled === 'Disabled') return 'None';
     const t = this.boot.target;
-    const device: BootDevice = t === 'Pxe' || t === 'Hdd' || t === 'UefiHttp' ? t : 'None';
+    const device: BootDevice = t === 'Pxe' || t === 'Hdd' || t === 'UefiHttp' || t === 'Cd' ? t : 'None';
     if (device === 'UefiHttp') this.host.setHttpBootUri?.(this.boot.httpBootUri ?? undefined);
     if (this.boot.enabled === 'Once') this.setBoot({ enabled: 'Disabled' });
     return device;

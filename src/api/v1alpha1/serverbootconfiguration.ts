@@ -39,7 +39,9 @@ export const ServerBootConfigurationSpec = Type.Object(
       LocalObjectReference('Secret holding the current attempt token (key token) for callbacks.'),
     ),
     bootMethod: Type.Optional(
-      BootMethodSchema('Copied from the claim; PXE when unset. HTTPBoot: the boot server serves a UKI.'),
+      BootMethodSchema(
+        'Copied from the claim; PXE when unset. HTTPBoot: the boot server serves a UKI; VirtualMedia: an ISO the BMC inserts.',
+      ),
     ),
   },
   { description: 'Desired state of a ServerBootConfiguration.' },

@@ -148,7 +148,7 @@ export const ServerClaimSpec = Type.Object(
     ),
     bootMethod: Type.Optional(
       BootMethodSchema(
-        'PXE (iPXE script, BIOS or UEFI) or HTTPBoot (UEFI HTTP boot of a UKI); default --default-boot-method.',
+        "PXE (iPXE script, BIOS or UEFI), HTTPBoot (UEFI HTTP boot of a UKI) or VirtualMedia (the BMC boots the attempt's ISO once, no DHCP needed); default --default-boot-method.",
       ),
     ),
     bootCompletion: Type.Optional(BootCompletion),
