@@ -1,6 +1,6 @@
 /**
  * The Server condition `Booted`: a copy of the bound claim's `Booted` condition (status and reason;
- * the message prefixed with the claim's name), so the outcome of the last boot attempt of a Server's
+ * the message, prefixed with the claim's name, as of the last change of either), so the outcome of the last boot attempt of a Server's
  * tenant is readable on the Server — by a ServerReadinessRule (readiness-rules.ts) or `kubectl
  * wait`. Written only while the claim is bound to that Server (`spec.serverClaimRef` names it); after
  * a release it stays as the last claim left it (the last attempt's outcome), until the next claim's
@@ -59,8 +59,10 @@ async function reconcile(o: ServerBootConditionOptions, req: Request): Promise<R
   const cond = mirroredBooted(claim);
   if (!cond) return undefined;
   const stored = findCondition(server.status?.conditions, cond.type);
-  if (stored?.status === cond.status && stored.reason === cond.reason && stored.message === cond.message)
-    return undefined;
+  // Written on a change of status or reason only: the claim's message changes on every retry of a
+  // refused BMC call ("retrying in …"), and each Server write wakes the claim controller at once,
+  // which would defeat its backoff (issue 30's bound). The message is the one of that change.
+  if (stored?.status === cond.status && stored.reason === cond.reason) return undefined;
   await applyOwnedCondition(o.client, Resources.Server, server, cond);
   return undefined;
 }

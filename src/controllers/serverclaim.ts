@@ -854,7 +854,9 @@ class ServerClaimReconciler {
             via,
             // NetBootAlways: every boot of the tenant's machine is a network boot, also a reset made
             // at the BMC (web UI, watchdog, in-band reboot), where the BMC supports `Continuous`.
-            persistent: x.s.policy === 'NetBootAlways',
+            // Not for virtual media: its ISO is ejected after completion, so a lasting `Cd` override
+            // would boot an empty drive; each power-on the operator makes inserts and sets it again.
+            persistent: x.s.policy === 'NetBootAlways' && via.target !== 'Cd',
             // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
             event: false,
           });

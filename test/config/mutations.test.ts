@@ -36,7 +36,7 @@ const SHARED = resolve('..', 'shared');
 function copy(name: string, shared: boolean): string {
   const root = join(scratch, name);
   const repo = join(root, 'repo');
-  for (const p of ['dist', 'config', 'README.md', 'package.json'])
+  for (const p of ['dist', 'src', 'config', 'README.md', 'package.json'])
     cpSync(join(REPO_ROOT, p), join(repo, p), { recursive: true });
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(repo, 'node_modules'));
   if (shared) symlinkSync(SHARED, join(root, 'shared'));

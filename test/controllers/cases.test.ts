@@ -282,8 +282,10 @@ test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again'
       'plain power-on with the override, no retry',
     );
     const bOverrides = overrides(s, b!.spec.systemUUID).slice(mark.bOverrides);
-    assert.equal(bOverrides.length, 1);
-    assert.equal(bOverrides[0]?.BootSourceOverrideEnabled, 'Once');
+    // The persistent (Continuous) override of NetBootAlways still holds from the first boot: at most
+    // one re-assertion, never a Once override; the host network-booted (above).
+    assert.ok(bOverrides.length <= 1, JSON.stringify(bOverrides));
+    for (const o of bOverrides) assert.equal(o.BootSourceOverrideEnabled, 'Continuous');
     await eventually('NetBootAlways claim Booted again for a new attempt', 10_000, async () => {
       const x = await getSbc(s, 'always');
       return (
@@ -376,8 +378,10 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
       'one power action per attempt',
     );
     const ovr = overrides(s, uuid).slice(mark.overrides);
-    assert.equal(ovr.length, 3, 'one network-boot override per attempt');
-    for (const o of ovr) assert.equal(o.BootSourceOverrideEnabled, 'Once');
+    // NetBootAlways (the default policy) sets a persistent override (issue 36 item 5): set once,
+    // it still holds for the next attempts' power cycles, so it is not sent again per attempt.
+    assert.ok(ovr.length >= 1 && ovr.length <= 3, `network-boot overrides: ${JSON.stringify(ovr)}`);
+    for (const o of ovr) assert.equal(o.BootSourceOverrideEnabled, 'Continuous');
     const sbc = (await getSbc(s, 'c08'))!;
     const secret = decodeCallbackSecret(
       (await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns))?.data,
@@ -397,7 +401,7 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
     // Nothing more happens: no power action, no override, no new attempt.
     await sleep(3_000);
     assert.equal(resets(s, uuid).length - mark.resets, 3);
-    assert.equal(overrides(s, uuid).length - mark.overrides, 3);
+    assert.equal(overrides(s, uuid).length - mark.overrides, ovr.length);
     assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, sbc.spec.bootAttempt);
 
     // The retry annotation starts a fresh series (and is consumed).
