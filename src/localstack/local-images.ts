@@ -9,8 +9,8 @@
  *   image host rewritten;
  * - `<host>/metal/cleanup:latest`, the cleanup image (same layers, `metal.erase=metadata` in its
  *   `commandLine`: it erases the disks before it reports), for `--cleanup-image`;
- * - `<host>/metal/probe:latest`, the discovery image (`metal.mode=probe`), for `--probe-image`
- *   where no image file is readable (a manager in a pod).
+ * - `<host>/metal/probe:latest`, the discovery image (same layers; booted as the probe because a
+ *   discovery SBC names it), for `--probe-image` where no image file is readable (a manager in a pod).
  *
  * The image catalog stays as the plain-file alternative (`metal/os:latest` etc., vm-artefacts.ts).
  */
@@ -23,10 +23,12 @@ import { CLEANUP_CMDLINE } from './vm-artefacts.js';
 export const LOCAL_OS_REPOSITORY = 'metal/os';
 export const UPSTREAM_SAMPLE_REPOSITORY = 'os-image';
 export const LOCAL_CLEANUP_REPOSITORY = 'metal/cleanup';
-/** The discovery image as an OCI image (the in-cluster stack has no image files a pod can read). */
+/**
+ * The discovery image as an OCI image (the in-cluster stack has no image files a pod can read). Its
+ * command line names no `metal.*` key (the boot server refuses those in an image, N12): the boot
+ * server boots a Server's discovery SBC as the probe itself (`metal.mode=probe`).
+ */
 export const LOCAL_PROBE_REPOSITORY = 'metal/probe';
-/** Kernel argument that makes the initramfs the probe (hack/vm/init `metal.mode`). */
-const PROBE_CMDLINE = ' metal.mode=probe';
 
 export interface LocalImages {
   registry: OciRegistry;
@@ -74,11 +76,7 @@ export async function startLocalImages(
       { ...image, commandLine: `${commandLine}${CLEANUP_CMDLINE}` },
       'latest',
     );
-    await pushBootImage(
-      { registryUrl: registry.url, repository: LOCAL_PROBE_REPOSITORY },
-      { ...image, commandLine: `${commandLine}${PROBE_CMDLINE}` },
-      'latest',
-    );
+    await pushBootImage({ registryUrl: registry.url, repository: LOCAL_PROBE_REPOSITORY }, image, 'latest');
     return {
       registry,
       osImage: `${registry.host}/${LOCAL_OS_REPOSITORY}:latest`,
