@@ -362,6 +362,11 @@ function tail(fh: FileHandle, d: SourceFile, r: BlobRange, pool: ChunkPool): Rea
       );
     },
   });
+  // A failed download destroys its readers at once, maybe before a consumer attached (between
+  // open() resolving and the reply piping it): without a listener that 'error' would be an uncaught
+  // exception and end the process. Consumers still get the error (async iteration and pipeline
+  // read the stream's stored error).
+  out.on('error', () => undefined);
   const onProgress = () => void pump();
   d.events?.on('progress', onProgress);
   async function pump(): Promise<void> {
