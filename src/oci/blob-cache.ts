@@ -208,40 +208,46 @@ export class BlobCache {
     this.downloads++;
     const log = this.o.log.child({ image: formatReference(ref), digest });
     d.ready = (async () => {
-      const fh = await open(tmp, 'w');
-      let res: Awaited<ReturnType<RegistryClient['get']>>;
+      // A refused download leaves no file behind by the time open() rejects (not after).
       try {
-        res = await this.o.registry.get(ref, `/blobs/${digest}`, { credentials });
+        const fh = await open(tmp, 'w');
+        let res: Awaited<ReturnType<RegistryClient['get']>>;
+        try {
+          res = await this.o.registry.get(ref, `/blobs/${digest}`, { credentials });
+        } catch (err) {
+          await fh.close();
+          throw err;
+        }
+        d.size = Number(res.headers['content-length'] ?? Number.NaN);
+        if (!Number.isSafeInteger(d.size) || d.size < 0) {
+          res.body.destroy();
+          await fh.close();
+          throw new RegistryError('RegistryError', `blob ${digest}: registry sent no Content-Length`);
+        }
+        const maxBlob = this.o.maxBlobBytes ?? this.o.maxBytes;
+        if (d.size > maxBlob) {
+          res.body.destroy();
+          await fh.close();
+          throw new RegistryError(
+            LAYER_TOO_LARGE,
+            `blob ${digest} has ${d.size} bytes, more than --max-layer-size (${maxBlob} bytes)`,
+          );
+        }
+        await this.evict(d.size);
+        if (this.total + this.reserved + d.size > this.o.maxBytes) {
+          res.body.destroy();
+          await fh.close();
+          throw new RegistryError(
+            'RegistryUnavailable',
+            `blob ${digest} (${d.size} bytes) does not fit the cache now: downloads in flight hold its room`,
+          );
+        }
+        this.reserved += d.size; // released by fill, as the file is counted or dropped
+        void this.fill(res.body, fh, d, digest, log);
       } catch (err) {
-        await fh.close();
+        await unlink(tmp).catch(() => {});
         throw err;
       }
-      d.size = Number(res.headers['content-length'] ?? Number.NaN);
-      if (!Number.isSafeInteger(d.size) || d.size < 0) {
-        res.body.destroy();
-        await fh.close();
-        throw new RegistryError('RegistryError', `blob ${digest}: registry sent no Content-Length`);
-      }
-      const maxBlob = this.o.maxBlobBytes ?? this.o.maxBytes;
-      if (d.size > maxBlob) {
-        res.body.destroy();
-        await fh.close();
-        throw new RegistryError(
-          LAYER_TOO_LARGE,
-          `blob ${digest} has ${d.size} bytes, more than --max-layer-size (${maxBlob} bytes)`,
-        );
-      }
-      await this.evict(d.size);
-      if (this.total + this.reserved + d.size > this.o.maxBytes) {
-        res.body.destroy();
-        await fh.close();
-        throw new RegistryError(
-          'RegistryUnavailable',
-          `blob ${digest} (${d.size} bytes) does not fit the cache now: downloads in flight hold its room`,
-        );
-      }
-      this.reserved += d.size; // released by fill, as the file is counted or dropped
-      void this.fill(res.body, fh, d, digest, log);
     })();
     d.ready.catch(async (err) => {
       d.failed = err as Error;
