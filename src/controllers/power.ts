@@ -1,6 +1,6 @@
 /**
  * Power actions on a Server's system that never block a reconcile: an action is sent, the reconcile
- * requeues, and the next pass reads `PowerState` (DESIGN.md section 5). A BMC whose `PowerState`
+ * requeues, and the next pass reads `PowerState` (docs/ARCHITECTURE.md). A BMC whose `PowerState`
  * lags the action by a minute or more (boot-flow case C09) is not sent the same action again until
  * `powerActionResendMs` has passed; what is pending, and why, is the Server's
  * `PowerActionPending` condition.

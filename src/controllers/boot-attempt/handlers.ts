@@ -1,5 +1,5 @@
 /**
- * One small handler per attempt phase (DESIGN.md §6a): each returns a {@link Step} — the bookkeeping
+ * One small handler per attempt phase (docs/ARCHITECTURE.md): each returns a {@link Step} — the bookkeeping
  * to store, the attempt's condition (a claim's `Booted`, a Server's `Discovered`), the Events, at most
  * one BMC action and when to look again. Pure: no I/O, `now` comes from the view. The runner
  * (run.ts) carries a step out; the controllers say where its bookkeeping lives.

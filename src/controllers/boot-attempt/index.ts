@@ -1,5 +1,5 @@
 /**
- * The boot-attempt engine (DESIGN.md §6a), one entry point for both flows: {@link decide} reads what
+ * The boot-attempt engine (docs/ARCHITECTURE.md), one entry point for both flows: {@link decide} reads what
  * is stored (bookkeeping, SBC, settings, power, now), names the phase and returns the phase's step;
  * {@link carryOut} (run.ts) performs it. The claim controller (bookkeeping in `status.boot`) and the
  * Server controller (discovery, `status.discovery`) are adapters: they sync the SBC, hand in the view,

@@ -1,11 +1,11 @@
 /**
- * The phase of a boot attempt, named from what is stored (DESIGN.md §6a): a pure function of the
+ * The phase of a boot attempt, named from what is stored (docs/ARCHITECTURE.md): a pure function of the
  * attempt bookkeeping (a claim's `status.boot` or a Server's `status.discovery`), the SBC's readiness
  * and signals for the current attempt, the effective settings, the observed power state (when the
  * caller read it) and the time. No I/O, no clock: `now` is an input, so every transition is a table
  * test (test/controllers/boot-attempt.test.ts).
  *
- * Two deadlines per attempt (DESIGN.md §4): the netboot deadline (`netbootTimeout` after power-on, a
+ * Two deadlines per attempt (README, "A claim's boot attempts"): the netboot deadline (`netbootTimeout` after power-on, a
  * fetch of this attempt must have arrived: the firmware took the override) and the full deadline
  * (`timeout` after power-on, every completion signal). A netboot deadline at or after the full
  * deadline is no deadline of its own. The full deadline is set at the first power-on request and

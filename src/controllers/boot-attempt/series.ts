@@ -1,5 +1,5 @@
 /**
- * Where a series of attempts begins, and adoption (DESIGN.md §4 "Timeout and retry", issue 14 item
+ * Where a series of attempts begins, and adoption (README, "A claim's boot attempts"; issue 14 item
  * 6). Pure: from a claim's stored facts (and the power state, when {@link needsPowerRead} asked for a
  * read) to "continue", "start a series (why)" or "adopt what runs".
  *
