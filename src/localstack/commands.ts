@@ -495,7 +495,9 @@ export async function getCommand(what: string, name: string | undefined, o: GetO
       );
     else
       console.log(
-        servers ? serversTable(snap, Date.now(), { wide: o.output === 'wide' }) : claimsTable(snap, Date.now(), { wide: o.output === 'wide' }),
+        servers
+          ? serversTable(snap, Date.now(), { wide: o.output === 'wide' })
+          : claimsTable(snap, Date.now(), { wide: o.output === 'wide' }),
       );
     return 0;
   } catch (err) {

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
@@ -35,7 +36,6 @@ import {
 } from '../../src/bootsignals/signal-stack.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { newLogger } from '../../src/runtime/logger.js';
-import type { Logger } from 'pino';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { stablePorts } from '../harness/ports.js';
