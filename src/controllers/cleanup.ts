@@ -59,6 +59,8 @@ import type { ControllerConfig } from './config.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
 import { type PowerActions, powerRetry } from './power.js';
+import { taintText } from './server-selection.js';
+import { maintenanceTaint } from './taints.js';
 
 export const CLEANED_CONDITION = ConditionType.Cleaned;
 
@@ -175,8 +177,12 @@ export class CleanupActions {
         'released without a cleanup boot (automatedCleaningMode disabled, or no --cleanup-image): disks as the last tenant left them',
       );
     await this.o.patchStatus(server, { state: 'Available' });
-    log.info(`${why}: Available`);
-    this.o.events.event(eventObject(server), 'Normal', EventReason.Released, `${why}; Available`);
+    // Evicted by the maintenance taint (`metalctl cordon --evict`), the Server goes on to Maintenance
+    // at once (taints.ts): the Event says so rather than promising a claimable Server (issue 36).
+    const t = maintenanceTaint(server);
+    const next = t ? `Available, then Maintenance (taint ${taintText(t)}): not claimable` : 'Available';
+    log.info(`${why}: ${next}`);
+    this.o.events.event(eventObject(server), 'Normal', EventReason.Released, `${why}; ${next}`);
     return undefined;
   }
 

@@ -162,3 +162,35 @@ test('cordon puts an unclaimed Server into Maintenance (nothing binds it); uncor
     await s.close();
   }
 });
+
+test('cordon --evict of a claimed Server: the release Event says Maintenance follows, not a claimable Server (issue 36)', {
+  timeout: 120_000,
+}, async () => {
+  const s = await startStack('evict-maint', { hosts: 1 });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const name = srv!.metadata.name!;
+    await createClaim(s, 'tenant', { serverRef: name, timeout: '20s' });
+    await eventually(
+      'claim Booted',
+      30_000,
+      async () => cond(await getClaim(s, 'tenant'), 'Booted')?.status === 'True',
+    );
+    await setCordon(s.client, name, true, { reason: 'psu', evict: true });
+    await eventually(
+      'Maintenance',
+      20_000,
+      async () => (await getServer(s, name))?.status?.state === 'Maintenance',
+    );
+    const released = await eventually('Released Event', 10_000, async () =>
+      (await eventsFor(s, 'Server', name, 'default')).find((e) => e.reason === 'Released'),
+    );
+    assert.match(
+      released.message,
+      /Maintenance \(taint metal\.ironcore\.dev\/maintenance=psu:Evict\): not claimable$/,
+    );
+    assert.doesNotMatch(released.message, /; Available$/);
+  } finally {
+    await s.close();
+  }
+});
