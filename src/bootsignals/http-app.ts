@@ -155,7 +155,9 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
     requestTimeout: requestMs,
     keepAliveTimeout: t.keepAliveMs ?? 5_000,
     connectionTimeout: t.idleMs ?? 60_000,
-    loggerInstance: log.child({ server }),
+    // `component`, not `server`: the routes bind `server` to the Server object's name (issue 36: the
+    // key appeared twice in one JSON line, and parsers keep only one of the two).
+    loggerInstance: log.child({ component: server }),
     // Our onResponse hook logs every request once, with the query string (tokens) removed.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,

@@ -139,11 +139,10 @@ program
   .argument('<what>', 'servers | claims')
   .argument('[name]', 'only this object')
   .addOption(
-    new Option('-o, --output <format>', 'wide: hardware columns too; json | yaml: the objects').choices([
-      'wide',
-      'json',
-      'yaml',
-    ]),
+    new Option(
+      '-o, --output <format>',
+      'wide: servers add hardware columns, claims image, policy, method and message; json | yaml: the objects',
+    ).choices(['wide', 'json', 'yaml']),
   )
   .option('-l, --selector <selector>', 'label selector (k=v,k2!=v2,k3 in (a,b))')
   .option('-n, --namespace <ns>', 'claims of this namespace only')

@@ -12,6 +12,7 @@
  * (test/bootsignals/registration-cache.test.ts compares the two results for every dialect).
  */
 import { isIP } from 'node:net';
+import { binarySIQuantity } from '../api/quantity.js';
 import type { ServerStatus } from '../api/v1alpha1/server.js';
 
 type Json = Record<string, unknown>;
@@ -73,7 +74,8 @@ export function hardwareFromRegistration(data: unknown): HardwareStatus {
   const memory = arr(d.memory)
     .map(obj)
     .reduce((sum, m) => sum + (int(m?.size) ?? 0), 0);
-  if (memory > 0) out.totalSystemMemory = memory;
+  // A Quantity string, as upstream stores it (kubectl prints `16Gi`, not the byte count).
+  if (memory > 0 && Number.isSafeInteger(memory)) out.totalSystemMemory = binarySIQuantity(memory);
 
   const storages = arr(d.storage)
     .map(obj)

@@ -47,7 +47,7 @@ import { removeStaleNamespaces } from './test-network.js';
 import { OS_IMAGE } from './vm-artefacts.js';
 
 export const EXAMPLE_CLAIM = 'example';
-const EXAMPLE_NS = 'default';
+export const EXAMPLE_NS = 'default';
 
 const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
 const stamp = (t0: number) => `[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`;
@@ -495,7 +495,9 @@ export async function getCommand(what: string, name: string | undefined, o: GetO
       );
     else
       console.log(
-        servers ? serversTable(snap, Date.now(), { wide: o.output === 'wide' }) : claimsTable(snap),
+        servers
+          ? serversTable(snap, Date.now(), { wide: o.output === 'wide' })
+          : claimsTable(snap, Date.now(), { wide: o.output === 'wide' }),
       );
     return 0;
   } catch (err) {

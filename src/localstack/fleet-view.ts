@@ -8,7 +8,7 @@ import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
-import { BootSignal, countsForCurrentAttempt } from '../api/vocabulary.js';
+import { BootSignal, ConditionType, countsForCurrentAttempt } from '../api/vocabulary.js';
 import { claimState, serverHeader, serverRows } from './server-view.js';
 
 /** Boot signals in the order a boot produces them, with the word shown in tables. */
@@ -95,7 +95,22 @@ export function serversTable(s: FleetSnapshot, now = Date.now(), opts: { wide?: 
   return renderTable([...header.slice(0, -1), 'ATTEMPT', 'SIGNALS', 'SINCE-POWER-ON', 'PROBLEM'], rows);
 }
 
-export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
+/** The Server `c` is bound to: named by its `spec.serverRef` and pointing back at it (else undefined). */
+function boundServer(s: FleetSnapshot, c: ServerClaim): Server | undefined {
+  const name = c.spec.serverRef?.name;
+  if (!name) return undefined;
+  const srv = s.servers.find((x) => x.metadata.name === name);
+  const back = srv?.spec.serverClaimRef;
+  // An Unbound claim may name a Server another claim holds: that Server's signals are not this claim's.
+  return back?.name === c.metadata.name && back?.namespace === c.metadata.namespace ? srv : undefined;
+}
+
+/**
+ * `get claims`: server, phase, Booted, attempt, boot phase, the bound Server's current signals and time
+ * since power-on; `wide` adds image, boot policy, boot method and the Booted condition's message.
+ */
+export function claimsTable(s: FleetSnapshot, now = Date.now(), opts: { wide?: boolean } = {}): string {
+  const wide = !!opts.wide;
   const rows = [...s.claims]
     .sort((a, b) =>
       `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(
@@ -103,10 +118,8 @@ export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
       ),
     )
     .map((c) => {
-      const server = c.spec.serverRef?.name
-        ? s.servers.find((x) => x.metadata.name === c.spec.serverRef?.name)
-        : undefined;
-      return [
+      const server = boundServer(s, c);
+      const row = [
         c.metadata.namespace ?? '',
         c.metadata.name ?? '',
         c.spec.serverRef?.name || '-',
@@ -117,11 +130,28 @@ export function claimsTable(s: FleetSnapshot, now = Date.now()): string {
         currentSignals(server ? sbcFor(s, server) : undefined),
         since(c.status?.boot?.poweredOnAt, now),
       ];
+      if (!wide) return row;
+      const booted = c.status?.conditions?.find((x) => x.type === ConditionType.Booted);
+      return [
+        ...row,
+        c.spec.image || '-',
+        c.spec.bootPolicy ?? '-',
+        c.spec.bootMethod ?? '-',
+        booted?.message?.replace(/\s+/g, ' ') || '-',
+      ];
     });
-  return renderTable(
-    ['NAMESPACE', 'NAME', 'SERVER', 'PHASE', 'BOOTED', 'ATTEMPT', 'BOOT-PHASE', 'SIGNALS', 'SINCE-POWER-ON'],
-    rows,
-  );
+  const header = [
+    'NAMESPACE',
+    'NAME',
+    'SERVER',
+    'PHASE',
+    'BOOTED',
+    'ATTEMPT',
+    'BOOT-PHASE',
+    'SIGNALS',
+    'SINCE-POWER-ON',
+  ];
+  return renderTable(wide ? [...header, 'IMAGE', 'BOOT-POLICY', 'BOOT-METHOD', 'MESSAGE'] : header, rows);
 }
 
 type AttemptRecord = NonNullable<NonNullable<NonNullable<ServerClaim['status']>['boot']>['history']>[number];

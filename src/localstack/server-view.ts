@@ -11,6 +11,7 @@
  *   taints, conditions, last Events).
  * - {@link claimState}: the claim's state as one word pair (`False/ImageNotFound`, `Unbound/…`).
  */
+import { binarySIQuantity } from '../api/quantity.js';
 import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { Condition } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
@@ -30,23 +31,15 @@ export interface EventView {
   source?: string;
 }
 
-const BINARY = ['Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'];
-
 /**
- * `bytes` in the canonical form of a Kubernetes binary-SI quantity: the largest suffix that divides
- * it exactly (`16Gi`, `1536Mi`, `512`); a string quantity is returned as stored; `-` when unset.
+ * A stored quantity for display: a string as stored (upstream's form, and ours since issue 36), an
+ * older integer byte count in canonical binary-SI form (`16Gi`); `-` when unset.
  */
 export function binaryQuantity(bytes: number | string | undefined): string {
   if (bytes === undefined || bytes === '') return '-';
   if (typeof bytes === 'string') return bytes;
   if (!Number.isSafeInteger(bytes) || bytes <= 0) return String(bytes);
-  let n = bytes;
-  let i = -1;
-  while (n % 1024 === 0 && i < BINARY.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return i < 0 ? String(n) : `${n}${BINARY[i]}`;
+  return binarySIQuantity(bytes);
 }
 
 function cond(conds: Condition[] | undefined, type: string): Condition | undefined {

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
@@ -283,6 +284,8 @@ export interface TestStackOptions {
   authFailureLimit?: { burst?: number; perSecond?: number };
   /** The boot server's address → MAC source (`--client-mac-source`; default none). */
   clientMacSource?: AddressMacSource;
+  /** Where both servers log (default: a `test-signals` logger at LOG_LEVEL, else warn). */
+  log?: Logger;
 }
 
 /** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
@@ -294,7 +297,7 @@ export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}
   const registryUrl = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
     kubeConfig: kc,
-    log: newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
+    log: opts.log ?? newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
     registry: {
       host: '127.0.0.1',
       port: rp!,

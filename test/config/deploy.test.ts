@@ -1,6 +1,6 @@
 /**
  * The deployable manifests against a real API server: `kubectl apply -k config/signals` (the whole
- * layout, config/default included) and `kubectl apply -f config/samples` as a user runs them (not
+ * layout, config/default included) and `kubectl apply -k config/samples` as a user runs them (not
  * dry-run; kubectl's own YAML reading: a sample claim with `power: "On"` is refused by a CRD whose
  * enum kubectl read as booleans), then the manager runs the way it does in a cluster, with the ServiceAccount's token from
  * the TokenRequest API and only the RBAC of `config/rbac/`, and does its whole job: discovery of a
@@ -54,12 +54,12 @@ type Container = {
   env?: { name: string; value?: string; valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[];
 };
 
-/** `kubectl apply -k config/signals`, then the samples once the CRDs are Established: the install path of the README. */
+/** `kubectl apply -k config/signals`, then `-k config/samples` once the CRDs are Established: the install path of the README. */
 async function deployConfig(): Promise<{ created: number; kinds: Set<string> }> {
   const kubeconfig = ['--kubeconfig', cp.kubeconfigPath];
   const out = kubectl([...kubeconfig, 'apply', '-k', join(CONFIG, 'signals')]);
   kubectl([...kubeconfig, 'wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);
-  const samples = kubectl([...kubeconfig, 'apply', '-f', join(CONFIG, 'samples')]);
+  const samples = kubectl([...kubeconfig, 'apply', '-k', join(CONFIG, 'samples')]);
   const lines = `${out}${samples}`.split('\n').filter((l) => / (created|configured|unchanged)$/.test(l));
   const kinds = new Set(
     [...manifests(), ...readAsKubectl(readFileSync(join(CONFIG, 'samples', 'example.yaml'), 'utf8'))].map(

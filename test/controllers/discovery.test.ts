@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { binarySIQuantity } from '../../src/api/quantity.js';
 import { canonicalSystemUUID } from '../../src/api/system-uuid.js';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import { Resources } from '../../src/runtime/resource.js';
@@ -33,7 +34,11 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
       assert.equal(srv.spec.bmcRef?.name, s.bmcName);
       assert.equal(srv.metadata.ownerReferences?.[0]?.kind, 'BMC');
       assert.equal(srv.status?.manufacturer, 'Contoso');
-      assert.equal(srv.status?.totalSystemMemory, host.identity.memoryMiB * 1024 * 1024);
+      assert.equal(
+        srv.status?.totalSystemMemory,
+        binarySIQuantity(host.identity.memoryMiB * 1024 * 1024),
+        'a Quantity string as upstream stores it',
+      );
       assert.equal(srv.status?.networkInterfaces?.[0]?.macAddress, host.identity.macAddress);
       assert.ok(srv.status?.networkInterfaces?.[0]?.ips?.length);
       assert.equal(srv.status?.processors?.[0]?.totalCores, host.identity.cpus);

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { binarySIQuantity } from '../../src/api/quantity.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import { hardwareFromRegistration } from '../../src/controllers/registration.js';
@@ -92,7 +93,7 @@ test('candidates: by ref, by selector, spread over the pool', () => {
 test('registration data → Server status, both agent dialects', () => {
   const id = simIdentity(0, 'unit');
   const sim = hardwareFromRegistration(registrationData(id));
-  assert.equal(sim.totalSystemMemory, id.memoryMiB * 1024 * 1024);
+  assert.equal(sim.totalSystemMemory, binarySIQuantity(id.memoryMiB * 1024 * 1024));
   assert.equal(sim.networkInterfaces?.[0]?.macAddress, id.macAddress);
   assert.equal(sim.networkInterfaces?.[0]?.ips?.length, 1);
   assert.match(sim.networkInterfaces?.[0]?.ip ?? '', /^10\.\d+\.\d+\.\d+$/);
@@ -124,7 +125,7 @@ test('registration data → Server status, both agent dialects', () => {
       },
     ],
   });
-  assert.equal(vm.totalSystemMemory, 2 * 1073741824);
+  assert.equal(vm.totalSystemMemory, '2Gi');
   assert.deepEqual(vm.networkInterfaces?.[0], {
     name: 'eth0',
     macAddress: '52:54:00:ab:cd:ef',

@@ -221,3 +221,46 @@ test('ages read like kubectl', () => {
   assert.equal(age('2026-12-01T08:00:00Z', NOW), '2h5m');
   assert.equal(age(undefined, NOW), '-');
 });
+
+test("get claims: an Unbound claim naming another claim's Server shows none of that claim's signals (issue 36)", () => {
+  const held = server({
+    serverClaimRef: { name: 'tenant-a', namespace: 'ns' },
+    bootConfigurationRef: { name: 'tenant-a', namespace: 'ns' },
+  });
+  const sbc: ServerBootConfiguration = {
+    metadata: { name: 'tenant-a', namespace: 'ns' },
+    spec: { serverRef: { name: 'bmc-a-1' }, image: 'i', bootAttempt: 1 },
+    status: {
+      state: 'Ready',
+      conditions: [{ ...c('IPXEScriptFetched', 'True', 'Fetched', 'attempt 1'), observedGeneration: 1 }],
+    },
+  } as ServerBootConfiguration;
+  const claim = (name: string, bound: boolean): ServerClaim => ({
+    metadata: { name, namespace: 'ns' },
+    spec: { power: 'On', image: 'i', serverRef: { name: 'bmc-a-1' } },
+    status: {
+      phase: bound ? 'Bound' : 'Unbound',
+      conditions: [bound ? c('Bound', 'True', 'ServerBound') : c('Bound', 'False', 'ServerClaimedByOther')],
+    },
+  });
+  const table = claimsTable(
+    { servers: [held], sbcs: [sbc], claims: [claim('tenant-a', true), claim('z-late', false)] },
+    NOW,
+  );
+  const [, a, z] = table.split('\n');
+  assert.match(a!, /\bscript\b/, `the bound claim shows its signals:\n${table}`);
+  assert.doesNotMatch(z!, /\bscript\b/, `the unbound claim shows none:\n${table}`);
+});
+
+test('get claims -o wide: image, boot policy, boot method and the Booted message (issue 36)', () => {
+  const claim: ServerClaim = {
+    metadata: { name: 'x', namespace: 'ns' },
+    spec: { power: 'On', image: 'metal/os:1', bootPolicy: 'NetBootAlways', bootMethod: 'HTTPBoot' },
+    status: { phase: 'Bound', conditions: [c('Booted', 'False', 'Booting', 'attempt 1:\n  waiting')] },
+  };
+  const narrow = claimsTable({ servers: [], sbcs: [], claims: [claim] }, NOW);
+  const wide = claimsTable({ servers: [], sbcs: [], claims: [claim] }, NOW, { wide: true });
+  assert.doesNotMatch(narrow.split('\n')[0]!, /IMAGE/);
+  assert.match(wide.split('\n')[0]!, /SINCE-POWER-ON\s+IMAGE\s+BOOT-POLICY\s+BOOT-METHOD\s+MESSAGE$/);
+  assert.match(wide.split('\n')[1]!, /metal\/os:1\s+NetBootAlways\s+HTTPBoot\s+attempt 1: waiting$/);
+});
