@@ -1,5 +1,5 @@
 /**
- * The vocabulary of boot attempts, defined once (DESIGN.md §3, §4, §6a): boot signal names, condition
+ * The vocabulary of boot attempts, defined once (docs/ARCHITECTURE.md, 'A boot attempt'): boot signal names, condition
  * types, every condition reason and Event reason the operator writes, and the one rule that says
  * whether a signal counts for the current attempt. Controllers, the boot server, the registry and
  * metalctl import from here; a new reason is added here, never as a literal at its use.
@@ -425,7 +425,7 @@ export function attemptGenerationOf(sbc: AttemptSource): number {
 }
 
 /**
- * THE rule (DESIGN.md §3): condition `type` of `sbc` counts for the current attempt when it is True
+ * THE rule (docs/ARCHITECTURE.md, 'A boot attempt'): condition `type` of `sbc` counts for the current attempt when it is True
  * and its `observedGeneration` is at least the attempt's generation. A condition without
  * `observedGeneration` never counts.
  */

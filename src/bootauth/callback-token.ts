@@ -1,5 +1,5 @@
 /**
- * Per-attempt callback tokens (DESIGN.md section 4, "Authentication").
+ * Per-attempt callback tokens (README, 'Security model').
  *
  * Every boot attempt gets a fresh random token of 256 bits, kept in the SBC's callback Secret
  * (`spec.callbackSecretRef`) with the attempt it belongs to and the SHA-256 digests of every earlier

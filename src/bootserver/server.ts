@@ -37,7 +37,7 @@
  *   by the BMC (vmedia-route.ts).
  *
  * Scripts are `text/plain`; errors are JSON `{reason, message}` with the statuses of
- * DESIGN.md section 4 (503 + `Retry-After` while the API server or a rotation is unavailable).
+ * docs/ARCHITECTURE.md, 'Failure handling in one place each' (503 + `Retry-After` while the API server or a rotation is unavailable).
  * Nothing is rendered from request input except the canonical UUID; every fetch is logged with the
  * client address and never with the token.
  */

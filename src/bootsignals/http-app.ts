@@ -87,7 +87,7 @@ export interface SignalServerOptions extends BootTargetSources {
   tls?: TlsFiles;
 }
 
-/** Largest accepted request body in bytes (DESIGN.md section 4). */
+/** Largest accepted request body in bytes (1 MiB): a probe's registration is tens of KiB; larger bodies get 413 unread. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 interface HttpMetrics {

@@ -1,5 +1,5 @@
 /**
- * Errors that carry the HTTP answer of the registry and the boot server (DESIGN.md section 4,
+ * Errors that carry the HTTP answer of the registry and the boot server (docs/ARCHITECTURE.md, 'Failure handling in one place each',
  * "Bad input"): 400 malformed, 401 missing/wrong token, 403 script pinned to another client,
  * 404 unknown server, 409 stale or ambiguous, 413 body over 1 MiB, 415 wrong content type,
  * 503 + `Retry-After` when the API server cannot be reached. Never 500 for input.

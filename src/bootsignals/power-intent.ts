@@ -6,7 +6,7 @@
  *
  * The controllers write the intent before they ask the BMC (restart safety): `poweredOnAt` in the
  * attempt bookkeeping of the SBC's controller owner, whose `attempt` is the SBC's `spec.bootAttempt`
- * (one numbering, DESIGN.md §6a). The intent of the SBC's current attempt is recorded when
+ * (one numbering, docs/ARCHITECTURE.md, 'A boot attempt'). The intent of the SBC's current attempt is recorded when
  * - owner Server (discovery): `status.discovery.poweredOnAt` is set and `status.discovery.attempt`
  *   equals `spec.bootAttempt`; the same of `status.cleanup` for the cleanup boot after a release
  *   (SBC label `metal.ironcore.dev/boot-purpose: cleanup`);

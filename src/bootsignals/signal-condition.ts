@@ -1,7 +1,7 @@
 /**
  * Writes one boot-signal condition on a ServerBootConfiguration's status, guarded.
  *
- * Each writer owns only its own condition types (DESIGN.md section 3): the write is a server-side
+ * Each writer owns only its own condition types (docs/ARCHITECTURE.md, 'A boot attempt'): the write is a server-side
  * apply of `status.conditions` with exactly one entry and a field manager per condition type, so
  * the API server merges it into the map list keyed by `type` and no writer can drop another's
  * condition. `observedGeneration` is the SBC generation the writer acted on (Kubernetes API

@@ -3,7 +3,7 @@
  * a ServerBootConfiguration (SBC) with its callback Secret, one boot attempt after another, and the
  * question "which signals arrived for the current attempt?".
  *
- * Contract with the registry and the boot server (DESIGN.md sections 3 and 4):
+ * Contract with the registry and the boot server (docs/ARCHITECTURE.md, 'A boot attempt'; README, 'Security model'):
  * - `spec.callbackSecretRef` names a Secret (label `metal.ironcore.dev/callback=true`, owned by the
  *   SBC) with `encodeCallbackSecret(...)` data whose `attempt` equals `spec.bootAttempt`;
  * - a new attempt: rotate the Secret, then bump `spec.bootAttempt` (bumping `metadata.generation`),

@@ -1,6 +1,6 @@
 /**
  * The API server stops for 20 s while callbacks arrive: the registry answers 503 with Retry-After
- * meanwhile, and every callback is recorded once the API server is back (DESIGN.md section 4).
+ * meanwhile, and every callback is recorded once the API server is back (docs/ARCHITECTURE.md, 'Failure handling in one place each').
  * Uses a private control plane, because it stops kube-apiserver.
  */
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * Nothing accepted is lost (DESIGN.md section 4, case C02): the registry answers 2xx only after the
+ * Nothing accepted is lost (docs/ARCHITECTURE.md, 'Failure handling in one place each', case C02): the registry answers 2xx only after the
  * API server stored the write, so killing it (SIGKILL) at any moment loses nothing, and clients that
  * retry on 503 / connection errors, as the agents do, get every callback recorded exactly once.
  */

@@ -1,5 +1,5 @@
 /**
- * How a claimed server network-boots (DESIGN.md section 3, `bootMethod`): `PXE` — the firmware
+ * How a claimed server network-boots (README, 'A claim's boot attempts', `bootMethod`): `PXE` — the firmware
  * (BIOS or UEFI) runs iPXE, which fetches the attempt's script; `HTTPBoot` — UEFI HTTP boot of the
  * attempt's unified kernel image (UKI), the BMC override being `UefiHttp` with `Boot.HttpBootUri`;
  * `VirtualMedia` — the BMC inserts the attempt's ISO (Redfish `VirtualMedia.InsertMedia`) and boots it

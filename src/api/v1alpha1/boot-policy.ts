@@ -1,6 +1,6 @@
 /**
  * Boot policy vocabulary shared by ServerClaim and ServerBootConfiguration
- * (DESIGN.md section 3, additions to upstream).
+ * (README, 'A claim's boot attempts'; additions to upstream).
  */
 import { StringEnum } from './schema.js';
 

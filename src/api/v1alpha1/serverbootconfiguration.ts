@@ -1,7 +1,7 @@
 /**
  * ServerBootConfiguration (SBC): what one server boots in the current attempt.
  *
- * Additions to upstream (DESIGN.md section 3): `spec.bootAttempt` (bumped for every attempt, which
+ * Additions to upstream (README, 'A claim's boot attempts'): `spec.bootAttempt` (bumped for every attempt, which
  * bumps `metadata.generation`), `spec.bootPolicy`, `spec.bootMethod`, `spec.callbackSecretRef` (the attempt's token) and
  * `status.attemptGeneration`. A condition counts for the current attempt only when its
  * `observedGeneration` >= `status.attemptGeneration` (Kubernetes API conventions, observedGeneration).
@@ -47,7 +47,7 @@ export const ServerBootConfigurationSpec = Type.Object(
   { description: 'Desired state of a ServerBootConfiguration.' },
 );
 
-/** The OCI image of the current attempt, resolved once per attempt (DESIGN.md section 3). */
+/** The OCI image of the current attempt, resolved once per attempt (docs/ARCHITECTURE.md, 'A boot attempt'). */
 export const SBCImageStatus = Type.Object(
   {
     reference: Type.String({ description: 'spec.image as normalised (domain/repository:tag or @digest).' }),

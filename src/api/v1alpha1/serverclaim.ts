@@ -1,7 +1,7 @@
 /**
  * ServerClaim: a request for one Server, booted with an image and an ignition.
  *
- * Additions to upstream (all optional, DESIGN.md section 3): `spec.bootPolicy`, `spec.bootMethod`,
+ * Additions to upstream (all optional; README, 'A claim's boot attempts'): `spec.bootPolicy`, `spec.bootMethod`,
  * `spec.bootCompletion` (which SBC conditions mean "booted", the per-attempt timeout and the number of
  * attempts), `status.boot` (attempt bookkeeping that survives manager restarts) and `status.conditions`
  * (`Bound`, `BootConfigurationReady`, `Booted`).
