@@ -59,8 +59,7 @@ import type { ControllerConfig } from './config.js';
 import type { BootMetrics } from './metrics.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
 import { type PowerActions, powerRetry } from './power.js';
-import { taintText } from './server-selection.js';
-import { maintenanceTaint } from './taints.js';
+import { maintenanceTaint, taintText } from './server-selection.js';
 
 export const CLEANED_CONDITION = ConditionType.Cleaned;
 

@@ -44,6 +44,14 @@ export function selectorMatches(sel: Selector, labels: Record<string, string> | 
   return true;
 }
 
+/** Taint key that puts an unclaimed Server into `Maintenance` (set by `metalctl cordon`). */
+export const MAINTENANCE_TAINT_KEY = 'metal.ironcore.dev/maintenance';
+
+/** The maintenance taint of `server`, or undefined. */
+export function maintenanceTaint(server: Server): Taint | undefined {
+  return (server.spec.taints ?? []).find((t) => t.key === MAINTENANCE_TAINT_KEY);
+}
+
 /** `key=value:Effect` (`key:Effect` without a value), as kubectl prints taints. */
 export function taintText(t: Taint): string {
   return `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect ?? 'NoBind'}`;

@@ -28,14 +28,15 @@ import { Resources } from '../runtime/resource.js';
 import type { BootConfigurations } from './boot-configuration.js';
 import { cleanupPending } from './cleanup.js';
 import type { PowerActions } from './power.js';
-import { taintText, tolerates } from './server-selection.js';
+import { MAINTENANCE_TAINT_KEY, maintenanceTaint, taintText, tolerates } from './server-selection.js';
 
 export { taintText };
 
 type Taint = NonNullable<Server['spec']['taints']>[number];
 
-/** Taint key that puts an unclaimed Server into `Maintenance` (set by `metalctl cordon`). */
-export const MAINTENANCE_TAINT_KEY = 'metal.ironcore.dev/maintenance';
+// Defined beside the other taint helpers (server-selection.ts) so cleanup.ts can read it without
+// importing this file, which imports cleanup.ts.
+export { MAINTENANCE_TAINT_KEY, maintenanceTaint };
 /** Condition reason and Event reason of a claim released by an `Evict` taint. */
 export const EVICTED_REASON = TaintReason.Evicted;
 export const MAINTENANCE_STARTED_REASON = TaintReason.MaintenanceStarted;
@@ -46,11 +47,6 @@ export function evictingTaint(claim: ServerClaim, server: Server): Taint | undef
   return (server.spec.taints ?? []).find(
     (t) => (t.effect ?? 'NoBind') === 'Evict' && !tolerates(claim.spec.tolerations, t),
   );
-}
-
-/** The maintenance taint of `server`, or undefined. */
-export function maintenanceTaint(server: Server): Taint | undefined {
-  return (server.spec.taints ?? []).find((t) => t.key === MAINTENANCE_TAINT_KEY);
 }
 
 /**
