@@ -337,10 +337,15 @@ test('power operations: each sent once; refused while a boot attempt owns the po
     // retry on a Reserved Server: nothing to retry there; consumed with a Warning (issue 36 item 8).
     await annotate(s, other, { [OPERATION_ANNOTATION]: 'retry' });
     await consumed(s, other);
-    const retry = (await eventsFor(s, 'Server', other, 'default')).filter(
-      (e) => e.reason === 'OperationRefused',
+    // The Event is recorded after the annotation is consumed (its own request): wait for it.
+    await eventually('retry refused with a Warning', 15_000, async () =>
+      (await eventsFor(s, 'Server', other, 'default')).some(
+        (e) =>
+          e.reason === 'OperationRefused' &&
+          e.type === 'Warning' &&
+          /retry .* in state Reserved there is nothing to retry/.test(e.message),
+      ),
     );
-    assert.ok(retry.some((e) => /retry .* in state Reserved there is nothing to retry/.test(e.message)));
   } finally {
     await s.close();
   }
