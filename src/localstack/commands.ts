@@ -126,7 +126,7 @@ export async function localServe(
     });
     stack = await starting;
     say(
-      `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
+      `waiting for discovery of ${o.servers} servers (probe image${o.backend !== 'qemu' ? ', simulated' : stack.bootMethod === 'vmedia' ? ' by virtual media' : ' over iPXE'}, then /register)`,
     );
     await stack.waitForDiscovery(o.servers, 600_000, (servers) =>
       say(

@@ -95,7 +95,8 @@ export interface LocalStackOptions {
    * then has a Server made before its BMC (adopted by the BMC controller) with the annotation
    * `metal.ironcore.dev/boot-ip` = its static address ({@link TestNetwork.staticIpArg}), so discovery
    * too boots the ISO with `ip=`; no NIC carries a boot ROM; the boot server identifies VMs through
-   * the host's neighbour table (`--client-mac-source=neighbours`). Default true.
+   * the host's neighbour table (`--client-mac-source=neighbours`). Default: false with `bootMethod:
+   * vmedia` (on the bridged network; QEMU user networking has its own DHCP), else true.
    */
   dhcp?: boolean;
 }
@@ -192,7 +193,8 @@ export class LocalStack {
       if (replicas > 0 && opts.backend !== 'sim')
         throw new Error('signal server replicas: sim back end only (VMs reach the host on other addresses)');
       let network: TestNetwork | undefined;
-      const dhcp = opts.dhcp !== false;
+      // Virtual media needs no DHCP: on the bridged network it runs without (unless asked for).
+      const dhcp = opts.dhcp ?? opts.bootMethod !== 'vmedia';
       if (opts.backend === 'qemu' && opts.network && opts.network !== 'user') {
         const problem = bridgeNetworkProblem();
         if (problem && opts.network === 'bridge') throw new Error(`bridged test network: ${problem}`);
@@ -218,7 +220,7 @@ export class LocalStack {
       if (opts.dhcp === false && (!network || bootMethod !== 'vmedia'))
         throw new Error('no DHCP (dhcp: false): needs the bridged test network and --boot-method vmedia');
       say(
-        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
+        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed; discovery too)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
       );
       const registryUrl = `http://${guestHost}:${registryPort}`;
       const bootServerUrl = `http://${guestHost}:${bootPort}`;
@@ -233,7 +235,7 @@ export class LocalStack {
         say(`QEMU accelerator: ${accel.accel.toUpperCase()} (${accel.reason})`);
       }
       say(
-        `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} with iPXE, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
+        `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} ${network?.dhcp === false ? 'with no NIC boot ROM' : 'with iPXE'}, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
       );
       let hosts: Host[];
       let closeFleet: () => Promise<void> = async () => undefined;
