@@ -19,6 +19,7 @@ import {
   getClaim,
   hostOf,
   resets,
+  resetsSent,
   type Stack,
   startStack,
 } from './fixture.js';
@@ -103,7 +104,7 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
     );
     await annotateServer(s, name, 'ignore');
     await sleep(1_000);
-    const before = resets(s, srv!.spec.systemUUID).length;
+    const before = resetsSent(s, srv!.spec.systemUUID).length;
     await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
     const held = await eventually('Released=False ServerIgnored', 15_000, async () => {
       const c = await getClaim(s, 'tenant');
@@ -112,7 +113,7 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
     assert.match(cond(held, 'Released')!.message, /ignore/);
     await sleep(2_000);
     assert.equal(host.powerState(), 'On', 'no ForceOff on an ignored Server');
-    assert.equal(resets(s, srv!.spec.systemUUID).length, before);
+    assert.equal(resetsSent(s, srv!.spec.systemUUID).length, before);
     await annotateServer(s, name, null);
     await eventually(
       'claim released once ignore is removed',
