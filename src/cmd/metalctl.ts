@@ -242,8 +242,8 @@ program
     int(1),
   )
   .option(
-    '--known-hosts <path>',
-    'OpenSSH known_hosts file holding the BMC host key (default ~/.ssh/known_hosts)',
+    '--known-hosts-file <path>',
+    'OpenSSH known_hosts file holding the BMC host key (default ~/.ssh/known_hosts; as upstream)',
   )
   .option('--skip-host-key-validation', "accept any BMC host key (as upstream's flag)")
   .addOption(kubeconfigOpt())

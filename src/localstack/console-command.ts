@@ -35,7 +35,7 @@ export interface ConsoleOptions {
   /** Console number: runs `console N` instead of the reported entry command. */
   serialConsoleNumber?: number;
   /** OpenSSH known_hosts file (default `~/.ssh/known_hosts`). */
-  knownHosts?: string;
+  knownHostsFile?: string;
   /** Accept any host key (as upstream's `--skip-host-key-validation`). */
   skipHostKeyValidation?: boolean;
 }
@@ -82,7 +82,7 @@ export async function runConsole(
       ...(o.port !== undefined ? { port: o.port } : {}),
       ...(o.serialConsoleNumber !== undefined ? { number: o.serialConsoleNumber } : {}),
     });
-    const knownHostsPath = o.knownHosts ?? join(homedir(), '.ssh', 'known_hosts');
+    const knownHostsPath = o.knownHostsFile ?? join(homedir(), '.ssh', 'known_hosts');
     let knownHosts = '';
     if (!o.skipHostKeyValidation) {
       try {

@@ -74,7 +74,7 @@ test('metalctl console: attach, echo, ~. leaves; busy; wrong credentials; unknow
       `# test\n${knownHostName('127.0.0.1', sshPort)} ${s.vbmc.console!.hostPublicKey}\n`,
     );
 
-    const first = metalctlConsole(s.kubeconfigPath, name, '--known-hosts', knownHosts);
+    const first = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', knownHosts);
     await eventually(
       'the attach line',
       20_000,
@@ -90,7 +90,7 @@ test('metalctl console: attach, echo, ~. leaves; busy; wrong credentials; unknow
     await eventually('the echo', 10_000, () => first.out().includes('ping-console-42') || undefined);
 
     // A second user meanwhile: refused, the first stays attached.
-    const second = metalctlConsole(s.kubeconfigPath, name, '--known-hosts', knownHosts);
+    const second = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', knownHosts);
     assert.equal(await within(second.exit, 20_000, 'the second metalctl'), 1);
     assert.match(
       second.err(),
@@ -117,7 +117,7 @@ test('metalctl console: attach, echo, ~. leaves; busy; wrong credentials; unknow
     // Unknown host key: refused, with the line to add (the public key only).
     const emptyKnown = join(dir, 'empty_known_hosts');
     writeFileSync(emptyKnown, '');
-    const unknown = metalctlConsole(s.kubeconfigPath, name, '--known-hosts', emptyKnown);
+    const unknown = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', emptyKnown);
     assert.equal(await within(unknown.exit, 20_000, 'metalctl with an unknown host key'), 1);
     assert.match(unknown.err(), /host key is not in .*empty_known_hosts: check it out of band and add/);
     assert.ok(
@@ -150,7 +150,7 @@ test('metalctl console: attach, echo, ~. leaves; busy; wrong credentials; unknow
         },
       },
     });
-    const redfish401 = metalctlConsole(s.kubeconfigPath, wrong, '--known-hosts', knownHosts);
+    const redfish401 = metalctlConsole(s.kubeconfigPath, wrong, '--known-hosts-file', knownHosts);
     assert.equal(await within(redfish401.exit, 30_000, 'metalctl with wrong credentials (Redfish)'), 1);
     assert.match(
       redfish401.err(),
@@ -161,7 +161,7 @@ test('metalctl console: attach, echo, ~. leaves; busy; wrong credentials; unknow
     const ssh401 = metalctlConsole(
       s.kubeconfigPath,
       wrong,
-      '--known-hosts',
+      '--known-hosts-file',
       knownHosts,
       '--port',
       String(sshPort),
