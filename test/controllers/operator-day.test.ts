@@ -12,7 +12,8 @@
  * - a claim whose BMC never reports Off is released by `metalctl release --force`, with Warnings.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID as randomUuid } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -43,9 +44,12 @@ import {
   getSbc,
   hostOf,
   overrides,
+  reconciles,
   resets,
+  resetsSent,
   type Stack,
   servers,
+  settled,
   startStack,
 } from './fixture.js';
 
@@ -79,7 +83,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
   before(async () => {
     reg = await new OciRegistry().start();
     s = await startStack('claim-edits', {
-      hosts: 7,
+      hosts: 8,
       args: [
         '--allowed-registries',
         reg.host,
@@ -91,7 +95,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         '1s',
       ],
     });
-    pool = await availableServers(s, 7, 60_000);
+    pool = await availableServers(s, 8, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -113,18 +117,20 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     await createClaim(s, 'flip', { serverRef: srv.metadata.name!, bootPolicy: 'NetBootAlways' });
     const before = await booted('flip');
     const n = resets(s, uuid).length;
+    let seen = await reconciles(s, 'serverclaim');
     await patch('flip', { bootPolicy: 'NetBootOnce' });
     // The SBC follows in place, and NetBootOnce's marker makes the boot server answer local boot.
     await eventually('SBC NetBootOnce with BootCompleted for its attempt', 20_000, async () => {
       const sbc = await getSbc(s, 'flip');
       return sbc?.spec.bootPolicy === 'NetBootOnce' && countsForCurrentAttempt(sbc, 'BootCompleted');
     });
-    await sleep(QUIET_MS);
+    await settled(s, 'serverclaim', seen);
+    seen = await reconciles(s, 'serverclaim');
     await patch('flip', { bootPolicy: 'NetBootAlways' });
     await eventually('SBC NetBootAlways', 20_000, async () => {
       return (await getSbc(s, 'flip'))?.spec.bootPolicy === 'NetBootAlways';
     });
-    await sleep(QUIET_MS);
+    await settled(s, 'serverclaim', seen);
     const after = (await getClaim(s, 'flip'))!;
     assert.deepEqual(resets(s, uuid).slice(n), [], 'no power action after the flips');
     assert.equal(after.status?.boot?.series, before.status?.boot?.series, 'no new series');
@@ -156,11 +162,12 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     await createClaim(s, 'ign', { serverRef: srv.metadata.name!, ignition: 'ign-a' });
     const first = await booted('ign');
     const n = resets(s, uuid).length;
+    const seen = await reconciles(s, 'serverclaim');
     await patch('ign', { ignitionSecretRef: { name: 'ign-b' } });
     await eventually('SBC names ign-b', 20_000, async () => {
       return (await getSbc(s, 'ign'))?.spec.ignitionSecretRef?.name === 'ign-b';
     });
-    await sleep(QUIET_MS);
+    await settled(s, 'serverclaim', seen);
     assert.deepEqual(resets(s, uuid).slice(n), [], 'same content: no power action');
     assert.equal((await getClaim(s, 'ign'))!.status?.boot?.series, first.status?.boot?.series);
     await patch('ign', { ignitionSecretRef: { name: 'ign-c' } });
@@ -186,11 +193,12 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     await createClaim(s, 'img', { serverRef: srv.metadata.name!, image: `${reg.host}/metal/edit:1.0` });
     const first = await booted('img');
     const n = resets(s, uuid).length;
+    const seen = await reconciles(s, 'serverclaim');
     await patch('img', { image: `${reg.host}/metal/edit:1.0-again` });
     await eventually('SBC names the new tag', 20_000, async () => {
       return (await getSbc(s, 'img'))?.spec.image === `${reg.host}/metal/edit:1.0-again`;
     });
-    await sleep(QUIET_MS);
+    await settled(s, 'serverclaim', seen);
     assert.deepEqual(resets(s, uuid).slice(n), [], 'same manifest: no power action');
     const mid = (await getClaim(s, 'img'))!;
     assert.equal(mid.status?.boot?.series, first.status?.boot?.series);
@@ -214,9 +222,10 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     assert.ok(entry?.endedAt && entry.poweredOnAt, JSON.stringify(first.status?.boot));
     await patch('hist', { power: 'Off' });
     await eventually('host Off', 20_000, () => hostOf(s, srv).powerState() === 'Off');
+    const seen = await reconciles(s, 'serverclaim');
     await patch('hist', { power: 'On' });
     await eventually('host On again', 20_000, () => hostOf(s, srv).powerState() === 'On');
-    await sleep(QUIET_MS);
+    await settled(s, 'serverclaim', seen);
     const after = (await getClaim(s, 'hist'))!;
     const same = after.status?.boot?.history?.find((h) => h.attempt === entry.attempt);
     assert.deepEqual(same, entry, 'the ended entry is unchanged');
@@ -331,7 +340,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
     const uuid = srv.spec.systemUUID!;
     await createClaim(s, 'held', { serverRef: name });
     await booted('held');
-    const n = resets(s, uuid).length;
+    const n = resetsSent(s, uuid).length;
     await s.client.delete(Resources.Server, name);
     const held = await eventually('the Server terminating, not gone', 10_000, async () => {
       const x = await s.client.get<Server>(Resources.Server, name);
@@ -346,8 +355,11 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         b.some((e) => e.reason === 'ServerDeletionHeld' && e.type === 'Warning')
       );
     });
+    // Positive control: the Server controller runs in the window (resync 1 s), so discovery could start.
+    const during = await reconciles(s, 'server');
     await sleep(QUIET_MS);
-    assert.deepEqual(resets(s, uuid).slice(n), [], 'no power action while held');
+    assert.ok((await reconciles(s, 'server')) > during, 'the Server controller ran in the window');
+    assert.deepEqual(resetsSent(s, uuid).slice(n), [], 'no power action while held');
     const still = (await getClaim(s, 'held'))!;
     assert.equal(cond(still, 'Booted')?.status, 'True');
     assert.equal((await s.client.get<Server>(Resources.Server, name))?.status?.state, 'Reserved');
@@ -419,6 +431,60 @@ describe("an operator's day", { timeout: 180_000 }, () => {
       await s.client.delete(Resources.BMC, bmcName).catch(() => undefined);
       await s.client.delete(Resources.BMCSecret, bmcName).catch(() => undefined);
       await s.client.delete(Resources.Server, serverName).catch(() => undefined);
+    }
+  });
+
+  it("a Server's spec.power (deprecated upstream) is removed with a Warning and powers nothing; a claim never copies its own", async () => {
+    const srv = take();
+    const name = srv.metadata.name!;
+    const uuid = srv.spec.systemUUID!;
+    const n = resets(s, uuid).length;
+    await s.client.mergePatch(Resources.Server, name, undefined, { spec: { power: 'On' } });
+    const ev = await eventually('DeprecatedPowerCleared Warning', 20_000, async () =>
+      (await eventsFor(s, 'Server', name, 'default')).find((e) => e.reason === 'DeprecatedPowerCleared'),
+    );
+    assert.equal(ev.type, 'Warning');
+    assert.match(ev.message, /spec\.power "On" is deprecated and was not applied/);
+    const cleared = await s.client.get<Server>(Resources.Server, name);
+    assert.equal(cleared?.spec.power, undefined, 'spec.power removed');
+    assert.deepEqual(resets(s, uuid).slice(n), [], 'nothing powered for it');
+    assert.equal(hostOf(s, srv).powerState(), 'Off', 'an Available Server stays Off');
+    // Claimed: the claim's spec.power decides, the Server's stays unset (upstream's claim controller
+    // does not write it either).
+    await createClaim(s, 'power-owner', { serverRef: name });
+    await booted('power-owner');
+    const bound = await s.client.get<Server>(Resources.Server, name);
+    assert.equal(bound?.spec.serverClaimRef?.name, 'power-owner');
+    assert.equal(bound?.spec.power, undefined, 'no spec.power copied from the claim');
+  });
+
+  it('a Server nothing has written status for reads STATE Initial in kubectl get', async () => {
+    const name = `no-bmc-${s.ns}`;
+    await s.client.create<Server>(Resources.Server, {
+      apiVersion: API,
+      kind: 'Server',
+      metadata: { name, labels: s.labels },
+      spec: { systemUUID: randomUuid(), bmcRef: { name: `missing-${s.ns}` } },
+    });
+    try {
+      // Straight after the create, before any controller wrote: the CRD's default is what kubectl shows.
+      const table = execFileSync('kubectl', ['--kubeconfig', s.kubeconfigPath, 'get', 'server', name], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      }).split('\n');
+      const at = table[0]!.search(/\bSTATE\b/); // not POWERSTATE's
+      assert.ok(at >= 0, table[0]);
+      assert.equal(table[1]!.slice(at).split(/\s+/)[0], 'Initial', table.join('\n'));
+      const x = await s.client.get<Server>(Resources.Server, name);
+      assert.equal(x?.status?.state, 'Initial', 'what a client reads, too');
+      // And after the controller has written (it cannot reach the BMC that does not exist): still Initial.
+      const written = await eventually('the Discovered condition written', 30_000, async () => {
+        const y = await s.client.get<Server>(Resources.Server, name);
+        return cond(y, 'Discovered') ? y : undefined;
+      });
+      assert.equal(written.status?.state, 'Initial', cond(written, 'Discovered')?.message);
+    } finally {
+      await s.client.delete(Resources.Server, name).catch(() => undefined);
     }
   });
 
