@@ -122,7 +122,10 @@ class PerMinute {
   /** Records one event at `at`; returns the count in the 60 s ending at `at`. */
   add(key: string, at: number): number {
     let l = this.times.get(key);
-    if (!l) this.times.set(key, (l = []));
+    if (!l) {
+      l = [];
+      this.times.set(key, l);
+    }
     l.push(at);
     while (l.length > 0 && l[0]! <= at - MINUTE) l.shift();
     if (l.length > this.max) {
@@ -295,7 +298,10 @@ export class SoakInvariants {
       const start = ms(a?.attemptStartedAt);
       if (!a || start === undefined) continue;
       let m = this.serverWindows.get(uuid);
-      if (!m) this.serverWindows.set(uuid, (m = new Map()));
+      if (!m) {
+        m = new Map();
+        this.serverWindows.set(uuid, m);
+      }
       const k = `${kind}/${a.attempt}/${start}`;
       const end = ms(a.deadline);
       const w = m.get(k);
