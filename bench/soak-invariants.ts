@@ -151,6 +151,7 @@ export class SoakInvariants {
   private readonly claims = new Map<string, ClaimState>();
   /** system UUID → Server discovery/cleanup windows, keyed `kind/attempt/start`. */
   private readonly serverWindows = new Map<string, Map<string, Window>>();
+  private readonly serverRvs = new Map<string, string>();
   private readonly pendingPowerOns: { uuid: string; at: number; type: string }[] = [];
   private readonly bmcRate = new PerMinute();
   private readonly writeRate = new PerMinute();
@@ -279,8 +280,11 @@ export class SoakInvariants {
   /** A Server version seen at `at`: its discovery/cleanup attempt windows; counts its writes. */
   observeServer(s: Server, at: number): void {
     const subject = `server ${s.metadata.name ?? ''}`;
-    const n = this.writeRate.add(subject, at);
-    this.counts.versions++;
+    const rv = s.metadata.resourceVersion;
+    // A relist repeats versions: only a new resourceVersion is a write.
+    const n = rv !== undefined && this.serverRvs.get(subject) !== rv ? this.writeRate.add(subject, at) : 0;
+    if (rv !== undefined) this.serverRvs.set(subject, rv);
+    if (n > 0) this.counts.versions++;
     if (n > this.cfg.writesPerMinute) {
       this.report(
         'writes-per-minute',
@@ -365,22 +369,30 @@ export class SoakInvariants {
   private judgePowerOn(p: { uuid: string; at: number; type: string }, now: number): void {
     const g = this.graceMs;
     const inside = (w: Window, openUntil: number) => p.at >= w.start - g && p.at <= (w.end ?? openUntil) + g;
+    // The attempt a power-on belongs to is the latest one begun before it (its intent, with its start,
+    // is stored before the power-on): with back-to-back claims the previous claim's window, widened by
+    // the grace, may still cover the next claim's first power-on.
+    let best: { st: ClaimState; attempt: number; start: number } | undefined;
     for (const st of this.claims.values()) {
       if (st.uuid !== p.uuid) continue;
       for (const [attempt, w] of st.attempts) {
-        if (!inside(w, st.deletedAt ?? now)) continue;
-        this.counts.powerOnsInClaims++;
-        st.powerOns++;
-        if (st.powerOns > st.attempts.size) {
-          this.report(
-            'power-ons-exceed-attempts',
-            st.subject,
-            now,
-            `${st.powerOns} accepted power-ons (the latest ${p.type} at ${iso(p.at)}, attempt ${attempt}) for ${st.attempts.size} attempts`,
-          );
-        }
-        return;
+        if (inside(w, st.deletedAt ?? now) && (!best || w.start > best.start))
+          best = { st, attempt, start: w.start };
       }
+    }
+    if (best) {
+      const { st, attempt } = best;
+      this.counts.powerOnsInClaims++;
+      st.powerOns++;
+      if (st.powerOns > st.attempts.size) {
+        this.report(
+          'power-ons-exceed-attempts',
+          st.subject,
+          now,
+          `${st.powerOns} accepted power-ons (the latest ${p.type} at ${iso(p.at)}, attempt ${attempt}) for ${st.attempts.size} attempts`,
+        );
+      }
+      return;
     }
     for (const w of this.serverWindows.get(p.uuid)?.values() ?? []) {
       if (inside(w, now)) {

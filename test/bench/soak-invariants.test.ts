@@ -140,6 +140,20 @@ describe('soak invariants', () => {
     assert.equal(inv.counts.powerOnsInServerAttempts, 1);
   });
 
+  it('a power-on just after one claim ended belongs to the next claim’s attempt, begun before it', () => {
+    const inv = new SoakInvariants(CFG);
+    cleanCycle(inv, 'c1'); // attempt 500..3000 ms, deleted at 4000
+    // The next claim starts its attempt at 3.2 s and powers on at 3.5 s: within c1's window + grace.
+    inv.observeClaim(
+      claim({ name: 'c2', phase: 'AwaitingNetboot', history: [{ attempt: 1, start: 3_200 }] }),
+      T0 + 3_300,
+      UUID,
+    );
+    inv.observeBmcRequest(UUID, reset(3_500));
+    assert.deepEqual(inv.check(T0 + 20_000), []);
+    assert.equal(inv.counts.powerOnsInClaims, 2);
+  });
+
   it('power-outside-attempt: a power-on after the attempt ended (judged once settled)', () => {
     const inv = new SoakInvariants(CFG);
     cleanCycle(inv);
