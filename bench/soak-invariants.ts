@@ -9,7 +9,8 @@
  *   ForceRestart, GracefulRestart, PowerCycle) of a system lies within an attempt of a claim bound to
  *   that system (`status.boot.history[]` from `startedAt` to `endedAt`, open while it has none) or
  *   within a discovery/cleanup attempt of its Server (`status.discovery` / `status.cleanup` from
- *   `attemptStartedAt` to `deadline`), ± `graceMs`. A power-on is judged `settleMs` after it
+ *   `attemptStartedAt` to `completedAt`, or to when it was first seen in a final phase, else to
+ *   `deadline`), ± `graceMs`. A power-on is judged `settleMs` after it
  *   arrived, so that the claim version carrying the attempt (written before the power-on) has
  *   reached the watch.
  * - `power-ons-exceed-attempts`: the accepted power-ons inside a claim's attempts are at most the
@@ -99,6 +100,8 @@ const MINUTE = 60_000;
 interface Window {
   start: number;
   end: number | undefined;
+  /** A Server attempt seen finished: its end no longer moves. */
+  closed?: boolean;
 }
 
 interface ClaimState {
@@ -307,10 +310,19 @@ export class SoakInvariants {
         this.serverWindows.set(uuid, m);
       }
       const k = `${kind}/${a.attempt}/${start}`;
-      const end = ms(a.deadline);
+      // The attempt ends when it completed (cleanup: completedAt), when it is first seen in a final
+      // phase (discovery keeps no completion time), else at its deadline at the latest.
+      const done = TERMINAL_PHASES.has(a.phase ?? '');
+      const completed = 'completedAt' in a ? ms(a.completedAt) : undefined;
       const w = m.get(k);
-      if (!w) m.set(k, { start, end });
-      else if (end !== undefined) w.end = Math.max(w.end ?? end, end);
+      if (w?.closed) continue;
+      const end = completed ?? (done ? Math.min(at, ms(a.deadline) ?? at) : ms(a.deadline));
+      if (!w) m.set(k, { start, end, closed: done || completed !== undefined });
+      else {
+        w.end =
+          done || completed !== undefined ? end : end === undefined ? w.end : Math.max(w.end ?? end, end);
+        w.closed = done || completed !== undefined;
+      }
     }
   }
 

@@ -643,8 +643,9 @@ try {
       await r.arrayBuffer();
       return r.status;
     };
-    const seed = (invariant: Invariant, subject: string, how: string) => {
-      seeds.push({ invariant, subject, seededAt: Date.now(), how });
+    /** `from`: when the seeding action began (a finding may come while it still runs). */
+    const seed = (invariant: Invariant, subject: string, how: string, from: number) => {
+      seeds.push({ invariant, subject, seededAt: from, how });
       say(`self-test: seeded ${invariant} (${subject}): ${how}`);
     };
     const claimOn = (name: string, server: string, extra: Record<string, unknown> = {}) =>
@@ -676,21 +677,30 @@ try {
       (async () => {
         // A: a power-on no attempt asked for, then a request loop on one system.
         const a = sys(hostA);
+        const fromReset = Date.now();
         const st = await redfish('POST', `${a.url}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
         seed(
           'power-outside-attempt',
           `system ${a.uuid}`,
           `Reset On (HTTP ${st}) to ${hostA}, claimed by nobody`,
+          fromReset,
         );
         const n = o.bmcRequestsPerMinute + 10;
+        const fromGets = Date.now();
         for (let i = 0; i < n; i++) await redfish('GET', a.url);
-        seed('bmc-requests-per-minute', `system ${a.uuid}`, `${n} GETs of ${hostA}'s system in a row`);
+        seed(
+          'bmc-requests-per-minute',
+          `system ${a.uuid}`,
+          `${n} GETs of ${hostA}'s system in a row`,
+          fromGets,
+        );
       })(),
       (async () => {
         // B: a second power-on inside a claim's attempt (its image never calls back, so it stays open).
         hostOf.get(uuidOf.get(hostB)!)!.setFaults({ neverCallBack: true });
         await claimOn('selftest-extra-power', hostB);
         await waitClaim('selftest-extra-power', inAttempt, 'was powered on');
+        const from = Date.now();
         const st = await redfish('POST', `${sys(hostB).url}/Actions/ComputerSystem.Reset`, {
           ResetType: 'ForceRestart',
         });
@@ -698,6 +708,7 @@ try {
           'power-ons-exceed-attempts',
           `claim ${NS}/selftest-extra-power`,
           `ForceRestart (HTTP ${st}) during attempt ${claimWatch.get('selftest-extra-power', NS)?.status?.boot?.attempt}`,
+          from,
         );
       })(),
       (async () => {
@@ -708,6 +719,7 @@ try {
           (c) => c.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') ?? false,
           'booted',
         );
+        const fromHistory = Date.now();
         await stack.client.mergePatch(
           Resources.ServerClaim,
           'selftest-history',
@@ -719,26 +731,35 @@ try {
           'claim-without-history',
           `claim ${NS}/selftest-history`,
           'status.boot.history deleted (merge patch, null)',
+          fromHistory,
         );
         const n = o.writesPerMinute + 10;
+        const fromWrites = Date.now();
         for (let i = 0; i < n; i++) {
           await stack.client.mergePatch(Resources.ServerClaim, 'selftest-history', NS, {
             metadata: { annotations: { 'soak.metal.ironcore.dev/self-test-write': String(i) } },
           });
         }
-        seed('writes-per-minute', `claim ${NS}/selftest-history`, `${n} annotation writes in a row`);
+        seed(
+          'writes-per-minute',
+          `claim ${NS}/selftest-history`,
+          `${n} annotation writes in a row`,
+          fromWrites,
+        );
       })(),
     ]);
     // C (after the others: it stops the manager): a 10 s, 1-attempt series the manager cannot end.
     hostOf.get(uuidOf.get(hostC)!)!.setFaults({ neverCallBack: true });
     await claimOn('selftest-unbounded', hostC, { bootCompletion: { timeout: '10s', maxAttempts: 1 } });
     await waitClaim('selftest-unbounded', inAttempt, 'was powered on');
+    const fromKill = Date.now();
     await stack.killManager();
     const downMs = 10_000 + seriesSlackMs + 10_000;
     seed(
       'series-unbounded',
       `claim ${NS}/selftest-unbounded`,
       `manager SIGKILLed for ${downMs / 1000} s during a series bounded at ${(10_000 + seriesSlackMs) / 1000} s`,
+      fromKill,
     );
     await sleep(downMs);
     await stack.startManager();
@@ -943,7 +964,7 @@ try {
     // Each seed must be found: same invariant, same subject, after it was seeded.
     const rows = seeds.map((sd) => {
       const f = findings.find(
-        (x) => x.invariant === sd.invariant && x.subject === sd.subject && x.at >= sd.seededAt - 1_000,
+        (x) => x.invariant === sd.invariant && x.subject === sd.subject && x.at >= sd.seededAt,
       );
       return { sd, f };
     });

@@ -168,6 +168,29 @@ describe('soak invariants', () => {
     assert.deepEqual(inv.check(T0 + 60_000), []);
   });
 
+  it('power-outside-attempt: a power-on after its Server’s discovery was seen Completed, before the deadline', () => {
+    const inv = new SoakInvariants(CFG);
+    inv.observeServer(
+      {
+        metadata: { name: 's1', resourceVersion: '7' },
+        spec: { systemUUID: UUID },
+        status: {
+          discovery: {
+            attempt: 1,
+            attemptStartedAt: iso(-60_000),
+            deadline: iso(600_000),
+            phase: 'Completed',
+          },
+        },
+      } as unknown as Server,
+      T0,
+    );
+    inv.observeBmcRequest(UUID, reset(-59_000)); // during discovery
+    inv.observeBmcRequest(UUID, reset(5_000)); // after it, before its deadline
+    assert.deepEqual(names(inv.check(T0 + 20_000)), ['power-outside-attempt']);
+    assert.equal(inv.counts.powerOnsInServerAttempts, 1);
+  });
+
   it('power-ons-exceed-attempts: two accepted power-ons in one attempt', () => {
     const inv = new SoakInvariants(CFG);
     inv.observeClaim(
