@@ -158,6 +158,7 @@ export class SoakInvariants {
   private readonly pendingPowerOns: { uuid: string; at: number; type: string }[] = [];
   private readonly bmcRate = new PerMinute();
   private readonly writeRate = new PerMinute();
+  private readonly serverWriteRate = new PerMinute();
   private readonly reported = new Set<string>();
   private found: Finding[] = [];
   private readonly settleMs: number;
@@ -179,12 +180,21 @@ export class SoakInvariants {
   }
 
   /** The highest count seen in a 60 s window: BMC requests per system, versions per object. */
-  peaks(): { bmcPerSystem: number; bmcSystem: string; writesPerObject: number; writesObject: string } {
+  peaks(): {
+    bmcPerSystem: number;
+    bmcSystem: string;
+    writesPerClaim: number;
+    writesClaim: string;
+    writesPerServer: number;
+    writesServer: string;
+  } {
     return {
       bmcPerSystem: this.bmcRate.max,
       bmcSystem: this.bmcRate.maxKey,
-      writesPerObject: this.writeRate.max,
-      writesObject: this.writeRate.maxKey,
+      writesPerClaim: this.writeRate.max,
+      writesClaim: this.writeRate.maxKey,
+      writesPerServer: this.serverWriteRate.max,
+      writesServer: this.serverWriteRate.maxKey,
     };
   }
 
@@ -285,7 +295,8 @@ export class SoakInvariants {
     const subject = `server ${s.metadata.name ?? ''}`;
     const rv = s.metadata.resourceVersion;
     // A relist repeats versions: only a new resourceVersion is a write.
-    const n = rv !== undefined && this.serverRvs.get(subject) !== rv ? this.writeRate.add(subject, at) : 0;
+    const n =
+      rv !== undefined && this.serverRvs.get(subject) !== rv ? this.serverWriteRate.add(subject, at) : 0;
     if (rv !== undefined) this.serverRvs.set(subject, rv);
     if (n > 0) this.counts.versions++;
     if (n > this.cfg.writesPerMinute) {
@@ -373,6 +384,7 @@ export class SoakInvariants {
     }
     this.bmcRate.prune(now);
     this.writeRate.prune(now);
+    this.serverWriteRate.prune(now);
     const out = this.found;
     this.found = [];
     return out;
