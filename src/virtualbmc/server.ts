@@ -13,6 +13,8 @@
  *   insert checks the image is readable, else 400; 409 while media is inserted), `PATCH …/CD1` (eject
  *   form), for hosts with virtual media; with a captured tree at its CD/DVD devices instead
  * - `GET /Managers`, `GET /Managers/BMC`, `POST /Managers/BMC/Actions/Manager.Reset` (204; hosts unaffected)
+ * - beside Redfish, an SSH serial console on its own port (console.ts; option `console`): the Manager's
+ *   `SerialConsole` and each system's `SerialConsole.SSH` (`Port`, `ConsoleEntryCommand`) describe it
  * - `GET /SessionService`, `GET|POST /SessionService/Sessions` (POST: no auth, 201 + `X-Auth-Token` +
  *   `Location`), `GET|DELETE /SessionService/Sessions/{id}`
  * Errors use the Redfish error body with Base registry message ids: 400 (malformed JSON, unknown or
@@ -35,6 +37,7 @@ import {
   RESET_TYPES,
   type ResetType,
 } from '../bmc/bmc.js';
+import { type ConsoleServer, startConsoleServer } from './console.js';
 import { type FaultKnobs, FaultState } from './faults.js';
 import type { Host } from './host.js';
 import { MediaFetchError } from './media.js';
@@ -75,6 +78,11 @@ export interface VirtualBmcOptions {
   faults?: Partial<FaultKnobs>;
   /** Variations of the Redfish service (see {@link ServiceProfile}); defaults in `DEFAULT_PROFILE`. */
   profile?: Partial<ServiceProfile>;
+  /**
+   * The SSH serial console (console.ts): on by default on {@link address} with a free port and a new
+   * host key; `false` serves none (and Redfish then reports no `SerialConsole`).
+   */
+  console?: false | { port?: number; hostKey?: string };
   /** PEM key and certificate: serve HTTPS instead of HTTP. */
   tls?: { key: string; cert: string };
   logger?: Logger;
@@ -125,6 +133,8 @@ export interface VirtualBmc {
   clearRequests(): void;
   /** BIOS configuration jobs queued so far (profiles with `biosJobOnModePatch`, i.e. Dell). */
   biosJobs(): number;
+  /** The SSH serial console, unless the option `console` was `false`. */
+  readonly console: ConsoleServer | undefined;
 }
 
 interface Reply {
@@ -188,6 +198,10 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   const records: RequestRecord[] = [];
   const delays = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
   const credentialDigest = digest(`${opts.username}\0${opts.password}`);
+  // Set once the Redfish service listens; the documents read it when they are served.
+  let consoleServer: ConsoleServer | undefined;
+  const consoleOf = (sys: VirtualSystem): { port: number; command: string } | undefined =>
+    consoleServer && { port: consoleServer.port, command: consoleServer.entryCommand(systems.indexOf(sys)) };
 
   const record = (r: RequestRecord): void => {
     records.push(r);
@@ -363,7 +377,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
       if (id === MANAGER_ID && sub === undefined) {
         methods(method, ['GET']);
-        return ok(manager(serviceUuid, systems));
+        return ok(manager(serviceUuid, systems, consoleServer !== undefined));
       }
       if (id === MANAGER_ID && sub === 'Actions' && leaf === 'Manager.Reset' && extra === undefined) {
         // A restart of the BMC itself: the hosts keep their power; only the request log records it.
@@ -554,7 +568,12 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
 
   const systemReply = (sys: VirtualSystem): Reply => ({
     status: 200,
-    body: computerSystem(sys, profile, sys.powerState(faults.current.reportTransitionalState)),
+    body: computerSystem(
+      sys,
+      profile,
+      sys.powerState(faults.current.reportTransitionalState),
+      consoleOf(sys),
+    ),
     headers: etagHeader(sys),
   });
 
@@ -724,6 +743,22 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   const { port } = server.address() as AddressInfo;
   const url = `${opts.tls ? 'https' : 'http'}://${opts.address ?? '127.0.0.1'}:${port}`;
   log.info({ url, systems: systems.length }, 'virtual BMC listening');
+  if (opts.console !== false) {
+    try {
+      consoleServer = await startConsoleServer({
+        address: opts.address ?? '127.0.0.1',
+        port: opts.console?.port ?? 0,
+        ...(opts.console?.hostKey ? { hostKey: opts.console.hostKey } : {}),
+        systems: systems.map((s) => ({ id: s.id, host: s.host })),
+        checkCredentials,
+        log,
+      });
+    } catch (err) {
+      server.close();
+      server.closeAllConnections();
+      throw err;
+    }
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -740,6 +775,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       if (f.postAtNextPatchMs) for (const s of systems) s.armPostAtNextPatch(f.postAtNextPatchMs);
     },
     biosJobs: () => systems.reduce((n, s) => n + s.biosJobs, 0),
+    console: consoleServer,
     requests: () => records.slice(),
     clearRequests: () => {
       records.length = 0;
@@ -753,6 +789,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
           d.resolve();
         }
         delays.clear();
+        await consoleServer?.close();
         await closed;
         await Promise.all(systems.map((s) => s.close()));
         await Promise.all(opts.hosts.map((h) => h.close()));
