@@ -25,7 +25,28 @@
  *    are servers; no such sample is a violation too).
  * Times are not invariants: a loaded machine only makes the run do fewer cycles.
  *
+ * Hosts that misbehave (issue 30 item 5): before each claim of a `serverRef` worker, with probability
+ * `--misbehave`, its host is given one behaviour for that round (cleared once the claim ended):
+ * firmware that ignores the network boot override once (`ignoreOverrideBoots: 1`) or always
+ * (`bootFromDisk`), an image that never posts `/bootstate` (`neverCallBack`; sim.ts), a BMC that
+ * refuses the system's PATCHes with 503 for 5–40 s or with 400 for the whole claim (`patchRefusals`;
+ * virtualbmc/faults.ts). The fault loop adds `bmc-dead`: a virtual BMC stops answering
+ * (`unresponsive`) for 10–60 s and comes back (it always comes back: a release powers the
+ * Server off through it). The invariants of bench/soak-invariants.ts are checked every 2 s from the
+ * claim and Server watches and the virtual BMCs' request hook: no power-on outside an attempt,
+ * power-ons ≤ attempts, every series ends within maxAttempts × timeout + `--series-slack`, BMC
+ * requests per system and writes per claim/Server per minute bounded, no claim without history. A
+ * claim may end `Booted=True`, `AttemptsExhausted`, `BootRefused` or `BootMethodUnsupported`.
+ *
+ * `--self-test` (default 6 min): reserves four `serverRef` hosts and seeds one violation per
+ * invariant through real parts — an extra `ComputerSystem.Reset` sent to the virtual BMC while no
+ * attempt runs, and another inside an attempt; the manager SIGKILLed (restarted after the bound) while
+ * a claim with a 10 s, 1-attempt series runs; a Booted claim's `status.boot.history` deleted; the
+ * claim's annotations written in a loop; a system's GET sent in a loop — and fails (exit 1) unless
+ * every seeded violation was detected. No manager or kube-apiserver restarts from the fault loop then.
+ *
  * Usage: node dist/bench/soak.js [--minutes 20] [--servers 200] [--fault-every 20] [--seed 1]
+ *        [--misbehave 0.5] [--self-test]
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,8 +62,9 @@ import { OS_IMAGE } from '../src/localstack/vm-artefacts.js';
 import { isApiStatus } from '../src/runtime/client.js';
 import { Informer } from '../src/runtime/informer.js';
 import { Resources } from '../src/runtime/resource.js';
-import type { RequestRecord } from '../src/virtualbmc/server.js';
+import type { RequestRecord, VirtualBmc } from '../src/virtualbmc/server.js';
 import type { SimHost } from '../src/virtualbmc/sim.js';
+import { INVARIANTS, type Invariant, SoakInvariants, systemOfPath } from './soak-invariants.js';
 import { printTable } from './stats.js';
 
 const o = new Command('soak')
@@ -59,6 +81,15 @@ const o = new Command('soak')
     5000,
   )
   .option('--seed <n>', 'random seed (faults, pauses)', Number, 1)
+  .option('--misbehave <p>', 'probability that a serverRef host misbehaves in a round', Number, 0.5)
+  .option(
+    '--series-slack <s>',
+    'a series must end within maxAttempts × timeout + this, seconds (self-test: 20)',
+    Number,
+  )
+  .option('--bmc-requests-per-minute <n>', 'bound of BMC requests per system in any 60 s', Number, 400)
+  .option('--writes-per-minute <n>', 'bound of versions per claim and per Server in any 60 s', Number, 240)
+  .option('--self-test', 'seed one violation per invariant; fail unless each is detected')
   .parse()
   .opts<{
     minutes: number;
@@ -69,7 +100,14 @@ const o = new Command('soak')
     bootTimeout: number;
     pauseMs: number;
     seed: number;
+    misbehave: number;
+    seriesSlack?: number;
+    bmcRequestsPerMinute: number;
+    writesPerMinute: number;
+    selfTest?: boolean;
   }>();
+if (o.selfTest && !process.argv.includes('--minutes')) o.minutes = 6;
+const seriesSlackMs = (o.seriesSlack ?? (o.selfTest ? 20 : 120)) * 1000;
 
 /** mulberry32: a small seeded PRNG, so a run's fault schedule can be repeated. */
 function rng(seed: number): () => number {
@@ -87,6 +125,8 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
 const between = (lo: number, hi: number) => Math.round(lo + random() * (hi - lo));
 
 const NS = 'default';
+/** Booted=False reasons that end a series (besides Booted=True). */
+const ENDS = new Set(['AttemptsExhausted', 'BootRefused', 'BootMethodUnsupported']);
 const POWER_ON = new Set(['On', 'ForceOn', 'ForceRestart', 'GracefulRestart', 'PowerCycle']);
 const FAULTS = [
   'manager-sigkill',
@@ -95,8 +135,19 @@ const FAULTS = [
   'bmc-503',
   'bmc-drop',
   'bmc-slow',
+  'bmc-dead',
 ] as const;
 type Fault = (typeof FAULTS)[number];
+
+/** What a serverRef host does wrong for one round (one claim). */
+const BEHAVIOURS = [
+  'ignores-override-once',
+  'ignores-override-always',
+  'never-posts-bootstate',
+  'bmc-refuses-patch-for-a-while',
+  'bmc-refuses-patch-for-good',
+] as const;
+type Behaviour = 'normal' | (typeof BEHAVIOURS)[number];
 
 interface Violation {
   invariant: string;
@@ -109,9 +160,24 @@ const violate = (invariant: string, detail: string) => {
 };
 const say = (line: string) => console.error(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}`);
 
+const invariants = new SoakInvariants({
+  maxAttempts: o.maxAttempts,
+  bootTimeoutMs: o.bootTimeout * 1000,
+  seriesSlackMs,
+  bmcRequestsPerMinute: o.bmcRequestsPerMinute,
+  writesPerMinute: o.writesPerMinute,
+});
+/** Redfish system Id (lower case) → system UUID; filled once the stack runs. */
+const idToUuid = new Map<string, string>();
+/** The checker is fed from the start of the claim loop (discovery is the stack's warm-up). */
+let checking = false;
+/** Findings per invariant, and the self-test's seeds. */
+const findings: { invariant: Invariant; subject: string; at: number; detail: string }[] = [];
+
 /** Accepted power actions per system UUID (lower case): time of arrival and ResetType. */
 const powerLog = new Map<string, { at: number; type: string }[]>();
 function onBmcRequest(_bmc: number, r: RequestRecord): void {
+  if (checking) invariants.observeBmcRequest(systemOfPath(r.path, idToUuid), r);
   if (r.method !== 'POST' || !r.path.endsWith('/Actions/ComputerSystem.Reset')) return;
   if (r.status < 200 || r.status >= 300) return;
   const m = /\/Systems\/([^/]+)\/Actions/.exec(r.path);
@@ -137,6 +203,7 @@ interface Cycle {
   booted?: boolean;
   reason?: string;
   final?: ServerClaim;
+  behaviour: Behaviour;
 }
 const cycles: Cycle[] = [];
 
@@ -178,6 +245,55 @@ try {
   const discovered = await stack.waitForDiscovery(o.servers, 30 * 60_000);
   const serverNames = discovered.map((s) => s.metadata.name).sort();
   const uuidOf = new Map(discovered.map((s) => [s.metadata.name, s.spec.systemUUID.toLowerCase()]));
+  /** System UUID → its sim host and its virtual BMC. */
+  const hostOf = new Map<string, SimHost>();
+  const vbmcOf = new Map<string, VirtualBmc>();
+  for (const b of stack.vbmcs) {
+    for (const sy of b.systems) {
+      idToUuid.set(sy.id.toLowerCase(), sy.uuid);
+      hostOf.set(sy.uuid, sy.host as SimHost);
+      vbmcOf.set(sy.uuid, b);
+    }
+  }
+  /** Per virtual BMC, the systems whose PATCHes it refuses now (the knob replaces the whole map). */
+  const refusals = new Map<VirtualBmc, Record<string, number>>();
+  const setRefusal = (uuid: string, status: number | undefined) => {
+    const b = vbmcOf.get(uuid)!;
+    const m = { ...refusals.get(b) };
+    if (status === undefined) delete m[uuid];
+    else m[uuid] = status;
+    refusals.set(b, m);
+    b.setFaults({ patchRefusals: m });
+  };
+  /** Gives the host of `uuid` one behaviour for a round; returns what clears it. */
+  const misbehave = (uuid: string, b: Behaviour): (() => void) => {
+    const host = hostOf.get(uuid)!;
+    switch (b) {
+      case 'normal':
+        return () => {};
+      case 'ignores-override-once':
+        host.setFaults({ ignoreOverrideBoots: 1 });
+        return () => host.setFaults({ ignoreOverrideBoots: 0 });
+      case 'ignores-override-always':
+        host.setFaults({ bootFromDisk: true });
+        return () => host.setFaults({ bootFromDisk: false });
+      case 'never-posts-bootstate':
+        host.setFaults({ neverCallBack: true });
+        return () => host.setFaults({ neverCallBack: false });
+      case 'bmc-refuses-patch-for-a-while': {
+        setRefusal(uuid, 503);
+        const t = setTimeout(() => setRefusal(uuid, undefined), between(5, 40) * 1000);
+        return () => {
+          clearTimeout(t);
+          setRefusal(uuid, undefined);
+        };
+      }
+      case 'bmc-refuses-patch-for-good':
+        // For the whole claim; cleared before the claim is deleted, so that the release is not refused.
+        setRefusal(uuid, 400);
+        return () => setRefusal(uuid, undefined);
+    }
+  };
   // Pairs for the selector workers: label soak-pair=<k> on two Servers each.
   const half = Math.floor(serverNames.length / 2) & ~1;
   for (let i = 0; i < half; i++) {
@@ -237,7 +353,32 @@ try {
   };
   claimWatch.on('add', checkClaims);
   claimWatch.on('update', checkClaims);
+  const claimUuid = (c: ServerClaim) =>
+    c.spec.serverRef?.name ? uuidOf.get(c.spec.serverRef.name) : undefined;
+  const seeClaim = (c: ServerClaim) => {
+    if (checking) invariants.observeClaim(c, Date.now(), claimUuid(c));
+  };
+  claimWatch.on('add', seeClaim);
+  claimWatch.on('update', seeClaim);
+  claimWatch.on('delete', (c) => {
+    if (checking) invariants.claimDeleted(c, Date.now());
+  });
+  const seeServer = (sv: Server) => {
+    if (checking) invariants.observeServer(sv, Date.now());
+  };
+  serverWatch.on('add', seeServer);
+  serverWatch.on('update', seeServer);
   await Promise.all([claimWatch.start(), serverWatch.start()]);
+  checking = true;
+  const checkingSince = Date.now();
+  for (const sv of serverWatch.list()) invariants.observeServer(sv, Date.now());
+  const checkInvariants = () => {
+    for (const f of invariants.check(Date.now())) {
+      findings.push(f);
+      violate(f.invariant, `${f.subject}: ${f.detail}`);
+    }
+  };
+  const checkTimer = setInterval(checkInvariants, 2_000);
 
   const runMs = o.minutes * 60_000;
   const t0 = Date.now();
@@ -319,6 +460,15 @@ try {
         bmc.setFaults({ dropConnections: n });
         return;
       }
+      case 'bmc-dead': {
+        const sec = between(10, 60);
+        say(`fault: ${bmc.url} stops answering for ${sec} s`);
+        bmc.setFaults({ unresponsive: true });
+        await sleep(sec * 1000);
+        bmc.setFaults({ unresponsive: false });
+        say(`${bmc.url} answers again`);
+        return;
+      }
       case 'bmc-slow': {
         const n = between(5, 40);
         const ms = between(1_000, 8_000);
@@ -334,7 +484,14 @@ try {
       await sleep(Math.min(-Math.log(1 - random()) * o.faultEvery * 1000, Math.max(0, end - Date.now())));
       if (Date.now() >= end) break;
       const managerKillAllowed = Date.now() < t0 + runMs / 2;
-      const fault = pick(managerKillAllowed ? FAULTS : FAULTS.filter((f) => f !== 'manager-sigkill'));
+      // The self-test restarts the manager itself (a seed); restarts from here would blur what it shows.
+      const fault = pick(
+        FAULTS.filter(
+          (f) =>
+            (managerKillAllowed && !o.selfTest) ||
+            (f !== 'manager-sigkill' && !(o.selfTest && f === 'apiserver-restart')),
+        ),
+      );
       faultCounts[fault]++;
       try {
         await inject(fault);
@@ -377,17 +534,24 @@ try {
     }
     return check();
   };
-  const workers = serverNames.map((name, w) => ({
-    w,
-    serverRef: w >= half ? name : undefined,
-    pair: w < half ? `p${Math.floor(w / 2)}` : undefined,
-  }));
+  // The self-test's seeds use four serverRef hosts of their own.
+  const reserved = o.selfTest ? serverNames.slice(-4) : [];
+  const workers = serverNames
+    .map((name, w) => ({
+      w,
+      serverRef: w >= half ? name : undefined,
+      pair: w < half ? `p${Math.floor(w / 2)}` : undefined,
+    }))
+    .filter((wk) => !wk.serverRef || !reserved.includes(wk.serverRef));
   let completed = 0;
   const worker = async (wk: (typeof workers)[number]) => {
     for (let n = 0; Date.now() < end; n++) {
       const name = `soak-${wk.w}-${n}`;
-      const cycle: Cycle = { claim: name, worker: wk.w, createdAt: Date.now() };
+      const hostUuid = wk.serverRef ? uuidOf.get(wk.serverRef) : undefined;
+      const behaviour: Behaviour = hostUuid && random() < o.misbehave ? pick(BEHAVIOURS) : 'normal';
+      const cycle: Cycle = { claim: name, worker: wk.w, createdAt: Date.now(), behaviour };
       cycles.push(cycle);
+      const clearBehaviour = hostUuid ? misbehave(hostUuid, behaviour) : () => {};
       await retrying(`create ${name}`, async () => {
         try {
           await stack.client.create(Resources.ServerClaim, {
@@ -413,7 +577,7 @@ try {
           const c = claimWatch.get(name, NS);
           const booted = c?.status?.conditions?.find((x) => x.type === 'Booted');
           if (!c || !booted) return false;
-          if (booted.status === 'True' || booted.reason === 'AttemptsExhausted') {
+          if (booted.status === 'True' || ENDS.has(booted.reason ?? '')) {
             cycle.endedAt = Date.now();
             cycle.booted = booted.status === 'True';
             cycle.reason = booted.reason;
@@ -427,11 +591,12 @@ try {
         () => claimWatch.get(name, NS)?.metadata.resourceVersion ?? '',
         claimLimitMs,
       );
+      clearBehaviour();
       if (!ended) {
         const c = claimWatch.get(name, NS);
         cycle.final = c;
         violate(
-          'claim ends Booted or AttemptsExhausted',
+          'claim ends (Booted, exhausted or refused)',
           `${name}: no change for ${Math.round(claimDeadlineMs / 1000)} s (or ${claimLimitMs / 60_000} min in all): phase ${c?.status?.boot?.phase}, conditions ${JSON.stringify(c?.status?.conditions?.map((x) => [x.type, x.status, x.reason]))}`,
         );
       } else {
@@ -454,6 +619,172 @@ try {
       await sleep(random() * o.pauseMs);
     }
   };
+  // --- self-test: one seeded violation per invariant, through the real parts ---
+  const seeds: { invariant: Invariant; subject: string; seededAt: number; how: string }[] = [];
+  const runSelfTest = async () => {
+    const [hostA, hostB, hostC, hostD] = reserved as [string, string, string, string];
+    const secret = await stack.client.get<{ data: Record<string, string> } & Server>(
+      Resources.BMCSecret,
+      'local-bmc-credentials',
+    );
+    const dec = (k: string) => Buffer.from(secret?.data[k] ?? '', 'base64').toString();
+    const auth = `Basic ${Buffer.from(`${dec('username')}:${dec('password')}`).toString('base64')}`;
+    const sys = (server: string) => {
+      const uuid = uuidOf.get(server)!;
+      const b = vbmcOf.get(uuid)!;
+      return { uuid, url: `${b.url}${b.systems.find((x) => x.uuid === uuid)!.uri}` };
+    };
+    const redfish = async (method: string, url: string, body?: unknown) => {
+      const r = await fetch(url, {
+        method,
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      await r.arrayBuffer();
+      return r.status;
+    };
+    /** `from`: when the seeding action began (a finding may come while it still runs). */
+    const seed = (invariant: Invariant, subject: string, how: string, from: number) => {
+      seeds.push({ invariant, subject, seededAt: from, how });
+      say(`self-test: seeded ${invariant} (${subject}): ${how}`);
+    };
+    const claimOn = (name: string, server: string, extra: Record<string, unknown> = {}) =>
+      retrying(`create ${name}`, () =>
+        stack.client.create(Resources.ServerClaim, {
+          apiVersion: API_VERSION,
+          kind: 'ServerClaim',
+          metadata: { name, namespace: NS },
+          spec: {
+            power: 'On',
+            image: OS_IMAGE,
+            ignitionSecretRef: { name: 'soak-ignition' },
+            serverRef: { name: server },
+            ...extra,
+          },
+        }),
+      );
+    const waitClaim = async (name: string, pred: (c: ServerClaim) => boolean, what: string) => {
+      const ok = await waitUntil(180_000, () => {
+        const c = claimWatch.get(name, NS);
+        return c !== undefined && pred(c);
+      });
+      if (!ok) throw new Error(`self-test: ${name} never ${what}`);
+    };
+    const inAttempt = (c: ServerClaim) =>
+      c.status?.boot?.poweredOnAt !== undefined &&
+      ['AwaitingNetboot', 'AwaitingSignals'].includes(c.status?.boot?.phase ?? '');
+    await Promise.all([
+      (async () => {
+        // A: a power-on no attempt asked for, then a request loop on one system.
+        const a = sys(hostA);
+        // The Server's discovery attempt counts as ended when the checker first saw it finished (at
+        // checkingSince); a power-on within its grace (1 s) would still be "in an attempt".
+        await sleep(Math.max(0, checkingSince + 3_000 - Date.now()));
+        const fromReset = Date.now();
+        const st = await redfish('POST', `${a.url}/Actions/ComputerSystem.Reset`, { ResetType: 'On' });
+        seed(
+          'power-outside-attempt',
+          `system ${a.uuid}`,
+          `Reset On (HTTP ${st}) to ${hostA}, claimed by nobody`,
+          fromReset,
+        );
+        const n = o.bmcRequestsPerMinute + 10;
+        const fromGets = Date.now();
+        for (let i = 0; i < n; i++) await redfish('GET', a.url);
+        seed(
+          'bmc-requests-per-minute',
+          `system ${a.uuid}`,
+          `${n} GETs of ${hostA}'s system in a row`,
+          fromGets,
+        );
+      })(),
+      (async () => {
+        // B: a second power-on inside a claim's attempt (its image never calls back, so it stays open).
+        hostOf.get(uuidOf.get(hostB)!)!.setFaults({ neverCallBack: true });
+        await claimOn('selftest-extra-power', hostB);
+        await waitClaim('selftest-extra-power', inAttempt, 'was powered on');
+        // Only once the manager's own power-on was accepted: a Reset before it finds the system On and
+        // the manager sends none (one power-on in the attempt, no violation; seen in a run).
+        const uuidB = uuidOf.get(hostB)!;
+        const started = Date.parse(
+          claimWatch.get('selftest-extra-power', NS)?.status?.boot?.attemptStartedAt ?? '',
+        );
+        if (
+          !(await waitUntil(120_000, () =>
+            (powerLog.get(uuidB) ?? []).some((p) => POWER_ON.has(p.type) && p.at >= started - 1_000),
+          ))
+        )
+          throw new Error('self-test: the manager never powered selftest-extra-power on');
+        const from = Date.now();
+        const st = await redfish('POST', `${sys(hostB).url}/Actions/ComputerSystem.Reset`, {
+          ResetType: 'ForceRestart',
+        });
+        seed(
+          'power-ons-exceed-attempts',
+          `claim ${NS}/selftest-extra-power`,
+          `ForceRestart (HTTP ${st}) during attempt ${claimWatch.get('selftest-extra-power', NS)?.status?.boot?.attempt}`,
+          from,
+        );
+      })(),
+      (async () => {
+        // D: a Booted claim loses its history; then its annotations are written in a loop.
+        await claimOn('selftest-history', hostD);
+        await waitClaim(
+          'selftest-history',
+          (c) => c.status?.conditions?.some((x) => x.type === 'Booted' && x.status === 'True') ?? false,
+          'booted',
+        );
+        const fromHistory = Date.now();
+        await stack.client.mergePatch(
+          Resources.ServerClaim,
+          'selftest-history',
+          NS,
+          { status: { boot: { history: null } } },
+          { subresource: 'status' },
+        );
+        seed(
+          'claim-without-history',
+          `claim ${NS}/selftest-history`,
+          'status.boot.history deleted (merge patch, null)',
+          fromHistory,
+        );
+        const n = o.writesPerMinute + 10;
+        const fromWrites = Date.now();
+        for (let i = 0; i < n; i++) {
+          await stack.client.mergePatch(Resources.ServerClaim, 'selftest-history', NS, {
+            metadata: { annotations: { 'soak.metal.ironcore.dev/self-test-write': String(i) } },
+          });
+        }
+        seed(
+          'writes-per-minute',
+          `claim ${NS}/selftest-history`,
+          `${n} annotation writes in a row`,
+          fromWrites,
+        );
+      })(),
+    ]);
+    // C (after the others: it stops the manager): a 10 s, 1-attempt series the manager cannot end.
+    hostOf.get(uuidOf.get(hostC)!)!.setFaults({ neverCallBack: true });
+    await claimOn('selftest-unbounded', hostC, { bootCompletion: { timeout: '10s', maxAttempts: 1 } });
+    await waitClaim('selftest-unbounded', inAttempt, 'was powered on');
+    const fromKill = Date.now();
+    await stack.killManager();
+    const downMs = 10_000 + seriesSlackMs + 10_000;
+    seed(
+      'series-unbounded',
+      `claim ${NS}/selftest-unbounded`,
+      `manager SIGKILLed for ${downMs / 1000} s during a series bounded at ${(10_000 + seriesSlackMs) / 1000} s`,
+      fromKill,
+    );
+    await sleep(downMs);
+    await stack.startManager();
+    say('self-test: manager started again');
+  };
+  const selfTestRun = o.selfTest
+    ? runSelfTest().catch((err: unknown) => say(`self-test failed to seed: ${String(err)}`))
+    : Promise.resolve();
+
   say(`claim loop: ${workers.length} workers for ${o.minutes} min, a fault every ~${o.faultEvery} s`);
   const progress = setInterval(() => {
     void heapOf(stack.metricsUrl).then((h) => {
@@ -469,9 +800,20 @@ try {
       );
     });
   }, 30_000);
-  await Promise.all([...workers.map(worker), faultLoop]);
+  await Promise.all([...workers.map(worker), faultLoop, selfTestRun]);
   clearInterval(progress);
-  for (const b of stack.vbmcs) b.setFaults({ unavailableRequests: 0, dropConnections: 0, slowRequests: 0 });
+  for (const b of stack.vbmcs)
+    b.setFaults({
+      unavailableRequests: 0,
+      dropConnections: 0,
+      slowRequests: 0,
+      unresponsive: false,
+      patchRefusals: {},
+    });
+  // The last power-ons are judged once settled (the checker's settleMs, 10 s).
+  await sleep(11_000);
+  checkInvariants();
+  clearInterval(checkTimer);
   const endRss = rssOf(stack.manager.pid!);
   const endHeap = await heapOf(stack.metricsUrl);
   clearInterval(rssTimer);
@@ -540,7 +882,9 @@ try {
   }
   // Growth is what a leak shows; a smaller RSS at the end (a late GC) is no violation, and is printed.
   const rssOk = warmRss !== undefined && endRss - warmRss <= warmRss * 0.1;
-  if (warmRss === undefined)
+  if (o.selfTest) {
+    // The self-test restarts the manager on purpose: no RSS rule.
+  } else if (warmRss === undefined)
     violate(
       'manager RSS',
       'no warm-up sample of the last manager process (it saw fewer than one round of claims)',
@@ -553,7 +897,19 @@ try {
 
   const ended = cycles.filter((c) => c.endedAt !== undefined);
   const booted = ended.filter((c) => c.booted).length;
-  const byInvariant = (name: string) => violations.filter((v) => v.invariant.startsWith(name)).length;
+  const checked = new Set<string>(INVARIANTS);
+  const byInvariant = (name: string) =>
+    violations.filter((v) => v.invariant.startsWith(name) && !checked.has(v.invariant)).length;
+  const byChecked = (name: Invariant) => findings.filter((f) => f.invariant === name).length;
+  /** How the claims of each behaviour ended. */
+  const outcomes = new Map<Behaviour, Map<string, number>>();
+  for (const c of cycles) {
+    const m = outcomes.get(c.behaviour) ?? new Map<string, number>();
+    const how = c.endedAt === undefined ? 'not ended' : c.booted ? 'Booted' : (c.reason ?? '?');
+    m.set(how, (m.get(how) ?? 0) + 1);
+    outcomes.set(c.behaviour, m);
+  }
+  const peaks = invariants.peaks();
   console.log(
     `\nsoak: ${o.servers} servers, ${o.bmcs} virtual BMCs, 2 registry + 2 boot server replicas, ${o.minutes} min, seed ${o.seed}`,
   );
@@ -569,7 +925,28 @@ try {
     ['accepted /register callbacks', acceptedRegisters],
     ['manager RSS after warm-up / at end (MiB)', `${warmRss?.toFixed(0) ?? '-'} / ${endRss.toFixed(0)}`],
     ['manager V8 heap used/total after warm-up; at end (MiB)', `${heapText(warmHeap)}; ${heapText(endHeap)}`],
-    ['violations: claim ends Booted or AttemptsExhausted', byInvariant('claim')],
+    ...[...outcomes].map(
+      ([b, m]) =>
+        [`claims with host behaviour ${b}`, [...m].map(([k, v]) => `${k} ${v}`).join(', ')] as [
+          string,
+          string,
+        ],
+    ),
+    [
+      `peak BMC requests / system / 60 s (bound ${o.bmcRequestsPerMinute})`,
+      `${peaks.bmcPerSystem} (${peaks.bmcSystem})`,
+    ],
+    [
+      `peak versions / claim, / Server, in 60 s (bound ${o.writesPerMinute})`,
+      `${peaks.writesPerClaim} (${peaks.writesClaim}), ${peaks.writesPerServer} (${peaks.writesServer})`,
+    ],
+    [
+      'power-ons judged: in claims / in Server attempts / all',
+      `${invariants.counts.powerOnsInClaims} / ${invariants.counts.powerOnsInServerAttempts} / ${invariants.counts.powerOns}`,
+    ],
+    ...INVARIANTS.map((i) => [`violations: ${i}`, byChecked(i)] as [string, number]),
+    ['violations: claim ends (Booted, exhausted or refused)', byInvariant('claim ends')],
+    ['violations: claim released', byInvariant('claim released')],
     ['violations: one power action per attempt', byInvariant('one power')],
     ['violations: no accepted callback lost', byInvariant('no accepted')],
     ['violations: attempts ≤ maxAttempts', byInvariant('attempts')],
@@ -592,10 +969,36 @@ try {
       acceptedRegisters,
       managerRssMiB: { warm: warmRss, end: endRss },
       managerHeapMiB: { warm: warmHeap, end: endHeap },
+      behaviours: Object.fromEntries([...outcomes].map(([b, m]) => [b, Object.fromEntries(m)])),
+      peaks,
+      selfTest: o.selfTest ? seeds : undefined,
       violations,
     }),
   );
   exitCode = violations.length === 0 ? 0 : 1;
+  if (o.selfTest) {
+    // Each seed must be found: same invariant, same subject, after it was seeded.
+    const rows = seeds.map((sd) => {
+      const f = findings.find(
+        (x) => x.invariant === sd.invariant && x.subject === sd.subject && x.at >= sd.seededAt,
+      );
+      return { sd, f };
+    });
+    const missing = INVARIANTS.filter((i) => !rows.some((r) => r.sd.invariant === i && r.f));
+    console.log('\nself-test: one seeded violation per invariant');
+    printTable(
+      rows.map(({ sd, f }) => [
+        `${sd.invariant}: ${sd.how}`,
+        f ? `detected after ${((f.at - sd.seededAt) / 1000).toFixed(1)} s: ${f.detail}` : 'NOT DETECTED',
+      ]),
+    );
+    const unseeded = violations.length - rows.filter((r) => r.f).length;
+    console.log(
+      `self-test: ${INVARIANTS.length - missing.length}/${INVARIANTS.length} invariants' seeded violations detected; ` +
+        `${unseeded} violation(s) not seeded${missing.length ? `; undetected: ${missing.join(', ')}` : ''}`,
+    );
+    exitCode = missing.length === 0 ? 0 : 1;
+  }
 } finally {
   for (const i of informers) i.stop();
   await stack.stop().catch((err) => say(`stop: ${String(err)}`));

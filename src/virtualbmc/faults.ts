@@ -40,6 +40,20 @@ export interface FaultKnobs {
    * PATCH on (so the refusal meets whatever call comes first, however late). Not a counter.
    */
   postAtNextPatchMs: number;
+  /**
+   * The BMC is dead: every request's connection is destroyed unanswered (the client sees a reset, as
+   * when a BMC's web server crashed), before the counters are consulted. Not a counter: it lasts until
+   * set false again (a BMC that comes back).
+   */
+  unresponsive: boolean;
+  /**
+   * Systems whose PATCHes (`/Systems/{id}` and below: Boot, Settings) are refused without being
+   * processed: system `Id` or UUID (case-insensitive) → HTTP status, 400–599. A 503 carries
+   * `Retry-After` (`retryAfterSeconds`) and MessageId `ServiceTemporarilyUnavailable` (transient);
+   * any other status MessageId `PropertyNotWritable` (a refusal that asking again cannot change).
+   * Setting it replaces the whole map; `{}` ends every refusal. Not a counter.
+   */
+  patchRefusals: Record<string, number>;
 }
 
 export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
@@ -56,12 +70,15 @@ export const DEFAULT_FAULTS: Readonly<FaultKnobs> = {
   onlyPaths: [],
   hostsInPostMs: 0,
   postAtNextPatchMs: 0,
+  unresponsive: false,
+  patchRefusals: {},
 };
 
 /** What happens to one incoming request before it is processed. */
 export type RequestFate =
   | { kind: 'drop' }
   | { kind: 'unavailable'; retryAfterSeconds: number }
+  | { kind: 'refuse'; status: number; retryAfterSeconds: number }
   | { kind: 'serve' };
 
 /** Live fault settings; counters are consumed as requests arrive. */
@@ -77,7 +94,21 @@ export class FaultState {
   set(f: Partial<FaultKnobs>): void {
     for (const [k, v] of Object.entries(f) as Array<[keyof FaultKnobs, unknown]>) {
       if (v === undefined) continue;
-      if (k === 'reportTransitionalState') {
+      if (k === 'patchRefusals') {
+        if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+          throw new TypeError(`fault knob ${k} must be an object of system id → HTTP status`);
+        }
+        const m: Record<string, number> = {};
+        for (const [id, st] of Object.entries(v)) {
+          if (typeof st !== 'number' || !Number.isInteger(st) || st < 400 || st > 599) {
+            throw new TypeError(`fault knob ${k}: the status of ${id} must be an integer 400-599`);
+          }
+          m[id.toLowerCase()] = st;
+        }
+        this.knobs.patchRefusals = m;
+        continue;
+      }
+      if (k === 'reportTransitionalState' || k === 'unresponsive') {
         if (typeof v !== 'boolean') throw new TypeError(`fault knob ${k} must be a boolean`);
       } else if (k === 'onlyMethods') {
         if (!Array.isArray(v) || !v.every((m) => typeof m === 'string')) {
@@ -104,6 +135,13 @@ export class FaultState {
 
   /** Decides, and consumes counters for, a request that just arrived. */
   admit(method: string, path = ''): RequestFate {
+    if (this.knobs.unresponsive) return { kind: 'drop' };
+    if (method.toUpperCase() === 'PATCH') {
+      const id = /\/Systems\/([^/]+)/.exec(path)?.[1];
+      const status = id === undefined ? undefined : this.knobs.patchRefusals[safeDecode(id).toLowerCase()];
+      if (status !== undefined)
+        return { kind: 'refuse', status, retryAfterSeconds: this.knobs.retryAfterSeconds };
+    }
     if (!this.applies(method, path)) return { kind: 'serve' };
     if (this.knobs.dropConnections > 0) {
       this.knobs.dropConnections--;
@@ -139,5 +177,13 @@ export class FaultState {
     if (this.knobs.concurrentWrites <= 0) return false;
     this.knobs.concurrentWrites--;
     return true;
+  }
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
   }
 }

@@ -669,7 +669,16 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       return;
     }
     let reply: Reply;
-    if (fate.kind === 'unavailable') {
+    if (fate.kind === 'refuse') {
+      reply =
+        fate.status === 503
+          ? {
+              status: 503,
+              body: redfishError('ServiceTemporarilyUnavailable', 'the service is temporarily unavailable'),
+              headers: { 'retry-after': String(fate.retryAfterSeconds) },
+            }
+          : { status: fate.status, body: redfishError('PropertyNotWritable', 'this system refuses changes') };
+    } else if (fate.kind === 'unavailable') {
       reply = {
         status: 503,
         body: redfishError('ServiceTemporarilyUnavailable', 'the service is temporarily unavailable'),

@@ -370,6 +370,47 @@ describe('virtual BMC fault knobs', () => {
       assert.equal((await call('PATCH', uri, { body: boot, headers: { 'if-match': '"2"' } })).status, 204);
     }));
 
+  it('unresponsive: drops every connection until set false (a BMC that dies and comes back)', () =>
+    withBmc({}, async ({ call, uri, vbmc }) => {
+      vbmc.setFaults({ unresponsive: true });
+      await assert.rejects(call('GET', uri), /other side closed|socket|ECONNRESET/i);
+      await assert.rejects(call('GET', '/redfish/v1'), /other side closed|socket|ECONNRESET/i);
+      vbmc.setFaults({ unresponsive: false });
+      assert.equal((await call('GET', uri)).status, 200);
+      assert.deepEqual(
+        vbmc.requests().map((r) => r.status),
+        [0, 0, 200],
+      );
+    }));
+
+  it('patchRefusals: refuses the named systems’ PATCHes (400 for good, 503 transient), serves the rest', () =>
+    withBmc({ systems: 2 }, async ({ call, vbmc, hosts }) => {
+      const [a, b] = vbmc.systems;
+      const boot = { Boot: { BootSourceOverrideTarget: 'Pxe', BootSourceOverrideEnabled: 'Once' } };
+      vbmc.setFaults({ patchRefusals: { [a!.uuid.toUpperCase()]: 400, [b!.id]: 503 }, retryAfterSeconds: 3 });
+      const refused = await call('PATCH', a!.uri, { body: boot });
+      assert.equal(refused.status, 400);
+      assert.match(messageId(refused.body), /PropertyNotWritable$/);
+      const busy = await call('PATCH', b!.uri, { body: boot });
+      assert.equal(busy.status, 503);
+      assert.equal(busy.headers['retry-after'], '3');
+      // Nothing was processed; GETs and Resets are served.
+      const got = (await call('GET', a!.uri)).body['Boot'] as Record<string, unknown>;
+      assert.notEqual(got['BootSourceOverrideEnabled'], 'Once');
+      assert.equal(
+        (await call('POST', `${a!.uri}/Actions/ComputerSystem.Reset`, { body: { ResetType: 'On' } })).status,
+        204,
+      );
+      await until(() => hosts[0]!.powerState() === 'On');
+      vbmc.setFaults({ patchRefusals: {} });
+      assert.equal((await call('PATCH', a!.uri, { body: boot })).status, 204);
+      assert.throws(() => vbmc.setFaults({ patchRefusals: { x: 200 } }), TypeError);
+      assert.throws(
+        () => vbmc.setFaults({ patchRefusals: [] as unknown as Record<string, number> }),
+        TypeError,
+      );
+    }));
+
   it('rejects invalid knob values', () => {
     const f = new FaultState();
     assert.throws(() => f.set({ dropConnections: -1 }), TypeError);
