@@ -394,6 +394,8 @@ export const EventReason = {
   OperationInterrupted: 'OperationInterrupted',
   /** The BMC refused or failed a power operation (the message says why); not repeated. */
   OperationFailed: 'OperationFailed',
+  /** `spec.power` set on a Server (deprecated upstream, which clears it too): removed unapplied (Warning). */
+  DeprecatedPowerCleared: 'DeprecatedPowerCleared',
   // BMC
   ServerCreated: 'ServerCreated',
   SystemUUIDMissing: 'SystemUUIDMissing',

@@ -147,7 +147,7 @@ class ServerReconciler {
   ): Promise<Server> {
     // The first write is a merge patch guarded by the resourceVersion: the condition rides in the
     // whole list (the version pins what the other writers' entries are).
-    if ((cond || also) && s.status?.state === undefined) {
+    if ((cond || also) && firstWrite(s)) {
       const first = cond ? conditionsWith(s, cond) : undefined;
       const base = first ? { ...s, status: { ...s.status, conditions: first } } : s;
       const conditions = (also && conditionsWith(base, also)) ?? first;
@@ -193,7 +193,7 @@ class ServerReconciler {
   ): Promise<Server> {
     const name = s.metadata.name ?? '';
     const cur = (s.status ?? {}) as Record<string, unknown>;
-    if (cur.state === undefined) {
+    if (firstWrite(s)) {
       // First write: nothing to test against, the resourceVersion is the guard.
       return this.o.client.mergePatch<Server>(
         Resources.Server,
@@ -251,6 +251,7 @@ class ServerReconciler {
     // The operation annotation first (ignore, park/unpark, power operations): server-operations.ts.
     const operation = await this.operations.handle(server, state, log);
     if (operation) return operation.result;
+    if (server.spec.power !== undefined) return this.clearDeprecatedPower(server, log);
     if (server.spec.serverClaimRef) return this.reserved(server, state, log);
     if (hasFinalizer(server, CLAIMED_SERVER_FINALIZER))
       await removeFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);
@@ -275,6 +276,27 @@ class ServerReconciler {
       default:
         return this.error(server); // Error: stays until the retry annotation
     }
+  }
+
+  /**
+   * `spec.power` on a Server is deprecated upstream, whose Server controller clears it: power follows
+   * the claim's `spec.power` and the operation annotations. A value left in place would read as a
+   * promise nobody keeps, so it is removed (a merge patch; the watch brings the next pass) with one
+   * Warning saying what to use instead.
+   */
+  private async clearDeprecatedPower(server: Server, log: pino.Logger): Promise<undefined> {
+    const value = server.spec.power;
+    await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
+      spec: { power: null },
+    });
+    log.info({ power: value }, 'cleared the deprecated spec.power');
+    this.o.events.event(
+      eventObject(server),
+      'Warning',
+      EventReason.DeprecatedPowerCleared,
+      `spec.power ${JSON.stringify(value)} is deprecated and was not applied; it was removed. Power a claimed Server through its ServerClaim's spec.power, any Server through the ${OPERATION_ANNOTATION} annotation (e.g. force-off-server)`,
+    );
+    return undefined;
   }
 
   /**
@@ -756,6 +778,19 @@ function sincePowerOn(d: Discovery): string {
 function withoutDeadline(d: Discovery): Discovery {
   const { deadline: _, netbootDeadline: _n, ...rest } = d;
   return rest;
+}
+
+/**
+ * Whether no controller has written the Server's status yet: `state` absent (stored before the CRD
+ * defaulted it) or the CRD's default `Initial` with nothing else of discovery's. Such a write is a
+ * merge patch guarded by the resourceVersion, carrying its conditions in the same request.
+ */
+function firstWrite(s: Server): boolean {
+  const st = s.status;
+  return (
+    st?.state === undefined ||
+    (st.state === 'Initial' && st.discovery === undefined && !st.conditions?.length)
+  );
 }
 
 /**

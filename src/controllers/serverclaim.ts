@@ -759,7 +759,7 @@ class ServerClaimReconciler {
     const name = claim.metadata.name ?? '';
     const namespace = claim.metadata.namespace ?? '';
     const ref = server.spec.bootConfigurationRef;
-    if (ref?.name !== name || ref.namespace !== namespace || server.spec.power !== claim.spec.power) {
+    if (ref?.name !== name || ref.namespace !== namespace) {
       await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
         spec: desiredServerSpec(claim),
       });
@@ -1057,13 +1057,13 @@ function seriesConditions(
   return [bound, configReady, booted];
 }
 
-/** What a claim wants of its Server's spec: the reference to its SBC (named like the claim) and its power. */
-function desiredServerSpec(claim: ServerClaim): Pick<Server['spec'], 'bootConfigurationRef' | 'power'> {
-  const power = claim.spec.power;
+/**
+ * The Server spec fields a claim owns besides `serverClaimRef`. Not `spec.power`: upstream deprecated
+ * it (its Server controller clears it, as server.ts does); the claim's own `spec.power` decides.
+ */
+function desiredServerSpec(claim: ServerClaim): Pick<Server['spec'], 'bootConfigurationRef'> {
   return {
     bootConfigurationRef: { name: claim.metadata.name ?? '', namespace: claim.metadata.namespace ?? '' },
-    // An invalid value is the claim's Booted=False InvalidPower, not the Server's.
-    ...(power === 'On' || power === 'Off' ? { power } : {}),
   };
 }
 

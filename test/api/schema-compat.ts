@@ -44,6 +44,16 @@ const SAME = [
 const sameValue = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
 /**
+ * Defaults we add where upstream has none, each deliberate and invisible to upstream's controllers:
+ * - Server `status` `{}` and `status.state` `Initial`: a Server no controller has written reads
+ *   `Initial` (upstream writes it in an extra first reconcile step; an empty STATE column otherwise).
+ */
+const DELIBERATE_DEFAULTS: Record<string, unknown> = {
+  'Server v1alpha1.status': {},
+  'Server v1alpha1.status.state': 'Initial',
+};
+
+/**
  * Enums we add where upstream has a free string, each deliberate: the values are exactly upstream's
  * Go constants, so every manifest that upstream's controllers act on still applies.
  * - ServerClaim `spec.power`: upstream's `Power` type has only `On` and `Off`; a free string let
@@ -137,7 +147,16 @@ export function compareCRDs(upstream: CRD, ours: CRD): string[] {
       if (!ocols.map(norm).includes(norm(c)))
         out.push(`${uv.name}: printer column ${String(c.name)} missing`);
     }
-    compareNode(`${uv.name}`, uv.schema.openAPIV3Schema, ov.schema.openAPIV3Schema, out);
+    const found: string[] = [];
+    compareNode(`${uv.name}`, uv.schema.openAPIV3Schema, ov.schema.openAPIV3Schema, found);
+    out.push(...found.filter((line) => !deliberateDefault(String(on.kind), line)));
   }
   return out;
+}
+
+/** Whether `line` reports exactly one of {@link DELIBERATE_DEFAULTS} (upstream none, ours that value). */
+function deliberateDefault(kind: string, line: string): boolean {
+  const m = /^(\S+): default upstream=undefined ours=(.*)$/.exec(line);
+  const key = m && `${kind} ${m[1]}`;
+  return !!key && key in DELIBERATE_DEFAULTS && m[2] === JSON.stringify(DELIBERATE_DEFAULTS[key]);
 }

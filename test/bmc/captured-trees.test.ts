@@ -19,7 +19,12 @@ import {
 import { quirksForManufacturer } from '../../src/bmc/vendor.js';
 import { loadProfileTree } from '../../src/virtualbmc/profile-tree.js';
 
-const MOCKUPS = '../shared/redfish-mockups';
+/**
+ * The shared folder, `../shared` relative to the working directory (the repository root in CI);
+ * METAL_SHARED_DIR names another one (test/config/mutations.test.ts points it at a missing folder
+ * to show every test here fails then).
+ */
+const MOCKUPS = `${process.env.METAL_SHARED_DIR ?? '../shared'}/redfish-mockups`;
 
 interface Expected {
   dir: string;

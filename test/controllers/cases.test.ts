@@ -185,8 +185,10 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
       15_000,
       async () => cond(await getClaim(s, 'c05'), 'Booted')?.status === 'True',
     );
-    // The positive control of the window above: the same claim, once Ready, did reach the BMC.
+    // The positive control of the window above: the same claim, once Ready, did reach the BMC
+    // (the power-on and the boot override both).
     assert.deepEqual(resetsSent(s, uuid).slice(before.resets), ['On']);
+    assert.ok(overridesSent(s, uuid).length > before.overrides, 'a boot override once Ready');
 
     // The same class of fault from the ignition side: a Butane config the official translator rejects.
     const other = s.vbmc.systems.find((x) => x.id !== uuid)!;
@@ -210,6 +212,24 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
     await sleep(2_500);
     assert.deepEqual(resetsSent(s, other.id).slice(mark.resets), [], 'no power action');
     assert.deepEqual(overridesSent(s, other.id).slice(mark.overrides), [], 'no boot override');
+    // Positive control of this window: the same claim with a Butane config the translator accepts
+    // reaches the BMC with both, so the two checks above could have seen them.
+    await s.client.create<SecretObject>(Resources.Secret, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'butane-ok', namespace: s.ns },
+      data: { format: b64('fcos'), ignition: b64('variant: fcos\nversion: 1.5.0\n') },
+    });
+    await s.client.mergePatch(Resources.ServerClaim, 'c05-butane', s.ns, {
+      spec: { ignitionSecretRef: { name: 'butane-ok' } },
+    });
+    await eventually('the fixed Butane claim reaches the BMC', 15_000, () => {
+      const sent = {
+        resets: resetsSent(s, other.id).slice(mark.resets),
+        overrides: overridesSent(s, other.id),
+      };
+      return sent.resets.includes('On') && sent.overrides.length > mark.overrides;
+    });
   } finally {
     await s.close();
   }

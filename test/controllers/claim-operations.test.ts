@@ -19,6 +19,7 @@ import {
   getClaim,
   hostOf,
   resets,
+  resetsSent,
   type Stack,
   startStack,
 } from './fixture.js';
@@ -38,22 +39,29 @@ const annotateServer = (s: Stack, name: string, v: string | null) =>
 test('ignore on a claim: nothing is bound or powered until it is removed; unknown values are removed with a Warning', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('claim-ignore', { hosts: 1 });
+  const s = await startStack('claim-ignore', { hosts: 2 });
   try {
-    const [srv] = await availableServers(s, 1);
+    const [srv, other] = await availableServers(s, 2);
     const host = hostOf(s, srv!);
-    await s.client.create(Resources.ServerClaim, {
-      apiVersion: 'metal.ironcore.dev/v1alpha1',
-      kind: 'ServerClaim',
-      metadata: {
-        name: 'quiet',
-        namespace: s.ns,
-        labels: s.labels,
-        annotations: { [OPERATION_ANNOTATION]: 'ignore' },
-      },
-      spec: { power: 'On', image: 'test/os:1.0', serverRef: { name: srv!.metadata.name } },
+    const claimOf = (name: string, server: Server, annotations?: Record<string, string>) =>
+      s.client.create(Resources.ServerClaim, {
+        apiVersion: 'metal.ironcore.dev/v1alpha1',
+        kind: 'ServerClaim',
+        metadata: { name, namespace: s.ns, labels: s.labels, ...(annotations ? { annotations } : {}) },
+        spec: { power: 'On', image: 'test/os:1.0', serverRef: { name: server.metadata.name } },
+      });
+    // Positive control of the window: the same claim without ignore, created right after, binds and
+    // powers its Server on; the window is as long again, so 'quiet' (queued first) would have done
+    // the same by then if ignore were not honoured.
+    const t0 = Date.now();
+    await claimOf('quiet', srv!, { [OPERATION_ANNOTATION]: 'ignore' });
+    await claimOf('control', other!);
+    await eventually('the control claim binds and powers its Server on', 20_000, async () => {
+      const c = await getClaim(s, 'control');
+      return c?.status?.phase === 'Bound' && hostOf(s, other!).powerState() === 'On';
     });
-    await sleep(4_000);
+    const reactionMs = Date.now() - t0;
+    await sleep(reactionMs);
     const quiet = await getClaim(s, 'quiet');
     assert.equal(quiet?.status, undefined, 'an ignored claim is not reconciled');
     assert.equal(host.powerState(), 'Off', 'an ignored claim powers nothing');
@@ -96,7 +104,7 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
     );
     await annotateServer(s, name, 'ignore');
     await sleep(1_000);
-    const before = resets(s, srv!.spec.systemUUID).length;
+    const before = resetsSent(s, srv!.spec.systemUUID).length;
     await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
     const held = await eventually('Released=False ServerIgnored', 15_000, async () => {
       const c = await getClaim(s, 'tenant');
@@ -105,7 +113,7 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
     assert.match(cond(held, 'Released')!.message, /ignore/);
     await sleep(2_000);
     assert.equal(host.powerState(), 'On', 'no ForceOff on an ignored Server');
-    assert.equal(resets(s, srv!.spec.systemUUID).length, before);
+    assert.equal(resetsSent(s, srv!.spec.systemUUID).length, before);
     await annotateServer(s, name, null);
     await eventually(
       'claim released once ignore is removed',

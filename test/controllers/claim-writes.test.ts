@@ -154,10 +154,11 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
     const statusWrites = new Set(withStatus.map((c) => JSON.stringify(c.status))).size;
     assert.ok(statusWrites <= 4, `claim status versions: ${statusWrites}`);
 
-    // One Server spec write for the binding and the desired state.
+    // One Server spec write for the binding and the SBC reference; no spec.power (deprecated upstream:
+    // the claim's own spec.power decides).
     const bound = serverVersions.find((x) => x.spec.serverClaimRef);
     assert.equal(bound?.spec.bootConfigurationRef?.name, 'w', 'bootConfigurationRef with the binding');
-    assert.equal(bound?.spec.power, 'On', 'power with the binding');
+    assert.equal(bound?.spec.power, undefined, 'no spec.power copied onto the Server');
     const specs = new Set(
       serverVersions.filter((x) => x.spec.serverClaimRef).map((x) => JSON.stringify(x.spec)),
     );

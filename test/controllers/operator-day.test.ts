@@ -12,7 +12,8 @@
  * - a claim whose BMC never reports Off is released by `metalctl release --force`, with Warnings.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID as randomUuid } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -79,7 +80,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
   before(async () => {
     reg = await new OciRegistry().start();
     s = await startStack('claim-edits', {
-      hosts: 7,
+      hosts: 8,
       args: [
         '--allowed-registries',
         reg.host,
@@ -91,7 +92,7 @@ describe("an operator's day", { timeout: 180_000 }, () => {
         '1s',
       ],
     });
-    pool = await availableServers(s, 7, 60_000);
+    pool = await availableServers(s, 8, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -419,6 +420,60 @@ describe("an operator's day", { timeout: 180_000 }, () => {
       await s.client.delete(Resources.BMC, bmcName).catch(() => undefined);
       await s.client.delete(Resources.BMCSecret, bmcName).catch(() => undefined);
       await s.client.delete(Resources.Server, serverName).catch(() => undefined);
+    }
+  });
+
+  it("a Server's spec.power (deprecated upstream) is removed with a Warning and powers nothing; a claim never copies its own", async () => {
+    const srv = take();
+    const name = srv.metadata.name!;
+    const uuid = srv.spec.systemUUID!;
+    const n = resets(s, uuid).length;
+    await s.client.mergePatch(Resources.Server, name, undefined, { spec: { power: 'On' } });
+    const ev = await eventually('DeprecatedPowerCleared Warning', 20_000, async () =>
+      (await eventsFor(s, 'Server', name, 'default')).find((e) => e.reason === 'DeprecatedPowerCleared'),
+    );
+    assert.equal(ev.type, 'Warning');
+    assert.match(ev.message, /spec\.power "On" is deprecated and was not applied/);
+    const cleared = await s.client.get<Server>(Resources.Server, name);
+    assert.equal(cleared?.spec.power, undefined, 'spec.power removed');
+    assert.deepEqual(resets(s, uuid).slice(n), [], 'nothing powered for it');
+    assert.equal(hostOf(s, srv).powerState(), 'Off', 'an Available Server stays Off');
+    // Claimed: the claim's spec.power decides, the Server's stays unset (upstream's claim controller
+    // does not write it either).
+    await createClaim(s, 'power-owner', { serverRef: name });
+    await booted('power-owner');
+    const bound = await s.client.get<Server>(Resources.Server, name);
+    assert.equal(bound?.spec.serverClaimRef?.name, 'power-owner');
+    assert.equal(bound?.spec.power, undefined, 'no spec.power copied from the claim');
+  });
+
+  it('a Server nothing has written status for reads STATE Initial in kubectl get', async () => {
+    const name = `no-bmc-${s.ns}`;
+    await s.client.create<Server>(Resources.Server, {
+      apiVersion: API,
+      kind: 'Server',
+      metadata: { name, labels: s.labels },
+      spec: { systemUUID: randomUuid(), bmcRef: { name: `missing-${s.ns}` } },
+    });
+    try {
+      // Straight after the create, before any controller wrote: the CRD's default is what kubectl shows.
+      const table = execFileSync('kubectl', ['--kubeconfig', s.kubeconfigPath, 'get', 'server', name], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      }).split('\n');
+      const at = table[0]!.search(/\bSTATE\b/); // not POWERSTATE's
+      assert.ok(at >= 0, table[0]);
+      assert.equal(table[1]!.slice(at).split(/\s+/)[0], 'Initial', table.join('\n'));
+      const x = await s.client.get<Server>(Resources.Server, name);
+      assert.equal(x?.status?.state, 'Initial', 'what a client reads, too');
+      // And after the controller has written (it cannot reach the BMC that does not exist): still Initial.
+      const written = await eventually('the Discovered condition written', 30_000, async () => {
+        const y = await s.client.get<Server>(Resources.Server, name);
+        return cond(y, 'Discovered') ? y : undefined;
+      });
+      assert.equal(written.status?.state, 'Initial', cond(written, 'Discovered')?.message);
+    } finally {
+      await s.client.delete(Resources.Server, name).catch(() => undefined);
     }
   });
 

@@ -28,7 +28,6 @@ import {
 after(releaseSharedCluster);
 
 const getServer = (s: Stack, name: string) => s.client.get<Server>(Resources.Server, name);
-const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
 
 function rule(
   s: Stack,
@@ -123,10 +122,28 @@ test('BootstrapOnly: untainted once the condition holds, marked, and never taint
       async () => (await getServer(s, name))?.metadata.annotations?.[mark] === 'true',
     );
     assert.ok(passed);
+    // Positive control instead of a fixed window: a Continuous rule on the same condition is tainted
+    // when it turns False. Both rules are evaluated in one pass per Server (one patch), so once the
+    // control's taint is there the BootstrapOnly rule has seen the False condition too.
+    const control = await rule(
+      s,
+      'boot-control',
+      'Continuous',
+      'ExternalFirmware',
+      'example.com/firmware-control',
+    );
+    await eventually('finalizer on the control rule (the rule is cached)', 10_000, async () => {
+      const x = await s.client.get<ServerReadinessRule>(
+        Resources.ServerReadinessRule,
+        control.metadata.name!,
+      );
+      return x?.metadata.finalizers?.includes(READINESS_FINALIZER);
+    });
     await setCondition(s, name, 'ExternalFirmware', 'False');
-    await sleep(3_000);
-    assert.equal(tainted(await getServer(s, name), 'example.com/firmware'), false, 'not tainted again');
+    const after = await waitTaint(s, name, 'example.com/firmware-control', true);
+    assert.equal(tainted(after, 'example.com/firmware'), false, 'not tainted again');
     await s.client.delete(Resources.ServerReadinessRule, r.metadata.name!);
+    await s.client.delete(Resources.ServerReadinessRule, control.metadata.name!);
   } finally {
     await s.close();
   }
@@ -152,9 +169,14 @@ test("a rule can gate on the Server's Booted condition, the bound claim's last a
     assert.equal(cond(booted, 'Booted')?.reason, 'BootCompleted');
     assert.match(cond(booted, 'Booted')!.message, new RegExp(`ServerClaim ${s.ns}/tenant: `));
     const r = await rule(s, 'booted', 'Continuous', 'Booted', 'example.com/not-booted');
-    await sleep(2_000);
-    assert.equal(tainted(await getServer(s, name), 'example.com/not-booted'), false, 'Booted=True passes');
+    // Positive control instead of a fixed window: a rule created after it on a condition the Server
+    // does not have taints it. The Server's pass reads every cached rule (the Booted rule was cached
+    // first, same watch) and writes all taints in one patch, so the Booted rule was evaluated by then.
+    const control = await rule(s, 'booted-control', 'Continuous', 'NeverReported', 'example.com/control');
+    const after = await waitTaint(s, name, 'example.com/control', true);
+    assert.equal(tainted(after, 'example.com/not-booted'), false, 'Booted=True passes');
     await s.client.delete(Resources.ServerReadinessRule, r.metadata.name!);
+    await s.client.delete(Resources.ServerReadinessRule, control.metadata.name!);
   } finally {
     await s.close();
   }

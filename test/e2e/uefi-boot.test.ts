@@ -7,7 +7,7 @@
  * (scenario.ts), so any test runs alone.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -47,14 +47,6 @@ describe('end to end under UEFI (OVMF + iPXE) on user networking', { timeout: 15
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('the VM runs OVMF with its own variable store and iPXE UEFI ROM', () => {
-    const host = stack.hosts[0] as QemuHost;
-    const args = host.qemuArgs('Pxe').join(' ');
-    assert.match(args, /if=pflash,format=raw,unit=0,readonly=on,file=\/usr\/share\/OVMF\/OVMF_CODE_4M\.fd/);
-    assert.match(args, new RegExp(`unit=1,file=${host.ovmfVarsPath}`));
-    assert.match(args, /romfile=\/usr\/lib\/ipxe\/qemu\/efi-virtio\.rom/);
-  });
-
   it('a claim boots the UEFI VM to Booted=True with all three signals for attempt 1', async () => {
     const target = servers[0]!.metadata.name!;
     await deleteClaim(stack, 'uefi-boot', target);
@@ -64,6 +56,29 @@ describe('end to end under UEFI (OVMF + iPXE) on user networking', { timeout: 15
       'IgnitionDataFetched',
       'BootStateReceived',
     ]);
+  });
+
+  it('the running VM is OVMF with its own variable store and the iPXE UEFI ROM', async () => {
+    // Read from the QEMU process the claim booted (/proc/<pid>/cmdline, NUL-separated argv), not
+    // rebuilt with qemuArgs(): a difference between what is built and what is spawned shows here.
+    const target = servers[0]!.metadata.name!;
+    await ensureBooted(stack, 'uefi-boot', target, { image: OS_IMAGE, bootPolicy: 'NetBootOnce' }, 300_000);
+    const host = stack.hosts[0] as QemuHost;
+    const pid = host.pid;
+    assert.ok(pid, 'the VM of the Booted claim is running');
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      .split('\0')
+      .filter((a) => a !== '');
+    assert.match(argv[0] ?? '', /qemu-system-x86_64$/, `pid ${pid} is QEMU: ${argv.join(' ')}`);
+    assert.equal(
+      argv[argv.indexOf('-uuid') + 1],
+      host.identity.uuid.toUpperCase(),
+      'the host of this Server',
+    );
+    const args = argv.join(' ');
+    assert.match(args, /if=pflash,format=raw,unit=0,readonly=on,file=\/usr\/share\/OVMF\/OVMF_CODE_4M\.fd/);
+    assert.match(args, new RegExp(`unit=1,file=${host.ovmfVarsPath}`));
+    assert.match(args, /romfile=\/usr\/lib\/ipxe\/qemu\/efi-virtio\.rom/);
   });
 
   it('NetBootOnce under UEFI PXE: after Booted, a power-on boots from disk', async () => {

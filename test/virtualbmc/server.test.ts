@@ -398,21 +398,37 @@ describe('virtual BMC fault knobs', () => {
 
 describe('virtual BMC lifecycle', () => {
   it('cancels pending transitions and closes its hosts on close', async () => {
-    const host = new SimHost({ identity: simIdentity(0, 'close'), bootServerUrl: 'http://127.0.0.1:9' });
-    const vbmc = await startVirtualBmc({
-      hosts: [host],
-      username: USER,
-      password: PASSWORD,
-      faults: { powerTransitionMs: 100 },
-    });
-    await request(`${vbmc.url}${vbmc.systems[0]!.uri}/Actions/ComputerSystem.Reset`, {
-      method: 'POST',
-      headers: { authorization: BASIC, 'content-type': 'application/json' },
-      body: JSON.stringify({ ResetType: 'On' }),
-    }).then((r) => r.body.dump());
+    const powerOn = (vbmc: VirtualBmc) =>
+      request(`${vbmc.url}${vbmc.systems[0]!.uri}/Actions/ComputerSystem.Reset`, {
+        method: 'POST',
+        headers: { authorization: BASIC, 'content-type': 'application/json' },
+        body: JSON.stringify({ ResetType: 'On' }),
+      }).then((r) => r.body.dump());
+    const start = (name: string) => {
+      const host = new SimHost({ identity: simIdentity(0, name), bootServerUrl: 'http://127.0.0.1:9' });
+      return startVirtualBmc({
+        hosts: [host],
+        username: USER,
+        password: PASSWORD,
+        faults: { powerTransitionMs: 100 },
+      }).then((vbmc) => ({ host, vbmc }));
+    };
+    // Positive control of the window below: the same pending power-on, not cancelled, reaches its
+    // host; the window is twice as long as it took.
+    const control = await start('close-control');
+    const t0 = Date.now();
+    await powerOn(control.vbmc);
+    for (const end = t0 + 5_000; control.host.bootCount === 0 && Date.now() < end; )
+      await new Promise((r) => setTimeout(r, 10));
+    const reactionMs = Date.now() - t0;
+    await control.vbmc.close();
+    assert.equal(control.host.bootCount, 1, 'the control power-on reached its host');
+
+    const { host, vbmc } = await start('close');
+    await powerOn(vbmc);
     await vbmc.close();
-    await new Promise((r) => setTimeout(r, 150));
-    assert.equal(host.bootCount, 0, 'the pending power-on never reached the host');
+    await new Promise((r) => setTimeout(r, 2 * reactionMs));
+    assert.equal(host.bootCount, 0, `the pending power-on never reached the host (${2 * reactionMs} ms)`);
     await assert.rejects(request(`${vbmc.url}/redfish/v1/`), /ECONNREFUSED/);
   });
 

@@ -190,7 +190,11 @@ export const ServerStatus = Type.Object(
     indicatorLED: Type.Optional(Type.String()),
     state: Type.Optional(
       Type.String({
-        description: 'Initial, Discovery, Available, Reserved, Cleaning, Error, Maintenance or Parked.',
+        // With the status default below, a Server no controller has written yet reads Initial (kubectl's
+        // STATE column too) at no request's cost; upstream writes it in an extra first reconcile step.
+        default: 'Initial',
+        description:
+          'Initial, Discovery, Available, Reserved, Cleaning, Error, Maintenance or Parked; Initial until the Server controller moves it.',
       }),
     ),
     totalSystemMemory: Type.Optional(Quantity({ description: 'Memory in bytes.' })),
@@ -289,7 +293,9 @@ export const ServerStatus = Type.Object(
       ),
     ),
   },
-  { description: 'Observed state of a Server.' },
+  // default {}: the API server applies defaults only inside objects that exist, so status itself is
+  // defaulted for state's default to show on a Server whose status was never written.
+  { description: 'Observed state of a Server.', default: {} },
 );
 
 export type ServerSpec = Static<typeof ServerSpec>;
