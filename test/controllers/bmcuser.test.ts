@@ -13,7 +13,11 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import type { BMCSecret } from '../../src/api/v1alpha1/bmcsecret.js';
 import type { BMCUser } from '../../src/api/v1alpha1/bmcuser.js';
-import { CRASH_AFTER_BMC_WRITE_ENV, PENDING_PASSWORD_KEY } from '../../src/controllers/bmcuser.js';
+import {
+  CRASH_AFTER_BMC_WRITE_ENV,
+  PENDING_PASSWORD_KEY,
+  PENDING_TRIED_KEY,
+} from '../../src/controllers/bmcuser.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import { API, b64, cond, eventually, type Stack, startStack } from './fixture.js';
@@ -140,6 +144,23 @@ test('BMCUser: account created with a generated password; rotate-credentials, ex
     );
     assert.equal(s.vbmc.accounts.account('metal')?.locked, false);
 
+    // A pending password already tried once (the manager stopped after writing pending-tried): not
+    // tried again as the user, set by the administrator straight away.
+    const failuresBeforeTried = s.vbmc.accounts.account('metal')!.totalFailures;
+    await s.client.mergePatch(Resources.BMCSecret, `bmcuser-${name}`, undefined, {
+      data: { [PENDING_PASSWORD_KEY]: b64('tried-once-already-22'), [PENDING_TRIED_KEY]: b64('1') },
+    });
+    await s.client.mergePatch(Resources.BMCUser, name, undefined, { metadata: { labels: { poke: '3' } } });
+    await eventually(
+      'tried pending password promoted',
+      30_000,
+      async () =>
+        (await secretPassword(s, name)) === 'tried-once-already-22' &&
+        (await getSecret(s, name))?.data?.[PENDING_TRIED_KEY] === undefined,
+    );
+    assert.equal(await tryPassword(s, 'metal', 'tried-once-already-22'), 200);
+    assert.equal(s.vbmc.accounts.account('metal')!.totalFailures, failuresBeforeTried, 'never tried twice');
+
     // A password the BMC's policy refuses is visible on the BMCUser, and nothing is left pending.
     await s.client.mergePatch(Resources.BMCUser, name, undefined, { spec: { roleID: 'NoSuchRole' } });
     const refused = await eventually('refusal on the BMCUser', 30_000, async () => {
@@ -252,7 +273,8 @@ test('BMCUser: manager SIGKILLed between the BMC write and the Secret write reco
     assert.equal(acct.totalFailures - failuresBefore, 0, 'the recovery tried no wrong password');
     assert.ok(acct.totalFailures < THRESHOLD - 1);
     assert.equal(acct.locked, false);
-    assert.match(c.output(), /pending BMCUser password recovered/);
+    // The log line is written after the promotion the test just saw: wait for it, do not race it.
+    await eventually('recovery logged', 10_000, () => /pending BMCUser password recovered/.test(c.output()));
   } finally {
     for (const ch of children) await kill(ch);
     await cleanupUser(s, name);
