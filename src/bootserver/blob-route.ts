@@ -16,7 +16,9 @@
  *   NetBootOnce claim completed that attempt (as the HTTP boot route: nothing is served again).
  * - `Range: bytes=a-b` (one range) → 206 with `Content-Range`; unsatisfiable → 416.
  * - 403 `RegistryNotAllowed` when the image's registry is not (or no longer) in
- *   `--allowed-registries`; 502 `LayerTooLarge` for a layer beyond `--max-layer-size` (N10); 503 +
+ *   `--allowed-registries`; 502 `LayerTooLarge` for a layer beyond `--max-layer-size`, 502
+ *   `BlobSizeMismatch` when the registry announces another size than the manifest's descriptor
+ *   (nothing streamed), 502 `ImageLayerMissing` when the manifest has no such layer (N10); 503 +
  *   `Retry-After` when the registry cannot be reached, the cache has no room now, or the API server
  *   is down.
  * Headers: `Content-Length`, `Accept-Ranges: bytes`, `ETag: "<digest>"`, `Content-Type:
@@ -27,13 +29,15 @@ import { CAPABILITY_PARAM, verifyLayerCapability } from '../bootauth/layer-capab
 import { apiFailure, type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import type { createHttpApp } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
-import { type BlobCache, type BlobRange, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
+import { BLOB_SIZE_MISMATCH, type BlobCache, type BlobRange, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { BOOT_LAYERS, type BootLayer } from '../oci/media-types.js';
 import { parseReference } from '../oci/reference.js';
 import { RegistryError } from '../oci/registry-client.js';
 
 const REGISTRY_RETRY_AFTER_S = 5;
+/** Registry failures no retry helps (the blob or its manifest is what it is): 502, no Retry-After. */
+const NOT_TRANSIENT = new Set([LAYER_TOO_LARGE, BLOB_SIZE_MISMATCH, 'ImageLayerMissing']);
 
 export interface BlobRouteOptions {
   resolver: BootTargetResolver;
@@ -138,12 +142,10 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
         if (err instanceof RegistryError) throw err;
         apiFailure(err, 'reading the image pull secret');
       }
-      let blob = await o.cache.open(ref, digest, credentials, range && range.start >= 0 ? range : undefined);
-      if (range && range.start < 0) {
-        blob.stream.destroy();
-        range = parseRange(req.headers.range, blob.size);
-        blob = await o.cache.open(ref, digest, credentials, range);
-      }
+      // No registry Content-Length is trusted beyond the manifest's descriptor size (N10).
+      const size = await o.images.layerSize(img, ref, p.layer, credentials);
+      if (range && range.start < 0) range = parseRange(req.headers.range, size);
+      const blob = await o.cache.open(ref, digest, credentials, range, size);
       void reply
         .type('application/octet-stream')
         .header('accept-ranges', 'bytes')
@@ -167,7 +169,7 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
       if (!(err instanceof RegistryError)) throw err;
       log.warn({ digest, reason: err.reason, err: err.message }, 'image layer not available');
       if (err.reason === 'RegistryNotAllowed') throw new HttpError(403, err.reason, err.message);
-      if (err.reason === LAYER_TOO_LARGE) throw new HttpError(502, err.reason, err.message); // no retry helps
+      if (NOT_TRANSIENT.has(err.reason)) throw new HttpError(502, err.reason, err.message); // no retry helps
       throw new HttpError(503, err.reason, err.message, REGISTRY_RETRY_AFTER_S);
     }
   });

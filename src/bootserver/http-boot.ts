@@ -30,7 +30,7 @@ import { type HttpApp, type SignalServerOptions, UNSERVED_BUDGETED } from '../bo
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
 import type { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
-import { type BlobCache, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
+import { BLOB_SIZE_MISMATCH, type BlobCache, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { parseReference } from '../oci/reference.js';
 import { RegistryError } from '../oci/registry-client.js';
@@ -70,7 +70,8 @@ const UKI_BUSY_RETRY_AFTER_S = 5;
 /**
  * Local files of the attempt's kernel and initrd: catalog paths as they are, OCI layers (`status.image`)
  * as verified blob-cache files. 409 `NoLocalFiles` for a catalog image served from URLs or OCI without
- * a blob cache; 403 `RegistryNotAllowed`; 503 + `Retry-After` when the registry cannot be reached.
+ * a blob cache; 403 `RegistryNotAllowed`; 502 `LayerTooLarge`, `BlobSizeMismatch` (registry size is
+ * not the descriptor's, N10), `ImageLayerMissing`; 503 + `Retry-After` when the registry cannot be reached.
  */
 export async function localBootFiles(
   o: Pick<HttpBootRouteOptions, 'oci'>,
@@ -86,14 +87,20 @@ export async function localBootFiles(
   const ref = parseReference(img.reference);
   try {
     const credentials = await o.oci.images.credentialsOf(sbc, ref); // never status.image.pullSecret (N5)
+    // Held to the manifest's descriptor sizes, not the registry's Content-Length (N10).
+    const [kernelSize, initrdSize] = [
+      await o.oci.images.layerSize(img, ref, 'kernel', credentials),
+      await o.oci.images.layerSize(img, ref, 'initrd', credentials),
+    ];
     return {
-      kernel: await o.oci.cache.file(ref, img.kernel, credentials),
-      initrd: await o.oci.cache.file(ref, img.initrd, credentials),
+      kernel: await o.oci.cache.file(ref, img.kernel, credentials, kernelSize),
+      initrd: await o.oci.cache.file(ref, img.initrd, credentials, initrdSize),
     };
   } catch (err) {
     if (!(err instanceof RegistryError)) throw err;
     if (err.reason === 'RegistryNotAllowed') throw new HttpError(403, err.reason, err.message);
-    if (err.reason === LAYER_TOO_LARGE) throw new HttpError(502, err.reason, err.message); // no retry helps
+    if ([LAYER_TOO_LARGE, BLOB_SIZE_MISMATCH, 'ImageLayerMissing'].includes(err.reason))
+      throw new HttpError(502, err.reason, err.message); // no retry helps
     throw new HttpError(503, err.reason, err.message, REGISTRY_RETRY_AFTER_S);
   }
 }

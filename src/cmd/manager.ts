@@ -169,6 +169,14 @@ function command(): Command {
         .default(d.defaultBootMethod),
     )
     .addOption(
+      new Option(
+        '--discovery-boot-method <method>',
+        'boot method of discovery and cleanup boots (PXE: iPXE over the DHCP boot network; VirtualMedia: the BMC inserts the attempt ISO, no DHCP)',
+      )
+        .choices(['PXE', 'VirtualMedia'])
+        .default(undefined, 'VirtualMedia when --default-boot-method is VirtualMedia, else PXE'),
+    )
+    .addOption(
       opt(
         '--boot-completion-conditions <types>',
         'comma-separated SBC conditions that must all be True for the current attempt',
@@ -405,6 +413,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     probeImage: string;
     defaultBootPolicy: BootPolicy;
     defaultBootMethod: BootMethod;
+    discoveryBootMethod?: BootMethod;
     bootCompletionConditions: string[];
     bootTimeout: number;
     netbootTimeout: number;
@@ -480,6 +489,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       probeImage: o.probeImage,
       defaultBootPolicy: o.defaultBootPolicy,
       defaultBootMethod: o.defaultBootMethod,
+      ...(o.discoveryBootMethod ? { discoveryBootMethod: o.discoveryBootMethod } : {}),
       bootServerUrl:
         o.bootserverUrl ??
         plannedUrlOrUndefined(bHost, bPort, o.tlsCertFile && o.tlsKeyFile ? 'https' : 'http') ??

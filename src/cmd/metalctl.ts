@@ -10,12 +10,14 @@
  *   `describe server NAME`; `boots <claim> [--watch]`: the claim's attempts with their durations.
  * - `cordon|uncordon <server>`: the maintenance taint; `retry server|claim <name>`: the retry annotation;
  *   `release <claim> [--force]`: deletes the claim (`--force`: also when the BMC never reports Off).
+ * - `console <server>`: the serial console through the BMC (SSH, as upstream); `~.` leaves.
  *
  * Exit codes: 0 success, 1 failure (the reason is printed), 2 bad usage.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   bootsCommand,
+  consoleCommand,
   cordonCommand,
   describeCommand,
   getCommand,
@@ -222,5 +224,30 @@ program
   .addOption(kubeconfigOpt())
   .addOption(dirOpt())
   .action(async (claim, o) => process.exit(await releaseCommand(claim, o)));
+
+program
+  .command('console')
+  .description(
+    "attach to a Server's serial console through its BMC (SSH with the BMCSecret's credentials, as upstream); type ~. at the start of a line to leave",
+  )
+  .argument('<server>', 'Server name')
+  .option(
+    '--port <port>',
+    'SSH port of the BMC (default: Redfish SerialConsole.SSH.Port, else BMC spec.consoleProtocol.port, else 22)',
+    int(1),
+  )
+  .option(
+    '--serial-console-number <n>',
+    'run "console N" (default: Redfish ConsoleEntryCommand, else console 1)',
+    int(1),
+  )
+  .option(
+    '--known-hosts-file <path>',
+    'OpenSSH known_hosts file holding the BMC host key (default ~/.ssh/known_hosts; as upstream)',
+  )
+  .option('--skip-host-key-validation', "accept any BMC host key (as upstream's flag)")
+  .addOption(kubeconfigOpt())
+  .addOption(dirOpt())
+  .action(async (server, o) => process.exit(await consoleCommand(server, o)));
 
 await program.parseAsync();

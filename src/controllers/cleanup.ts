@@ -12,7 +12,8 @@
  * - Cleaning: the boot-attempt engine, as discovery runs it: an SBC `cleanup-<server>` in the
  *   manager namespace (label `metal.ironcore.dev/boot-purpose: cleanup`, owned by the Server, no
  *   ignition of its own: the served config carries only the boot-state callback), a fresh callback
- *   token per attempt, one-time network boot + On, the netboot and cleanup deadlines
+ *   token per attempt, one-time network boot + On (by `--discovery-boot-method`: PXE, or the
+ *   attempt's ISO by virtual media, ejected when the series ended), the netboot and cleanup deadlines
  *   (`--netboot-timeout`, `--cleanup-timeout`), at most `--cleanup-max-attempts` attempts. Done when
  *   `BootStateReceived` counts for the current attempt: the image posts `/bootstate` only after it
  *   erased the disks. Then `Cleaned=True CleanupCompleted`, state Available (powered off there).
@@ -43,6 +44,7 @@ import type { Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
+import { classifyBmcFailure } from './bmc-connections.js';
 import {
   type AttemptBook,
   AttemptPhase,
@@ -57,8 +59,9 @@ import {
 import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
 import type { BootMetrics } from './metrics.js';
+import { ejectAfterVirtualMedia, managerBootMethod, netbootVia } from './netboot-via.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
-import { type PowerActions, powerRetry } from './power.js';
+import { type NetbootVia, type PowerActions, powerRetry } from './power.js';
 import { maintenanceTaint, taintText } from './server-selection.js';
 
 export const CLEANED_CONDITION = ConditionType.Cleaned;
@@ -229,14 +232,15 @@ export class CleanupActions {
       now: Date.now(),
     });
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, c, plan.image, log);
-    if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, log);
-    return this.advance(server, step, c, log);
+    if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, sbc, log);
+    return this.advance(server, step, sbc, c, log);
   }
 
   /** Carries out a step that neither completed nor exhausted the series. */
   private async advance(
     server: Server,
     step: Step,
+    sbc: ServerBootConfiguration,
     c: Cleanup,
     log: pino.Logger,
   ): Promise<Result | undefined> {
@@ -246,7 +250,16 @@ export class CleanupActions {
       before: c,
       power: {
         observe: () => this.o.power.observe(current),
-        boot: (observed) => this.o.power.boot(current, { netboot: true, observed }),
+        boot: async (observed) => {
+          let via: NetbootVia;
+          try {
+            via = await netbootVia(current, sbc, this.cfg, this.o.bootConfigs);
+          } catch (err) {
+            return { ok: false, failure: classifyBmcFailure(err) };
+          }
+          // Once, also for VirtualMedia (the drive is emptied after the cleanup: see discovery).
+          return this.o.power.boot(current, { netboot: true, observed, via });
+        },
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -297,6 +310,7 @@ export class CleanupActions {
       serverName: name,
       image,
       bootPolicy: 'NetBootAlways',
+      bootMethod: managerBootMethod(this.cfg),
       attemptKey: `c${c.attempt}`,
       bootAttempt: c.attempt,
       labels: { ...this.cfg.scopeLabels, [BOOT_PURPOSE_LABEL]: BOOT_PURPOSE_CLEANUP },
@@ -352,11 +366,17 @@ export class CleanupActions {
       `${what}; Available, ${off.words}`,
     );
     await this.removeConfiguration(updated);
+    await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, 'cleanup');
     return undefined; // the status change brings the Available pass (it sees a pending power-off through)
   }
 
   /** The last attempt timed out: state Error with the reason, no boot configuration, powered off. */
-  private async exhaust(server: Server, step: Step, log: pino.Logger): Promise<Result | undefined> {
+  private async exhaust(
+    server: Server,
+    step: Step,
+    sbc: ServerBootConfiguration,
+    log: pino.Logger,
+  ): Promise<Result | undefined> {
     const { deadline: _, netbootDeadline: _n, ...rest } = cleanupOf(step.book, server.status?.cleanup?.image);
     const what = step.outcome?.message ?? 'cleanup attempts exhausted';
     // With the condition (or after it): an Error Server always says why.
@@ -380,6 +400,7 @@ export class CleanupActions {
       `${what}; state Error, not claimable (annotate metal.ironcore.dev/operation=retry to clean again)`,
     );
     await this.removeConfiguration(updated);
+    await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, 'cleanup');
     const p = await this.o.power.ensure(updated, 'Off');
     return p.reached ? undefined : powerRetry(p);
   }

@@ -35,6 +35,11 @@ export interface ControllerConfig {
   defaultBootPolicy: BootPolicy;
   /** Boot method of claims without `spec.bootMethod` (`--default-boot-method`). */
   defaultBootMethod: BootMethod;
+  /**
+   * Boot method of discovery and cleanup boots (`--discovery-boot-method`); absent: `VirtualMedia`
+   * when `defaultBootMethod` is, else `PXE` (netboot-via.ts `managerBootMethod`).
+   */
+  discoveryBootMethod?: BootMethod;
   /** Base URL hosts use to reach the boot server: the `Boot.HttpBootUri` of HTTPBoot attempts points there. */
   bootServerUrl: string;
   /** SBC condition types that must all be True for the current attempt (claim default). */

@@ -8,7 +8,9 @@
  *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: the
  *   system read from the BMC (manufacturer, model, serial, power state) and, in the same status
  *   write, state Discovery with the first attempt's power-on intent; then one-time network boot
- *   override and power on (a power cycle when already on).
+ *   override and power on (a power cycle when already on). The SBC's boot method is
+ *   `--discovery-boot-method` (netboot-via.ts `managerBootMethod`): PXE, or VirtualMedia (the
+ *   attempt's ISO inserted first, override `Cd`; the CD ejected when discovery completed or gave up).
  * - Discovery: the attempts on that SBC (a timed-out attempt bumps its `spec.bootAttempt`). Done when
  *   `RegistrationReceived` is True for the current attempt and `status.registration` exists: hardware
  *   copied into the status, state Available, the SBC deleted, the reference cleared, powered off.
@@ -74,8 +76,9 @@ import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
+import { ejectAfterVirtualMedia, managerBootMethod, netbootVia } from './netboot-via.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
-import { type PowerActions, powerRetry } from './power.js';
+import { type NetbootVia, type PowerActions, powerRetry } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
 import { ServerOperations } from './server-operations.js';
 import { TaintActions } from './taints.js';
@@ -449,7 +452,7 @@ class ServerReconciler {
       now: Date.now(),
     });
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
-    if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, log);
+    if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, sbc, log);
     let current = server;
     let first = start;
     const purpose = `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`;
@@ -462,8 +465,23 @@ class ServerReconciler {
         observe: () => this.o.power.observe(current),
         // Attempt 1's power-on is told by the Discovered Event (or the timeout's Warning): one Event
         // per discovery, not per step; a retry's power-on is news and keeps its BootStarted.
-        boot: (observed) =>
-          this.o.power.boot(current, { netboot: true, observed, purpose, event: step.book.attempt > 1 }),
+        boot: async (observed) => {
+          let via: NetbootVia;
+          try {
+            via = await netbootVia(current, sbc, this.cfg, this.o.bootConfigs);
+          } catch (err) {
+            return { ok: false, failure: classifyBmcFailure(err) };
+          }
+          // Once, also for VirtualMedia: a lasting `Cd` override would boot the drive emptied after
+          // discovery; every attempt inserts its own ISO and sets the override again.
+          return this.o.power.boot(current, {
+            netboot: true,
+            observed,
+            via,
+            purpose,
+            event: step.book.attempt > 1,
+          });
+        },
         ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
       },
       pending: (detail) => ({
@@ -542,6 +560,7 @@ class ServerReconciler {
       serverName: name,
       image: this.cfg.probeImage,
       bootPolicy: 'NetBootAlways',
+      bootMethod: managerBootMethod(this.cfg),
       attemptKey: `d${attempt}`,
       bootAttempt: attempt,
       labels: this.cfg.scopeLabels,
@@ -557,7 +576,12 @@ class ServerReconciler {
   }
 
   /** The last attempt timed out: state Error, a reason, no boot configuration, powered off. */
-  private async exhaust(server: Server, step: Step, log: pino.Logger): Promise<Result | undefined> {
+  private async exhaust(
+    server: Server,
+    step: Step,
+    sbc: ServerBootConfiguration,
+    log: pino.Logger,
+  ): Promise<Result | undefined> {
     const { deadline: _, netbootDeadline: _n, ...rest } = discoveryOf(step.book);
     const what = step.outcome?.message ?? 'discovery attempts exhausted';
     const updated = await this.patchStatus(
@@ -580,6 +604,7 @@ class ServerReconciler {
       `${what}; giving up (state Error)`,
     );
     await this.removeDiscoveryConfiguration(updated);
+    await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, 'discovery');
     const p = await this.o.power.ensure(updated, 'Off');
     return p.reached ? undefined : powerRetry(p);
   }
@@ -635,6 +660,7 @@ class ServerReconciler {
       `registration received in attempt ${d.attempt}${sincePowerOn(d)}; Available, ${off.words}`,
     );
     await this.removeDiscoveryConfiguration(updated);
+    await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, 'discovery');
     // The status change brings the Available pass (which sees a power-off through).
     return undefined;
   }

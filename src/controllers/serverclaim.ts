@@ -33,7 +33,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
-import { type BootMethod, httpBootFileUrl, virtualMediaIsoUrl } from '../api/v1alpha1/boot-method.js';
+import type { BootMethod } from '../api/v1alpha1/boot-method.js';
 import {
   type BootPolicy,
   FORCE_RELEASE_ANNOTATION,
@@ -58,7 +58,6 @@ import {
   VIRTUAL_MEDIA_BOOT_SIGNALS,
 } from '../api/vocabulary.js';
 import type { PowerState } from '../bmc/bmc.js';
-import { virtualMediaCapability } from '../bootauth/vmedia-capability.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
@@ -70,7 +69,7 @@ import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { isControlledBy } from '../runtime/ownerrefs.js';
 import { Resources } from '../runtime/resource.js';
-import { BmcAccessError, classifyBmcFailure } from './bmc-connections.js';
+import { classifyBmcFailure } from './bmc-connections.js';
 import {
   AttemptPhase,
   type AttemptSettings,
@@ -101,6 +100,7 @@ import { claimOperation, rejectClaimOperation, serverHold } from './claim-operat
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
+import { netbootVia } from './netboot-via.js';
 import {
   type BootActionResult,
   type NetbootVia,
@@ -1083,34 +1083,4 @@ function bootPatch(b: Boot): Record<string, unknown> {
     'history',
   ] as const;
   return Object.fromEntries(keys.map((k) => [k, b[k] ?? null]));
-}
-
-/**
- * The BMC override of a network boot of `sbc`: `Pxe`; for `HTTPBoot` `UefiHttp` with `Boot.HttpBootUri`
- * at the attempt's boot file on the boot server; for `VirtualMedia` `Cd` with the attempt's ISO at its
- * capability URL (keyed by the attempt's token: bootauth/vmedia-capability.ts).
- * @throws BmcAccessError `CallbackTokenPending` while the attempt's token cannot be read (nothing sent).
- */
-async function netbootVia(
-  server: Server,
-  sbc: ServerBootConfiguration | undefined,
-  cfg: ControllerConfig,
-  bootConfigs: BootConfigurations,
-): Promise<NetbootVia> {
-  const attempt = sbc?.spec.bootAttempt ?? 1;
-  if (sbc?.spec.bootMethod === 'VirtualMedia') {
-    const token = await bootConfigs.attemptToken(sbc);
-    if (!token)
-      throw new BmcAccessError('CallbackTokenPending', `the token of attempt ${attempt} is not readable yet`);
-    const cap = virtualMediaCapability(token, server.spec.systemUUID, attempt);
-    return {
-      target: 'Cd',
-      image: virtualMediaIsoUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt, cap),
-    };
-  }
-  if (sbc?.spec.bootMethod !== 'HTTPBoot') return { target: 'Pxe' };
-  return {
-    target: 'UefiHttp',
-    httpBootUri: httpBootFileUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt),
-  };
 }

@@ -27,6 +27,7 @@ import { type KObject, Resources } from '../runtime/resource.js';
 import type { AccelChoice } from '../virtualbmc/accel-probe.js';
 import type { VendorProfileName } from '../virtualbmc/profile.js';
 import type { Firmware } from '../virtualbmc/qemu.js';
+import { type ConsoleOptions, runConsole } from './console-command.js';
 import { REPO_ROOT } from './control-plane.js';
 import { attemptLine, claimsTable, type FleetSnapshot, serversTable, since } from './fleet-view.js';
 import { type Backend, LocalStack, SilentVmError } from './local-stack.js';
@@ -126,7 +127,7 @@ export async function localServe(
     });
     stack = await starting;
     say(
-      `waiting for discovery of ${o.servers} servers (probe image${o.backend === 'qemu' ? ' over iPXE' : ', simulated'}, then /register)`,
+      `waiting for discovery of ${o.servers} servers (probe image${o.backend !== 'qemu' ? ', simulated' : stack.bootMethod === 'vmedia' ? ' by virtual media' : ' over iPXE'}, then /register)`,
     );
     await stack.waitForDiscovery(o.servers, 600_000, (servers) =>
       say(
@@ -744,4 +745,18 @@ export function retryCommand(
     return Promise.resolve(2);
   }
   return runOp(o, (c) => requestRetry(c, k, name, o.namespace ?? 'default', { reprovision: o.reprovision }));
+}
+
+/** `console <server>`: the Server's serial console through its BMC (see console-command.ts). Exit 0 or 1. */
+export async function consoleCommand(
+  name: string,
+  o: ConsoleOptions & { kubeconfig?: string; dir: string },
+): Promise<number> {
+  const client = commandClient(o);
+  if (!client) return 1;
+  try {
+    return await runConsole(client, name, o);
+  } finally {
+    await client.close();
+  }
 }

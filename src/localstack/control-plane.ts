@@ -3,6 +3,14 @@
  * loopback ports, bearer-token auth, a self-signed serving certificate, RBAC authorization, the
  * project's CRDs installed and Established.
  *
+ * etcd holds every object, Secrets included, unencrypted: it serves TLS only and requires a client
+ * certificate (`--client-cert-auth`, security review N15), so no other local user or process that
+ * can reach loopback reads or writes the store. A per-control-plane CA (P-256, openssl) signs etcd's
+ * serving certificate and the one client certificate, which only kube-apiserver (and
+ * {@link ControlPlane.etcdRequest}) present; all of it lives in the 0700 folder, keys 0600, made
+ * once per control plane (an API server restart reuses them). Peer traffic stays on loopback with
+ * a single member and no peers.
+ *
  * Binaries come from `KUBEBUILDER_ASSETS` when set (the envtest convention), otherwise from
  * `hack/build-control-plane.sh`, which builds them once from their Go modules into a cache folder.
  *
@@ -108,6 +116,7 @@ export class ControlPlane {
   kubeconfigPath = '';
   server = '';
   caFile = '';
+  /** `https://127.0.0.1:<port>`: TLS, a client certificate required ({@link ControlPlane.etcdRequest}). */
   etcdUrl = '';
   private ports: number[] = [];
 
@@ -135,14 +144,19 @@ export class ControlPlane {
   private async boot(): Promise<void> {
     this.ports = await freePorts(3);
     const [etcdClient, etcdPeer, secure] = this.ports as [number, number, number];
-    this.etcdUrl = `http://127.0.0.1:${etcdClient}`;
+    this.etcdUrl = `https://127.0.0.1:${etcdClient}`;
     this.server = `https://${this.opts.nodeAddress ?? '127.0.0.1'}:${secure}`;
     this.writeCredentials();
+    const pki = this.etcdPki();
     this.etcd = this.spawnLogged('etcd', join(this.bin, 'etcd'), [
       '--name=default',
       `--data-dir=${join(this.dir, 'etcd')}`,
       `--listen-client-urls=${this.etcdUrl}`,
       `--advertise-client-urls=${this.etcdUrl}`,
+      `--cert-file=${pki.serverCert}`,
+      `--key-file=${pki.serverKey}`,
+      '--client-cert-auth=true',
+      `--trusted-ca-file=${pki.ca}`,
       `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
       `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
       `--initial-cluster=default=http://127.0.0.1:${etcdPeer}`,
@@ -153,7 +167,7 @@ export class ControlPlane {
     await waitFor(
       `etcd ${this.etcdUrl}`,
       30_000,
-      async () => (await httpGet(`${this.etcdUrl}/health`)).status === 200,
+      async () => (await this.etcdRequest('/health')).status === 200,
     );
     await this.startApiServer();
     if (this.opts.installCRDs !== false) await installCRDs(this.kubeConfig());
@@ -221,12 +235,105 @@ export class ControlPlane {
     secret(this.kubeconfigPath, kubeconfigYaml(this.server, this.caFile, this.token));
   }
 
+  /** Paths of etcd's CA, serving and client certificates and keys in the 0700 folder. */
+  private etcdPaths() {
+    const d = join(this.dir, 'etcd-pki');
+    return {
+      dir: d,
+      ca: join(d, 'ca.crt'),
+      caKey: join(d, 'ca.key'),
+      serverCert: join(d, 'server.crt'),
+      serverKey: join(d, 'server.key'),
+      clientCert: join(d, 'client.crt'),
+      clientKey: join(d, 'client.key'),
+    };
+  }
+
+  /**
+   * etcd's PKI (see the file comment), made on first use: a CA, a serving certificate for
+   * 127.0.0.1 and a client certificate (CN `kube-apiserver`), each signed by the CA, valid 2 days.
+   * Three openssl runs (~30 ms); the CA key could be dropped after signing, but stays 0600 here.
+   */
+  private etcdPki(): ReturnType<ControlPlane['etcdPaths']> {
+    const p = this.etcdPaths();
+    if (existsSync(p.clientKey)) return p;
+    mkdirSync(p.dir, { recursive: true, mode: 0o700 });
+    chmodSync(p.dir, 0o700);
+    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2'];
+    const run = (args: string[]) =>
+      execFileSync('openssl', ['req', '-x509', ...ec, ...args], { stdio: 'ignore' });
+    run(['-subj', '/CN=metal local etcd CA', '-keyout', p.caKey, '-out', p.ca]);
+    // `req -x509 -CA` (OpenSSL 3): a new key and a certificate signed by the CA, in one run.
+    const leaf = (cn: string, ext: string[], key: string, cert: string) =>
+      run([
+        '-CA',
+        p.ca,
+        '-CAkey',
+        p.caKey,
+        '-subj',
+        `/CN=${cn}`,
+        '-addext',
+        'basicConstraints=critical,CA:FALSE',
+        ...ext.flatMap((e) => ['-addext', e]),
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ]);
+    leaf(
+      '127.0.0.1',
+      // clientAuth too: etcd's JSON gateway dials etcd's own gRPC port presenting this certificate.
+      ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'extendedKeyUsage=serverAuth,clientAuth'],
+      p.serverKey,
+      p.serverCert,
+    );
+    leaf('kube-apiserver', ['extendedKeyUsage=clientAuth'], p.clientKey, p.clientCert);
+    for (const k of [p.caKey, p.serverKey, p.clientKey]) chmodSync(k, 0o600);
+    return p;
+  }
+
+  /**
+   * One HTTP request to etcd's v3 JSON gateway (`path` such as `/health`, `/v3/kv/range`) over TLS
+   * with the control plane's client certificate; `body` is sent as JSON with POST. Never throws on
+   * HTTP statuses; rejects on connection or TLS errors (2 s timeout).
+   */
+  etcdRequest(path: string, body?: unknown): Promise<{ status: number; body: string }> {
+    const p = this.etcdPaths();
+    return new Promise((ok, fail) => {
+      const req = https.request(
+        `${this.etcdUrl}${path}`,
+        {
+          method: body === undefined ? 'GET' : 'POST',
+          ca: readFileSync(p.ca),
+          cert: readFileSync(p.clientCert),
+          key: readFileSync(p.clientKey),
+          timeout: 2_000,
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c) => {
+            text += c;
+          });
+          res.on('end', () => ok({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', fail);
+      req.end(body === undefined ? undefined : JSON.stringify(body));
+    });
+  }
+
   /** Starts kube-apiserver (again) on the same port and waits for `/readyz`. */
   async startApiServer(): Promise<void> {
     const d = this.dir;
     const secure = this.ports[2]!;
+    const pki = this.etcdPki();
     this.apiServer = this.spawnLogged('kube-apiserver', join(this.bin, 'kube-apiserver'), [
       `--etcd-servers=${this.etcdUrl}`,
+      `--etcd-cafile=${pki.ca}`,
+      `--etcd-certfile=${pki.clientCert}`,
+      `--etcd-keyfile=${pki.clientKey}`,
       `--secure-port=${secure}`,
       `--bind-address=${this.opts.nodeAddress ?? '127.0.0.1'}`,
       `--advertise-address=${this.opts.nodeAddress ?? '127.0.0.1'}`,

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { STATIC_IP_ANNOTATION } from '../api/v1alpha1/boot-method.js';
 import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { KubeClient } from '../runtime/client.js';
@@ -88,6 +89,16 @@ export interface LocalStackOptions {
   onBmcRequest?: (bmc: number, r: RequestRecord) => void;
   /** Run the cleanup boot on release: the manager gets `--cleanup-image` = the pushed `metal/cleanup:latest`. */
   cleanup?: boolean;
+  /**
+   * QEMU on the bridged network only: false runs no DHCP server (no dnsmasq) on the test network, as a
+   * provisioning network that boots by virtual media alone (needs `bootMethod: vmedia`, UEFI). Each VM
+   * then has a Server made before its BMC (adopted by the BMC controller) with the annotation
+   * `metal.ironcore.dev/boot-ip` = its static address ({@link TestNetwork.staticIpArg}), so discovery
+   * too boots the ISO with `ip=`; no NIC carries a boot ROM; the boot server identifies VMs through
+   * the host's neighbour table (`--client-mac-source=neighbours`). Default: false with `bootMethod:
+   * vmedia` (on the bridged network; QEMU user networking has its own DHCP), else true.
+   */
+  dhcp?: boolean;
 }
 
 /** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
@@ -182,16 +193,19 @@ export class LocalStack {
       if (replicas > 0 && opts.backend !== 'sim')
         throw new Error('signal server replicas: sim back end only (VMs reach the host on other addresses)');
       let network: TestNetwork | undefined;
+      // Virtual media needs no DHCP: on the bridged network it runs without (unless asked for).
+      const dhcp = opts.dhcp ?? opts.bootMethod !== 'vmedia';
       if (opts.backend === 'qemu' && opts.network && opts.network !== 'user') {
         const problem = bridgeNetworkProblem();
         if (problem && opts.network === 'bridge') throw new Error(`bridged test network: ${problem}`);
         if (problem) say(`bridged test network not possible here (${problem}): QEMU user networking`);
         else {
-          say('creating the test network (namespace, bridge, dnsmasq)');
+          say(`creating the test network (namespace, bridge${dhcp ? ', dnsmasq' : ', no DHCP server'})`);
           network = await TestNetwork.create({
             tag: 'ls',
             dir: join(opts.dir, 'net'),
             bootServerPort: bootPort,
+            dhcp,
           });
           const net = network;
           cleanup.unshift(() => net.close());
@@ -203,8 +217,10 @@ export class LocalStack {
       const guestHost = network ? network.hostAddress : opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
       const listenHost = network ? network.hostAddress : '127.0.0.1';
       const bootMethod = chooseBootMethod(opts, network !== undefined);
+      if (opts.dhcp === false && (!network || bootMethod !== 'vmedia'))
+        throw new Error('no DHCP (dhcp: false): needs the bridged test network and --boot-method vmedia');
       say(
-        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
+        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed; discovery too)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
       );
       const registryUrl = `http://${guestHost}:${registryPort}`;
       const bootServerUrl = `http://${guestHost}:${bootPort}`;
@@ -219,7 +235,7 @@ export class LocalStack {
         say(`QEMU accelerator: ${accel.accel.toUpperCase()} (${accel.reason})`);
       }
       say(
-        `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} with iPXE, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
+        `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} ${network?.dhcp === false ? 'with no NIC boot ROM' : 'with iPXE'}, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
       );
       let hosts: Host[];
       let closeFleet: () => Promise<void> = async () => undefined;
@@ -235,6 +251,8 @@ export class LocalStack {
                 workDir: join(opts.dir, `vm-${i}`),
                 accel: chosen,
                 firmware: firmwareOf(opts.firmware, i),
+                // Without DHCP no boot ROM on the NIC, not even as the fallback after the disk.
+                ...(network?.dhcp === false ? { noneBoot: 'disk' as const } : {}),
                 ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
               },
             ),
@@ -315,7 +333,14 @@ export class LocalStack {
         // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
         // On the test network the boot server identifies VMs by the MAC dnsmasq leased their
         // address to (docs/MACHINE-IDENTITY.md).
-        ...(network ? [`--client-mac-source=dnsmasq-leases=${network.leaseFile}`] : []),
+        // Without DHCP: by the MAC the host's kernel resolved the VM's static address to (ARP).
+        ...(network
+          ? [
+              network.dhcp
+                ? `--client-mac-source=dnsmasq-leases=${network.leaseFile}`
+                : '--client-mac-source=neighbours',
+            ]
+          : []),
         ...images.managerArgs,
         ...(opts.cleanup ? [`--cleanup-image=${images.cleanupImage}`] : []),
         ...(opts.managerArgs ?? []),
@@ -339,6 +364,22 @@ export class LocalStack {
           password: Buffer.from(password).toString('base64'),
         },
       });
+      if (network && !network.dhcp) {
+        // Servers in upstream's hand-made shape (UUID + bmcRef, no systemURI), made before the BMC:
+        // the BMC controller adopts them, so their static address is there before discovery starts.
+        for (const [i, h] of hosts.entries()) {
+          say(`Server ${BMC_NAME}-static-${i}: static address ${network.staticAddress(i)} (no DHCP)`);
+          await client.create<Server>(Resources.Server, {
+            apiVersion: API_VERSION,
+            kind: 'Server',
+            metadata: {
+              name: `${BMC_NAME}-static-${i}`,
+              annotations: { [STATIC_IP_ANNOTATION]: network.staticIpArg(i) },
+            },
+            spec: { systemUUID: h.identity.uuid.toLowerCase(), bmcRef: { name: BMC_NAME } },
+          } as Server);
+        }
+      }
       for (const [b, v] of vbmcs.entries()) {
         await client.create(Resources.BMC, {
           apiVersion: API_VERSION,

@@ -21,6 +21,10 @@
  *   MAC by {@link TestNetwork.setHttpBootUri} (what the virtual BMC's `Boot.HttpBootUri` says),
  *   else nothing (the client finds no boot file).
  *
+ * With `dhcp: false` no dnsmasq runs: the segment has no DHCP server (and no TFTP), as a provisioning
+ * network that boots only by virtual media; its machines take static addresses ({@link
+ * TestNetwork.staticIpArg}) from their boot media's kernel command line.
+ *
  * Set-up is idempotent per process (same name); {@link TestNetwork.close} removes the namespace,
  * which takes the veth pair, bridge and taps with it, and ends dnsmasq. Namespaces left by a process
  * that died (its pid in the name no longer runs) are removed at the next start. Creating namespaces
@@ -47,6 +51,12 @@ export interface TestNetworkOptions {
   dir: string;
   /** Port of the boot server on {@link TestNetwork.hostAddress}, for the iPXE boot file URL. */
   bootServerPort: number;
+  /**
+   * Run dnsmasq (DHCP, TFTP) on the bridge (default true). False: a segment with no DHCP server at
+   * all, as a provisioning network that boots only by virtual media; machines on it use static
+   * addresses ({@link TestNetwork.staticAddress}).
+   */
+  dhcp?: boolean;
 }
 
 /** One DHCP lease as dnsmasq records it. */
@@ -152,12 +162,36 @@ export class TestNetwork {
       inNs('link', 'set', nsVeth, 'master', 'br0', 'up');
       ip(['addr', 'add', `${hostAddress}/24`, 'dev', hostVeth]);
       ip(['link', 'set', hostVeth, 'up']);
-      await net.startDnsmasq();
+      if (opts.dhcp !== false) await net.startDnsmasq();
     } catch (err) {
       await net.close();
       throw new Error(`test network ${netns}: ${firstLine(err)}`);
     }
     return net;
+  }
+
+  /** Whether dnsmasq serves DHCP on this network (the `dhcp` option). */
+  get dhcp(): boolean {
+    return this.opts.dhcp !== false;
+  }
+
+  /**
+   * The static address of machine `index` (0-based): `.10` upwards, below dnsmasq's pool (`.50`–`.250`)
+   * and apart from the bridge (`.2`) and the host end (`.1`). Pure.
+   * @throws RangeError for an index outside 0–39.
+   */
+  staticAddress(index: number): string {
+    if (!Number.isInteger(index) || index < 0 || index > 39)
+      throw new RangeError(`static address index ${index}: 0-39`);
+    return this.hostAddress.replace(/\.1$/, `.${10 + index}`);
+  }
+
+  /**
+   * The kernel `ip=` value (nfsroot syntax, as `metal.ironcore.dev/boot-ip` holds it) of machine
+   * `index` on this /24 segment: its static address, the host end as gateway, interface eth0, no autoconf.
+   */
+  staticIpArg(index: number): string {
+    return `${this.staticAddress(index)}::${this.hostAddress}:255.255.255.0::eth0:off`;
   }
 
   /** Base URL of the boot server as the VMs reach it. */

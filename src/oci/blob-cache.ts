@@ -19,7 +19,11 @@
  * (`RegistryUnavailable`, transient) when downloads in flight already hold the room; a blob larger
  * than `maxBlobBytes` (`--max-layer-size`) is refused (`LayerTooLarge`) before a byte is written, and
  * no more bytes than its `Content-Length` are read (security review N10); registry timeouts as
- * `RegistryClient`.
+ * `RegistryClient`. Given the OCI descriptor's `size` (image-spec descriptor.md: required, the exact
+ * byte count of the content), no registry `Content-Length` is trusted beyond it: a blob whose
+ * `Content-Length` differs, or a cached file or download of another size, is refused
+ * (`BlobSizeMismatch`) before a byte is written or served, and a descriptor size beyond
+ * `maxBlobBytes` before the registry is asked (N10).
  *
  * Cost per served byte: a verified file is never hashed again; transfers read it in 1 MiB chunks
  * through a shared {@link ChunkPool} (concurrent transfers of one blob share each read and Buffer)
@@ -74,6 +78,11 @@ interface Download extends SourceFile {
 const DIGEST = /^sha256:([a-f0-9]{64})$/;
 /** `RegistryError` reason of a blob beyond `maxBlobBytes`: not transient (the blob is what it is). */
 export const LAYER_TOO_LARGE = 'LayerTooLarge';
+/**
+ * `RegistryError` reason of a blob whose registry `Content-Length` (or cached size) is not its OCI
+ * descriptor's `size`: not transient (the registry or the manifest is wrong; no retry helps).
+ */
+export const BLOB_SIZE_MISMATCH = 'BlobSizeMismatch';
 
 export class BlobCache {
   private readonly files = new Map<string, { size: number; used: number }>();
@@ -114,23 +123,29 @@ export class BlobCache {
   }
 
   /**
-   * Opens blob `digest` of `ref` (whole, or `range`). Throws `RegistryError` when the registry
-   * refuses or cannot be reached before the first byte, `RangeError` for a range beyond the blob.
-   * Later failures (digest mismatch, broken download) destroy the stream with the error.
+   * Opens blob `digest` of `ref` (whole, or `range`). `size` is the blob's OCI descriptor `size` in
+   * bytes (the manifest's layer descriptor), when the caller has it: then nothing of another size is
+   * downloaded or served (`BlobSizeMismatch`). Throws `RegistryError` when the registry refuses or
+   * cannot be reached before the first byte (`LayerTooLarge`, `BlobSizeMismatch`, or the client's
+   * reasons), `RangeError` for a range beyond the blob. Later failures (digest mismatch, broken
+   * download) destroy the stream with the error.
    */
   async open(
     ref: ImageReference,
     digest: string,
     credentials?: RegistryCredentials,
     range?: BlobRange,
+    size?: number,
   ): Promise<OpenBlob> {
     const m = DIGEST.exec(digest);
     if (!m) throw new RegistryError('InvalidDigest', `unsupported digest ${digest}`);
     this.o.registry.origin(ref); // the allow-list applies to cached blobs too
+    if (size !== undefined) this.checkDescriptorSize(digest, size);
     if (this.files.has(digest) || this.inflight.has(digest))
       await this.o.registry.confirm(ref, 'blobs', digest, credentials);
     const cached = this.files.get(digest);
     if (cached) {
+      if (size !== undefined) sizeMatches(digest, cached.size, size, 'the cached file has');
       cached.used = Date.now();
       const r = clamp(range, cached.size);
       // Its own handle: eviction may unlink the file while this transfer still reads it.
@@ -147,13 +162,14 @@ export class BlobCache {
     }
     let d = this.inflight.get(digest);
     const source = d ? 'join' : 'miss';
-    if (!d) d = this.start(ref, digest, m[1]!, credentials);
+    if (!d) d = this.start(ref, digest, m[1]!, credentials, size);
     await d.ready;
+    if (size !== undefined) sizeMatches(digest, d.size, size, 'the download in flight has');
     const r = clamp(range, d.size);
     const fh = await open(d.tmp, 'r').catch(() => undefined);
     if (!fh) {
       // The download finished (renamed) or failed between `ready` and here.
-      if (this.files.has(digest)) return this.open(ref, digest, credentials, range);
+      if (this.files.has(digest)) return this.open(ref, digest, credentials, range, size);
       throw d.failed ?? new RegistryError('RegistryUnavailable', `blob ${digest} download failed`);
     }
     return { size: d.size, source, stream: tail(fh, d, r, this.pool) };
@@ -162,10 +178,16 @@ export class BlobCache {
   /**
    * The path of blob `digest` as a verified file in the cache, downloading it first when needed (for
    * tools that need a file, such as the UKI builder). Throws as {@link BlobCache.open}, and the stream
-   * error (e.g. `DigestMismatch`) when the download fails. The file may be evicted later: read it soon.
+   * error (e.g. `DigestMismatch`) when the download fails; `size` as there. The file may be evicted
+   * later: read it soon.
    */
-  async file(ref: ImageReference, digest: string, credentials?: RegistryCredentials): Promise<string> {
-    const blob = await this.open(ref, digest, credentials);
+  async file(
+    ref: ImageReference,
+    digest: string,
+    credentials?: RegistryCredentials,
+    size?: number,
+  ): Promise<string> {
+    const blob = await this.open(ref, digest, credentials, undefined, size);
     if (blob.source !== 'hit') {
       await new Promise<void>((resolve, reject) => {
         blob.stream.on('error', reject).on('end', resolve).resume();
@@ -182,6 +204,21 @@ export class BlobCache {
     return this.total;
   }
 
+  /** Refuses a descriptor size that is no byte count or beyond `maxBlobBytes`, before any registry call. */
+  private checkDescriptorSize(digest: string, size: number): void {
+    if (!Number.isSafeInteger(size) || size < 0)
+      throw new RegistryError(
+        BLOB_SIZE_MISMATCH,
+        `blob ${digest}: descriptor size ${size} is not a byte count`,
+      );
+    const maxBlob = this.o.maxBlobBytes ?? this.o.maxBytes;
+    if (size > maxBlob)
+      throw new RegistryError(
+        LAYER_TOO_LARGE,
+        `blob ${digest} has ${size} bytes (descriptor), more than --max-layer-size (${maxBlob} bytes)`,
+      );
+  }
+
   private path(digest: string): string {
     return join(this.o.dir, 'sha256', digest.slice('sha256:'.length));
   }
@@ -191,6 +228,7 @@ export class BlobCache {
     digest: string,
     hex: string,
     credentials?: RegistryCredentials,
+    expected?: number,
   ): Download {
     const tmp = join(this.o.dir, 'tmp', `${hex}.${randomBytes(4).toString('hex')}`);
     const events = new EventEmitter();
@@ -223,6 +261,11 @@ export class BlobCache {
           res.body.destroy();
           await fh.close();
           throw new RegistryError('RegistryError', `blob ${digest}: registry sent no Content-Length`);
+        }
+        if (expected !== undefined && d.size !== expected) {
+          res.body.destroy();
+          await fh.close();
+          sizeMatches(digest, d.size, expected, 'the registry announced');
         }
         const maxBlob = this.o.maxBlobBytes ?? this.o.maxBytes;
         if (d.size > maxBlob) {
@@ -336,6 +379,15 @@ export class BlobCache {
       this.o.log.info({ digest, bytes: f.size }, 'blob evicted from the cache');
     }
   }
+}
+
+/** Throws `BlobSizeMismatch` unless `actual` (what `what` says) is the descriptor's `expected` size. */
+function sizeMatches(digest: string, actual: number, expected: number, what: string): void {
+  if (actual !== expected)
+    throw new RegistryError(
+      BLOB_SIZE_MISMATCH,
+      `blob ${digest}: ${what} ${actual} bytes, its OCI descriptor says ${expected}; refused`,
+    );
 }
 
 function clamp(range: BlobRange | undefined, size: number): BlobRange {

@@ -11,13 +11,14 @@
  * read; nobody takes a Secret reference from status (security review N5: SBC status is writable by
  * more than the controller): the boot server derives the pull secret again ({@link BootImages.credentialsOf}).
  */
-import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
+import type { SBCImageStatus, ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootConfigurationReason } from '../api/vocabulary.js';
 import type { KubeClient } from '../runtime/client.js';
 import { controllerOf } from '../runtime/ownerrefs.js';
 import { type KObject, Resources } from '../runtime/resource.js';
 import { credentialsFor, type RegistryCredentials } from './docker-config.js';
 import { ImageResolver } from './image-resolver.js';
+import type { BootLayer } from './media-types.js';
 import type { ImageReference } from './reference.js';
 import { RegistryClient, RegistryError } from './registry-client.js';
 import type { RegistryPolicy } from './registry-policy.js';
@@ -97,6 +98,31 @@ export class BootImages {
     image: ImageReference,
   ): Promise<RegistryCredentials | undefined> {
     return this.credentials(await this.pullSecretOf(sbc), image);
+  }
+
+  /**
+   * The OCI descriptor `size` in bytes of layer `layer` of an SBC's resolved image (`img`), from the
+   * platform manifest `img.manifest` (else `img.digest`) as the resolver reads it: cached by digest,
+   * its access confirmed for `credentials` (one authenticated HEAD, remembered), verified against
+   * its digest, so the size is as authentic as the layer digest. What the blob cache downloads are
+   * held to (security review N10). Throws `RegistryError` as the resolver, and `ImageLayerMissing`
+   * when that manifest has no such layer with `img[layer]`'s digest or no size for it.
+   */
+  async layerSize(
+    img: SBCImageStatus,
+    ref: ImageReference,
+    layer: BootLayer,
+    credentials: RegistryCredentials | undefined,
+  ): Promise<number> {
+    const manifest = img.manifest ?? img.digest;
+    const r = await this.resolver.resolve({ ...ref, digest: manifest }, credentials);
+    const size = r.layers[layer] === img[layer] ? r.sizes[layer] : undefined;
+    if (size === undefined)
+      throw new RegistryError(
+        BootConfigurationReason.ImageLayerMissing,
+        `image ${img.reference}: manifest ${manifest} has no ${layer} layer ${img[layer]} with a size`,
+      );
+    return size;
   }
 
   close(): Promise<void> {

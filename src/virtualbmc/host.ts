@@ -7,6 +7,8 @@
  * (`qemu` back end).
  */
 
+import type { Duplex } from 'node:stream';
+
 /** Redfish `PowerState` values (Redfish schema `Resource.PowerState`). */
 export type HostPowerState = 'On' | 'Off' | 'PoweringOn' | 'PoweringOff';
 
@@ -59,6 +61,13 @@ export interface Host {
   insertMedia?(image: string): Promise<void>;
   /** Redfish `VirtualMedia.EjectMedia`: empties the virtual CD. */
   ejectMedia?(): Promise<void>;
+  /**
+   * Opens the host's serial port for the BMC's console (see console.ts): a duplex stream of the raw
+   * bytes the guest reads and writes. Serves one caller at a time (the console enforces it).
+   * @throws Error with the reason when the port cannot be opened now (a VM that is off).
+   * Hosts without a serial console do not implement it.
+   */
+  openSerial?(): Promise<Duplex>;
   /** Releases every resource (processes, timers, files). Idempotent. */
   close(): Promise<void>;
 }

@@ -8,8 +8,9 @@
  * identity, SMBIOS types 1 and 2 from the identity (UUID in upper case, as BMCs print it), one
  * virtio-net NIC on QEMU user networking whose DHCP boot file is `<boot server>/ipxe` (or on a tap
  * device of the test network, whose DHCP server says the same), one sparse
- * virtio-blk disk without an OS, the serial console appended to a log file, and a QMP socket for
- * power control. From inside the VM the host's loopback is 10.0.2.2, so loopback boot server URLs
+ * virtio-blk disk without an OS, the serial console on a Unix socket (QEMU `-chardev socket`, server,
+ * no wait) whose output QEMU also appends to the serial log (chardev `logfile`, `logappend`: the log
+ * gets every byte whether or not a console client is attached), and a QMP socket for power control. From inside the VM the host's loopback is 10.0.2.2, so loopback boot server URLs
  * are rewritten to that address for the guest.
  *
  * Boot devices map to firmware boot order (`-boot strict=on`, `bootindex`):
@@ -30,8 +31,10 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants as fsConstants, mkdtempSync } from 'node:fs';
 import fs from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
 import {
   type AccelChoice,
   type AccelVerdict,
@@ -263,6 +266,8 @@ export class QemuHost implements Host {
   /** The raw disk image of the VM (sparse file). */
   readonly diskPath: string;
   private readonly qmpPath: string;
+  /** The serial port's Unix socket (beside the QMP socket), which {@link openSerial} connects to. */
+  private readonly serialSocketPath: string;
   private readonly ownsWorkDir: boolean;
   private run: Run | undefined;
   private chain: Promise<unknown> = Promise.resolve();
@@ -302,6 +307,7 @@ export class QemuHost implements Host {
     // Unix socket paths are limited to 107 bytes; a long workDir gets its socket elsewhere.
     const sock = path.join(this.workDir, 'qmp.sock');
     this.qmpPath = sock.length < 100 ? sock : path.join(mkdtempSyncShort('metal-qmp-'), 'qmp.sock');
+    this.serialSocketPath = path.join(path.dirname(this.qmpPath), 'serial.sock');
   }
 
   /** PID of the running QEMU process, if any. */
@@ -478,6 +484,27 @@ export class QemuHost implements Host {
     });
   }
 
+  /**
+   * Connects to the running VM's serial port (its chardev Unix socket): the bytes the guest writes to
+   * ttyS0 and what it reads. The serial log keeps getting the output meanwhile (chardev `logfile`).
+   * The stream ends when the QEMU process exits (power off, reset to another boot device).
+   * @throws Error when no QEMU process runs (the VM is off) or its socket refuses the connection.
+   */
+  async openSerial(): Promise<Duplex> {
+    if (!this.run || this.run.phase === 'stopping') {
+      throw new Error('the VM is powered off: its console opens while it runs');
+    }
+    const sock = net.connect(this.serialSocketPath);
+    await new Promise<void>((resolve, reject) => {
+      sock.once('connect', () => {
+        sock.off('error', reject);
+        resolve();
+      });
+      sock.once('error', reject);
+    });
+    return sock;
+  }
+
   /** Kills QEMU (SIGKILL), closes QMP and, when this host created it, removes the work folder. Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -556,7 +583,7 @@ export class QemuHost implements Host {
       '-display',
       'none',
       '-chardev',
-      `file,id=serial0,path=${optValue(this.serialLogPath)},append=on`,
+      `socket,id=serial0,path=${optValue(this.serialSocketPath)},server=on,wait=off,logfile=${optValue(this.serialLogPath)},logappend=on`,
       '-serial',
       'chardev:serial0',
       ...(uefi ? this.uefiArgs() : []),
@@ -651,6 +678,7 @@ export class QemuHost implements Host {
         });
     }
     await fs.rm(this.qmpPath, { force: true });
+    await fs.rm(this.serialSocketPath, { force: true });
     this.accelVerdict ??= await chooseAccel(this.options.accel ?? accelFromEnv(), {
       ...(this.options.qemuBinary ? { qemuBinary: this.options.qemuBinary } : {}),
       ...(this.options.probeGuest ? { guest: this.options.probeGuest } : {}),

@@ -55,7 +55,17 @@ function offersHttpBootUri(profile: ServiceProfile): boolean {
   return profile.bootTargets.includes('UefiHttp') && profile.reportHttpBootUri !== false;
 }
 
-export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powerState: string): Json {
+/**
+ * The ComputerSystem document. `serialConsole`: the SSH console's port and this system's entry command
+ * (console.ts), reported as `SerialConsole` (ComputerSystem.v1_13_0+ `HostSerialConsole`: one session,
+ * SSH shared with the manager's CLI, where `ConsoleEntryCommand` is what to run after logging in).
+ */
+export function computerSystem(
+  sys: VirtualSystem,
+  profile: ServiceProfile,
+  powerState: string,
+  serialConsole?: { port: number; command: string },
+): Json {
   if (profile.tree !== undefined) return treeComputerSystem(profile.tree, sys, profile, powerState);
   const id = sys.host.identity;
   const boot: Json = {
@@ -90,6 +100,21 @@ export function computerSystem(sys: VirtualSystem, profile: ServiceProfile, powe
     ...(profile.omitEthernetInterfaces ? {} : { EthernetInterfaces: link(`${sys.uri}/EthernetInterfaces`) }),
     ...(profile.virtualMedia && sys.host.insertMedia
       ? { VirtualMedia: link(`${sys.uri}/VirtualMedia`) }
+      : {}),
+    ...(serialConsole
+      ? {
+          SerialConsole: {
+            MaxConcurrentSessions: 1,
+            SSH: {
+              ServiceEnabled: true,
+              Port: serialConsole.port,
+              SharedWithManagerCLI: true,
+              ConsoleEntryCommand: serialConsole.command,
+            },
+            IPMI: { ServiceEnabled: false },
+            Telnet: { ServiceEnabled: false },
+          },
+        }
       : {}),
     Links: { ManagedBy: [link(MANAGER_URI)] },
     Actions: { '#ComputerSystem.Reset': reset },
@@ -206,7 +231,8 @@ export function ethernetInterface(sys: VirtualSystem): Json {
   };
 }
 
-export function manager(serviceUuid: string, systems: VirtualSystem[]): Json {
+/** The Manager document; `serialConsole`: the SSH console runs (Manager `SerialConsole`: one session, SSH). */
+export function manager(serviceUuid: string, systems: VirtualSystem[], serialConsole = false): Json {
   return {
     '@odata.type': '#Manager.v1_19_0.Manager',
     '@odata.id': MANAGER_URI,
@@ -220,6 +246,9 @@ export function manager(serviceUuid: string, systems: VirtualSystem[]): Json {
     UUID: serviceUuid,
     PowerState: 'On',
     Status: { State: 'Enabled', Health: 'OK' },
+    ...(serialConsole
+      ? { SerialConsole: { ServiceEnabled: true, MaxConcurrentSessions: 1, ConnectTypesSupported: ['SSH'] } }
+      : {}),
     Links: { ManagerForServers: systems.map((s) => link(s.uri)) },
     Actions: {
       '#Manager.Reset': {

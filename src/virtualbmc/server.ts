@@ -13,6 +13,8 @@
  *   insert checks the image is readable, else 400; 409 while media is inserted), `PATCH …/CD1` (eject
  *   form), for hosts with virtual media; with a captured tree at its CD/DVD devices instead
  * - `GET /Managers`, `GET /Managers/BMC`, `POST /Managers/BMC/Actions/Manager.Reset` (204; hosts unaffected)
+ * - beside Redfish, an SSH serial console on its own port (console.ts; option `console`): the Manager's
+ *   `SerialConsole` and each system's `SerialConsole.SSH` (`Port`, `ConsoleEntryCommand`) describe it
  * - `GET /SessionService`, `GET|POST /SessionService/Sessions` (POST: no auth, 201 + `X-Auth-Token` +
  *   `Location`), `GET|DELETE /SessionService/Sessions/{id}`
  * - `GET|PATCH /AccountService`, `GET|POST /AccountService/Accounts`, `GET|PATCH|DELETE
@@ -39,6 +41,7 @@ import {
   type ResetType,
 } from '../bmc/bmc.js';
 import { type AccountPolicy, AccountRefusal, AccountService, type AccountView } from './accounts.js';
+import { type ConsoleServer, startConsoleServer } from './console.js';
 import { type FaultKnobs, FaultState } from './faults.js';
 import type { Host } from './host.js';
 import { MediaFetchError } from './media.js';
@@ -84,6 +87,11 @@ export interface VirtualBmcOptions {
    * `username`/`password` is its first account (Administrator).
    */
   accounts?: Partial<AccountPolicy>;
+  /**
+   * The SSH serial console (console.ts): on by default on {@link address} with a free port and a new
+   * host key; `false` serves none (and Redfish then reports no `SerialConsole`).
+   */
+  console?: false | { port?: number; hostKey?: string };
   /** PEM key and certificate: serve HTTPS instead of HTTP. */
   tls?: { key: string; cert: string };
   logger?: Logger;
@@ -138,6 +146,8 @@ export interface VirtualBmc {
   biosJobs(): number;
   /** The local accounts (tests read failure counters and lockout, and expire passwords). */
   readonly accounts: Pick<AccountService, 'account' | 'expirePassword' | 'policy'>;
+  /** The SSH serial console, unless the option `console` was `false`. */
+  readonly console: ConsoleServer | undefined;
 }
 
 interface Reply {
@@ -209,6 +219,10 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       for (const [token, s] of sessions) if (s.user === user) sessions.delete(token);
     },
   );
+  // Set once the Redfish service listens; the documents read it when they are served.
+  let consoleServer: ConsoleServer | undefined;
+  const consoleOf = (sys: VirtualSystem): { port: number; command: string } | undefined =>
+    consoleServer && { port: consoleServer.port, command: consoleServer.entryCommand(systems.indexOf(sys)) };
 
   const record = (r: RequestRecord): void => {
     records.push(r);
@@ -402,7 +416,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       }
       if (id === MANAGER_ID && sub === undefined) {
         methods(method, ['GET']);
-        return ok(manager(serviceUuid, systems));
+        return ok(manager(serviceUuid, systems, consoleServer !== undefined));
       }
       if (id === MANAGER_ID && sub === 'Actions' && leaf === 'Manager.Reset' && extra === undefined) {
         // A restart of the BMC itself: the hosts keep their power; only the request log records it.
@@ -593,7 +607,12 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
 
   const systemReply = (sys: VirtualSystem): Reply => ({
     status: 200,
-    body: computerSystem(sys, profile, sys.powerState(faults.current.reportTransitionalState)),
+    body: computerSystem(
+      sys,
+      profile,
+      sys.powerState(faults.current.reportTransitionalState),
+      consoleOf(sys),
+    ),
     headers: etagHeader(sys),
   });
 
@@ -754,6 +773,26 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   const { port } = server.address() as AddressInfo;
   const url = `${opts.tls ? 'https' : 'http'}://${opts.address ?? '127.0.0.1'}:${port}`;
   log.info({ url, systems: systems.length }, 'virtual BMC listening');
+  if (opts.console !== false) {
+    try {
+      consoleServer = await startConsoleServer({
+        address: opts.address ?? '127.0.0.1',
+        port: opts.console?.port ?? 0,
+        ...(opts.console?.hostKey ? { hostKey: opts.console.hostKey } : {}),
+        systems: systems.map((s) => ({ id: s.id, host: s.host })),
+        // SSH logins are the AccountService's too: a wrong password counts towards the lockout.
+        checkCredentials: (user: string, password: string) => {
+          const outcome = accounts.authenticate(user, password);
+          return outcome.ok && !outcome.account.passwordChangeRequired;
+        },
+        log,
+      });
+    } catch (err) {
+      server.close();
+      server.closeAllConnections();
+      throw err;
+    }
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -771,6 +810,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     },
     biosJobs: () => systems.reduce((n, s) => n + s.biosJobs, 0),
     accounts,
+    console: consoleServer,
     requests: () => records.slice(),
     clearRequests: () => {
       records.length = 0;
@@ -784,6 +824,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
           d.resolve();
         }
         delays.clear();
+        await consoleServer?.close();
         await closed;
         await Promise.all(systems.map((s) => s.close()));
         await Promise.all(opts.hosts.map((h) => h.close()));

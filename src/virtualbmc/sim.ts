@@ -23,6 +23,7 @@
  * so a thousand hosts fit in one process.
  */
 
+import { type Duplex, PassThrough } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Logger, pino } from 'pino';
 import { type Dispatcher, request } from 'undici';
@@ -141,6 +142,8 @@ export class SimHost implements Host {
   private readonly listeners = new Set<BootListener>();
   /** URL of the image in the virtual CD, if any. */
   private media: string | undefined;
+  /** Serial ports opened by the console and not yet closed. */
+  private readonly serialPorts = new Set<PassThrough>();
 
   constructor(opts: SimHostOptions) {
     this.identity = opts.identity;
@@ -221,7 +224,20 @@ export class SimHost implements Host {
     this.media = undefined;
   }
 
+  /**
+   * The simulated serial port: a banner line, then every byte written comes back (a loopback, as a
+   * terminal that echoes). Open in any power state; ended by {@link close}.
+   */
+  async openSerial(): Promise<Duplex> {
+    const port = new PassThrough();
+    this.serialPorts.add(port);
+    port.on('close', () => this.serialPorts.delete(port));
+    port.write(`simulated host ${this.identity.uuid}: serial console, echoes what it receives\r\n`);
+    return port;
+  }
+
   async close(): Promise<void> {
+    for (const p of [...this.serialPorts]) p.destroy();
     this.stopActivity();
     this.state = 'Off';
     this.listeners.clear();

@@ -234,6 +234,56 @@ export async function eventually<T>(
   }
 }
 
+/**
+ * Sum of the manager's samples of metric `name` whose label text includes every one of `labels`
+ * (e.g. `controller="serverclaim"`), read from its /metrics (Prometheus text format).
+ */
+export async function managerMetric(s: Stack, name: string, ...labels: string[]): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${s.op!.metricsPort}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) || !labels.every((l) => line.includes(l))) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+/** How many reconciles controller `controller` (e.g. `serverclaim`) has finished, any result. */
+export function reconciles(s: Stack, controller: string): Promise<number> {
+  return managerMetric(s, 'controller_runtime_reconcile_total', `controller="${controller}"`);
+}
+
+/**
+ * The positive control of a "nothing more happens" check, in place of a fixed window: waits until
+ * `controller` has finished at least `more` reconciles beyond `since` (taken before the change) and
+ * none is running or queued. Whatever the change would make the controller do (a power action, a
+ * write) is done inside those reconciles, so it is visible when this returns. Busy controllers
+ * (resyncs, NetBootAlways power reads) never go quiet for long, so the evidence is a count, not a
+ * silence. Throws after `timeoutMs` with the last counts seen.
+ */
+export async function settled(
+  s: Stack,
+  controller: string,
+  since: number,
+  { more = 3, timeoutMs = 30_000 }: { more?: number; timeoutMs?: number } = {},
+): Promise<void> {
+  let seen = '';
+  const done = async () => {
+    const [n, depth, active] = await Promise.all([
+      reconciles(s, controller),
+      managerMetric(s, 'workqueue_depth', `name="${controller}"`),
+      managerMetric(s, 'controller_runtime_active_workers', `controller="${controller}"`),
+    ]);
+    seen = `reconciles ${n}, queued ${depth}, running ${active}`;
+    return n >= since + more && depth === 0 && active === 0;
+  };
+  try {
+    await eventually(`${more} ${controller} reconciles after ${since}, then idle`, timeoutMs, done);
+  } catch (err) {
+    throw new Error(`${(err as Error).message} (last seen: ${seen})`);
+  }
+}
+
 /** The stack's Servers (by the scope label). */
 export async function servers(s: Stack): Promise<Server[]> {
   const { items } = await s.client.list<Server>(Resources.Server, {

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { managerHelp, parseManagerConfig } from '../../src/cmd/manager.js';
 import { formatDuration, parseDuration } from '../../src/controllers/duration.js';
+import { managerBootMethod } from '../../src/controllers/netboot-via.js';
 
 test('manager flags: defaults', () => {
   const c = parseManagerConfig([]);
@@ -128,4 +129,22 @@ test('--kubeconfig naming no file: one line on stderr, exit 1, no stack trace (i
   );
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stderr.trim(), 'error: --kubeconfig /nonexistent/kubeconfig: no such file');
+});
+
+test('discovery and cleanup boot method: --discovery-boot-method, else VirtualMedia only with --default-boot-method VirtualMedia', () => {
+  const method = (args: string[]) => managerBootMethod(parseManagerConfig(args).controllers);
+  assert.equal(method([]), 'PXE');
+  assert.equal(
+    method(['--default-boot-method', 'HTTPBoot']),
+    'PXE',
+    'HTTPBoot claims: discovery over iPXE as before',
+  );
+  assert.equal(method(['--default-boot-method', 'VirtualMedia']), 'VirtualMedia');
+  assert.equal(method(['--default-boot-method', 'VirtualMedia', '--discovery-boot-method', 'PXE']), 'PXE');
+  assert.equal(method(['--discovery-boot-method', 'VirtualMedia']), 'VirtualMedia');
+  assert.throws(
+    () => parseManagerConfig(['--discovery-boot-method', 'HTTPBoot'], { silent: true }),
+    CommanderError,
+  );
+  assert.match(managerHelp(), /--discovery-boot-method <method>/);
 });

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { request } from 'undici';
+import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
@@ -23,11 +24,13 @@ import {
   API,
   availableServers,
   cond,
+  createClaim,
   eventually,
   getClaim,
   getSbc,
   hostOf,
   OS_IMAGE,
+  overridesSent,
   PROBE_IMAGE,
   type Stack,
   startStack,
@@ -222,6 +225,101 @@ test('VirtualMedia: ISO by capability URL, Cd once, Booted without /ipxe, ejecte
       0,
       'no power-on without media',
     );
+  } finally {
+    await s.close();
+  }
+});
+
+const CLEANUP_IMAGE = 'test/cleanup:1.0';
+
+/** The fixture's two images plus a cleanup image (an `os`-mode agent that posts /bootstate). */
+function catalogWithCleanupImage(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'metal-vmedia-'));
+  writeFileSync(join(dir, 'vmlinuz'), randomBytes(64 * 1024));
+  writeFileSync(join(dir, 'initrd'), randomBytes(16 * 1024));
+  const entry = (mode: string) =>
+    `    kernel: ${join(dir, 'vmlinuz')}\n    initrd: ${join(dir, 'initrd')}\n    cmdline: console=ttyS0\n    mode: ${mode}\n`;
+  const file = join(dir, 'images.yaml');
+  writeFileSync(
+    file,
+    `images:\n  ${OS_IMAGE}:\n${entry('os')}  ${PROBE_IMAGE}:\n${entry('probe')}  ${CLEANUP_IMAGE}:\n${entry('os')}`,
+  );
+  return file;
+}
+
+test('--default-boot-method VirtualMedia: discovery and the cleanup boot insert their ISO, Cd once, no PXE; ejected after', {
+  timeout: 120_000,
+}, async () => {
+  const [bootPort] = await stablePorts(1);
+  const s = await startStack('vmedia-mgr', {
+    hosts: 1,
+    args: [
+      '--image-catalog',
+      catalogWithCleanupImage(),
+      '--bootserver-addr',
+      `127.0.0.1:${bootPort}`,
+      '--default-boot-method',
+      'VirtualMedia',
+      '--cleanup-image',
+      CLEANUP_IMAGE,
+      '--cleanup-timeout',
+      '20s',
+    ],
+  });
+  try {
+    const [srv] = await availableServers(s, 1);
+    const uuid = srv!.spec.systemUUID;
+    const host = hostOf(s, srv!);
+    // Discovery: one boot, from the virtual CD, of the probe; the BMC was told Cd, never Pxe.
+    assert.equal(host.bootCount, 1, 'discovery booted once');
+    assert.equal(host.lastBoot?.device, 'Cd');
+    assert.equal(host.lastBoot?.mode, 'probe');
+    assert.ok(srv!.status?.registration, 'the probe registered');
+    const inserts = () =>
+      mediaRequests(s)
+        .filter((r) => r.what === 'InsertMedia')
+        .map((r) => (r.body as { Image: string }).Image);
+    const discoveryInserts = inserts();
+    assert.equal(discoveryInserts.length, 1, JSON.stringify(mediaRequests(s)));
+    assert.match(discoveryInserts[0]!, new RegExp(`/vmedia/${uuid}/1/[A-Za-z0-9_-]{43}/boot\\.iso$`));
+    const targets = () => overridesSent(s, uuid).map((b) => b['BootSourceOverrideTarget']);
+    assert.deepEqual(targets(), ['Cd'], 'one Cd override, no Pxe');
+    assert.equal(overridesSent(s, uuid)[0]!['BootSourceOverrideEnabled'], 'Once');
+    await eventually('media ejected after discovery', 15_000, () => host.insertedMedia === undefined);
+
+    // A tenant (claims default to VirtualMedia too), then the release: the cleanup boot by CD.
+    await createClaim(s, 'tenant', { serverRef: srv!.metadata.name! });
+    await eventually(
+      'tenant Booted',
+      30_000,
+      async () => cond(await getClaim(s, 'tenant'), 'Booted')?.status === 'True',
+    );
+    await eventually('tenant media ejected', 15_000, () => host.insertedMedia === undefined);
+    const before = {
+      boots: host.bootCount,
+      media: inserts().length,
+      overrides: overridesSent(s, uuid).length,
+    };
+    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+    const cleaned = await eventually('Cleaned=True', 40_000, async () => {
+      const x = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
+      return cond(x, 'Cleaned')?.status === 'True' ? x : undefined;
+    });
+    assert.equal(cleaned.status?.state, 'Available');
+    assert.equal(host.bootCount, before.boots + 1, 'one cleanup boot');
+    assert.equal(host.lastBoot?.device, 'Cd');
+    const cleanupMedia = inserts().slice(before.media);
+    assert.equal(cleanupMedia.length, 1, JSON.stringify(mediaRequests(s)));
+    assert.match(cleanupMedia[0]!, new RegExp(`/vmedia/${uuid}/\\d+/[A-Za-z0-9_-]{43}/boot\\.iso$`));
+    // One override PATCH; the BMC client leaves out a target already set (Cd since the tenant's boot).
+    const cleanupOverrides = overridesSent(s, uuid).slice(before.overrides);
+    assert.equal(cleanupOverrides.length, 1, JSON.stringify(cleanupOverrides));
+    assert.equal(cleanupOverrides[0]!['BootSourceOverrideEnabled'], 'Once');
+    assert.ok(
+      [undefined, 'Cd'].includes(cleanupOverrides[0]!['BootSourceOverrideTarget']),
+      `the cleanup boot: Cd, no Pxe: ${JSON.stringify(cleanupOverrides)}`,
+    );
+    await eventually('media ejected after the cleanup', 15_000, () => host.insertedMedia === undefined);
   } finally {
     await s.close();
   }

@@ -1,12 +1,14 @@
 /**
- * End to end, virtual media on the bridged test network: a UEFI VM discovered over iPXE is claimed with
- * `bootMethod: VirtualMedia` and the OCI image of the stack's local registry; its Server carries a
- * static address (`metal.ironcore.dev/boot-ip`) outside the DHCP range. The manager inserts the
- * attempt's ISO through the virtual BMC (which reads it from the boot server's capability URL in
- * Range requests) and sets the one-time `Cd` override; OVMF boots the DVD-ROM (the NIC has no boot
- * ROM), the guest never runs DHCP, fetches its ignition and posts `/bootstate` from the static
- * address: `Booted=True` with VirtualMediaFetched, IgnitionDataFetched, BootStateReceived. The CD is
- * ejected after completion; another attempt's ISO URL gets 403 and no ISO bytes.
+ * End to end, virtual media on a bridged test network with **no DHCP server** (no dnsmasq) and no NIC
+ * boot ROM: the stack makes the VM's Server by hand with a static address (`metal.ironcore.dev/boot-ip`)
+ * before its BMC, and the manager runs with `--default-boot-method VirtualMedia`, so discovery and the
+ * claim both boot the attempt's ISO: the manager inserts it through the virtual BMC (which reads it from
+ * the boot server's capability URL in Range requests) and sets the one-time `Cd` override; OVMF boots
+ * the DVD-ROM, the guest configures the static address from `ip=` on the ISO's command line, never runs
+ * DHCP, registers, and later fetches its ignition and posts `/bootstate` from that address:
+ * `Booted=True` with VirtualMediaFetched, IgnitionDataFetched, BootStateReceived. The CD is ejected
+ * after completion and a power cycle boots the disk (no insert, no `Cd` override, OVMF does not start
+ * the DVD-ROM); another attempt's ISO URL gets 403 and no ISO bytes.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -26,7 +28,7 @@ let dir: string;
 let server: Server;
 const spec = () => ({ image: stack.images.osImage, bootPolicy: 'NetBootOnce', bootMethod: 'VirtualMedia' });
 
-describe('end to end: virtual media boot (vmedia) without DHCP on the bridged test network', {
+describe('end to end: virtual media boot (vmedia) on a bridged test network with no DHCP server', {
   timeout: 15 * 60_000,
 }, () => {
   before(async () => {
@@ -36,6 +38,8 @@ describe('end to end: virtual media boot (vmedia) without DHCP on the bridged te
       backend: 'qemu',
       network: 'bridge',
       firmware: 'uefi',
+      bootMethod: 'vmedia',
+      dhcp: false,
       dir,
       managerArgs: ['--boot-timeout=240s', '--discovery-timeout=240s'],
       progress: (l) => console.log(`# ${l}`),
@@ -48,15 +52,26 @@ describe('end to end: virtual media boot (vmedia) without DHCP on the bridged te
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a VirtualMedia claim boots the ISO to Booted=True over a static address; ejected after; other attempts 403', async () => {
+  it('discovery and a VirtualMedia claim boot the ISO over a static address, no DHCP; ejected after; disk on power cycle; other attempts 403', async () => {
     const net = stack.network!;
     const name = server.metadata.name!;
-    const staticIp = net.hostAddress.replace(/\.1$/, '.40'); // outside the DHCP range
-    await stack.client.mergePatch(Resources.Server, name, undefined, {
-      metadata: {
-        annotations: { [STATIC_IP_ANNOTATION]: `${staticIp}::${net.hostAddress}:255.255.255.0::eth0:off` },
-      },
-    });
+    const staticIp = net.staticAddress(0);
+    assert.equal(net.dhcp, false, 'no dnsmasq on the test network');
+    assert.equal(server.metadata.annotations?.[STATIC_IP_ANNOTATION], net.staticIpArg(0));
+    // Discovery booted the probe ISO with the static address (the console from the start).
+    const discoveryLog = readFileSync((stack.hosts[0] as QemuHost).serialLogPath, 'utf8');
+    assert.match(discoveryLog, /BdsDxe: starting Boot\d+ "UEFI QEMU DVD-ROM/);
+    assert.match(discoveryLog, new RegExp(`static address on eth0: ${staticIp.replace(/\./g, '\\.')}/24`));
+    assert.doesNotMatch(discoveryLog, /with DHCP/, 'discovery ran no DHCP');
+    assert.doesNotMatch(
+      discoveryLog,
+      /iPXE \(https?:\/\/ipxe\.org\)|iPXE initialising/,
+      'no NIC boot ROM ran',
+    );
+    assert.ok(
+      stack.vbmc.requests().every((r) => !/"(Pxe|UefiHttp)"/.test(JSON.stringify(r.body ?? {}))),
+      'no network-boot override at the BMC',
+    );
     const host = stack.hosts[0] as QemuHost;
     const serialBefore = readFileSync(host.serialLogPath, 'utf8').length;
     const since = Date.now();
@@ -88,6 +103,32 @@ describe('end to end: virtual media boot (vmedia) without DHCP on the bridged te
     const body = Buffer.from(await res.body.arrayBuffer());
     assert.equal(res.statusCode, 403);
     assert.ok(body.length < 1024 && !body.includes('CD001'));
+
+    // NetBootOnce after completion: a power cycle boots the disk, no media inserted, no Cd override.
+    const power = async (want: 'On' | 'Off') => {
+      await stack.client.mergePatch(Resources.ServerClaim, 'vm', 'default', { spec: { power: want } });
+      await waitUntilAsync(`server ${want}`, 120_000, async () => {
+        const x = await stack.client.get<Server>(Resources.Server, name);
+        return x?.status?.powerState === want;
+      });
+    };
+    await power('Off');
+    const cycleFrom = readFileSync(host.serialLogPath, 'utf8').length;
+    const cycleSince = Date.now();
+    await power('On');
+    let firstBoot = '';
+    await waitUntil('the firmware picks a boot option after the power cycle', 120_000, () => {
+      const tail = readFileSync(host.serialLogPath, 'utf8').slice(cycleFrom);
+      firstBoot = /BdsDxe: [^\r\n]*Boot\d+[^\r\n]*/.exec(tail)?.[0] ?? '';
+      return firstBoot !== '';
+    });
+    assert.doesNotMatch(firstBoot, /DVD-ROM/, `after completion the firmware boots the disk: ${firstBoot}`);
+    const later = stack.vbmc.requests().filter((r) => r.at >= cycleSince);
+    assert.ok(!later.some((r) => r.path.endsWith('VirtualMedia.InsertMedia')), 'no insert after completion');
+    assert.ok(
+      !later.some((r) => r.method === 'PATCH' && /"Cd"/.test(JSON.stringify(r.body ?? {}))),
+      'no Cd override',
+    );
   });
 });
 
@@ -96,5 +137,13 @@ async function waitUntil(what: string, ms: number, f: () => boolean): Promise<vo
   while (!f()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((ok) => setTimeout(ok, 200));
+  }
+}
+
+async function waitUntilAsync(what: string, ms: number, f: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await f())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((ok) => setTimeout(ok, 500));
   }
 }

@@ -5,7 +5,8 @@
  *
  * Covers: tag and digest references, an index with amd64 and arm64 entries, a gardenlinux-style
  * index with `cname` annotations and legacy media types, a pull secret (htpasswd registry), a
- * retag between two attempts, a corrupted blob (digest mismatch → transfer aborted), a registry
+ * retag between two attempts, a corrupted blob (digest mismatch → transfer aborted), a blob the
+ * registry announces longer than its descriptor (N10: 502, nothing streamed), a registry
  * that is down (SBC Error, no power action), layers streamed with Range, the capabilities of layer
  * URLs (403 without one, with another layer's or attempt's, or for an unknown UUID; 404 after a
  * NetBootOnce claim completed), and a squashfs layer on the kernel command line (`gl.url=`).
@@ -77,7 +78,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     downReg = await new OciRegistry().start();
     const hosts = [reg.host, authReg.host, downReg.host].join(',');
     s = await startStack('oci', {
-      hosts: 11,
+      hosts: 12,
       args: [
         '--allowed-registries',
         hosts,
@@ -90,7 +91,7 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
         '60s',
       ],
     });
-    pool = await availableServers(s, 11, 60_000);
+    pool = await availableServers(s, 12, 60_000);
   });
   after(async () => {
     await s?.close();
@@ -465,6 +466,40 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
       assert.equal(res.headers.get('content-length'), String(img.kernel.length));
       await assert.rejects(res.arrayBuffer(), 'the body ends early: the transfer was aborted');
     }
+  });
+
+  it('N10: a registry announcing more than the descriptor size: 502 BlobSizeMismatch, nothing streamed', async () => {
+    const img = bootImage('oversized');
+    await pushBootImage(target(reg, 'metal/oversized'), img.image, 'long');
+    const srv = take();
+    await createClaim(s, 'oversized', {
+      serverRef: srv.metadata.name!,
+      image: `${reg.host}/metal/oversized:long`,
+    });
+    const sbcImg = await eventually(
+      'resolved',
+      15_000,
+      async () => (await getSbc(s, 'oversized'))?.status?.image,
+    );
+    // The registry's Content-Length is its file's size: append 1 MiB to the initrd blob on its disk.
+    const hex = sbcImg.initrd!.slice('sha256:'.length);
+    const file = join(
+      reg.dir,
+      'data',
+      'docker',
+      'registry',
+      'v2',
+      'blobs',
+      'sha256',
+      hex.slice(0, 2),
+      hex,
+      'data',
+    );
+    writeFileSync(file, Buffer.concat([img.initrd, Buffer.alloc(1024 * 1024)]));
+    const res = await layer('oversized', srv.spec.systemUUID!, 1, 'initrd');
+    const body = await res.text();
+    assert.equal(res.status, 502, body);
+    assert.match(body, /BlobSizeMismatch/);
   });
 
   it('a registry that is down: SBC Error RegistryUnavailable, no power action', async () => {

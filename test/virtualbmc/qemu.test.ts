@@ -18,6 +18,7 @@ import { promisify } from 'node:util';
 import { canonicalSystemUUID } from '../../src/api/system-uuid.js';
 import type { BootDevice } from '../../src/virtualbmc/host.js';
 import { QemuHost, qemuHostIdentity, qemuPrerequisiteProblems } from '../../src/virtualbmc/qemu.js';
+import { sshExec } from './ssh-session.js';
 
 const execFileP = promisify(execFile);
 const BOOT_TIMEOUT_MS = 120_000;
@@ -69,6 +70,24 @@ async function dumpSerial(host: QemuHost, label: string): Promise<void> {
   console.log(`# --- serial log of ${label} (last 60 lines) ---`);
   for (const line of log.split('\n').slice(-60)) console.log(`# ${line}`);
   if (host.lastExit) console.log(`# last QEMU exit: ${JSON.stringify(host.lastExit)}`);
+}
+
+/** Waits until `check` holds (polling every 100 ms); throws naming `what` after `timeoutMs`. */
+async function poll(what: string, timeoutMs: number, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Waits until the VM's serial log matches `re` (read every 200 ms). */
+async function waitForSerial(host: QemuHost, re: RegExp, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!re.test(await fs.readFile(host.serialLogPath, 'utf8').catch(() => ''))) {
+    if (Date.now() > deadline) throw new Error(`serial log matching ${re}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 async function waitForState(host: QemuHost, state: string, timeoutMs: number): Promise<void> {
@@ -264,6 +283,27 @@ test('virtual BMC Redfish API drives a QEMU VM: Pxe/Once override, Reset On, POS
     assert.equal(host.bootDevice, 'Pxe');
     const after = await redfish('GET', systemPath);
     assert.equal(after.PowerState, 'On');
+
+    // The serial console through the BMC's SSH endpoint (as metalctl console attaches): a command typed
+    // into the test image's console shell runs in the VM; its output reaches the session and the
+    // serial log keeps getting everything (chardev logfile).
+    const ssh = (after.SerialConsole as { SSH: { Port: number; ConsoleEntryCommand: string } }).SSH;
+    const session = await sshExec(ssh.Port, 'admin', 'secret', ssh.ConsoleEntryCommand);
+    try {
+      await waitForSerial(host, /idling/, 30_000);
+      session.write('echo metal-console-$((6*7))\r');
+      // The typed line comes back as the guest tty's echo; only the shell's run of it prints 42.
+      await poll('the echo of the typed command', 30_000, () =>
+        session.out().includes('echo metal-console-$((6*7))'),
+      );
+      await poll('the command output in the session', 60_000, () =>
+        session.out().includes('metal-console-42'),
+      );
+      await waitForSerial(host, /metal-console-42/, 10_000);
+      assert.match(await fs.readFile(host.serialLogPath, 'utf8'), /metal: os: boot state reported/);
+    } finally {
+      session.end();
+    }
   } catch (err) {
     await dumpSerial(host, identity.uuid);
     throw err;
