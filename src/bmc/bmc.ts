@@ -269,6 +269,53 @@ export function describeTransportSecurity(t: TransportSecurity | undefined): str
   return t === undefined ? 'transport unknown' : TRANSPORT_TEXT[t];
 }
 
+/**
+ * The AccountService's policy (DMTF AccountService.v1_15_0); a property the BMC does not report is
+ * absent. Lengths in characters, times in seconds.
+ */
+export interface AccountServiceInfo {
+  /** `Accounts` link (ManagerAccountCollection). */
+  accountsUri: string;
+  minPasswordLength?: number;
+  maxPasswordLength?: number;
+  /** `AccountLockoutThreshold`: failed logins that lock an account; 0 never locks. */
+  lockoutThreshold?: number;
+  lockoutDurationSeconds?: number;
+  lockoutCounterResetAfterSeconds?: number;
+}
+
+/** A local account (DMTF ManagerAccount.v1_12_0); the password is never readable. */
+export interface ManagerAccountInfo {
+  id: string;
+  uri: string;
+  userName: string;
+  roleId?: string;
+  enabled?: boolean;
+  locked?: boolean;
+  /** The password has expired: the account may do nothing but change it. */
+  passwordChangeRequired?: boolean;
+  /** `PasswordExpiration`, RFC 3339, when the BMC reports one. */
+  passwordExpiration?: string;
+  etag?: string;
+}
+
+/** A new account (POST to `Accounts`; UserName, Password and RoleId are required on create). */
+export interface NewAccount {
+  userName: string;
+  password: string;
+  roleId: string;
+  enabled: boolean;
+}
+
+/** Properties to PATCH on an account; absent ones are not sent. */
+export interface AccountWrite {
+  password?: string;
+  roleId?: string;
+  enabled?: boolean;
+  /** Only `false` (unlock) is writable (ManagerAccount `Locked@Redfish.AllowableValues`). */
+  locked?: false;
+}
+
 /** Per-call controls. */
 export interface CallOptions {
   /** Aborts the call (all its requests and backoff sleeps). */
@@ -345,6 +392,18 @@ export interface BMC {
   insertMedia?(systemUri: string, image: string, opts?: CallOptions): Promise<MediaResult>;
   /** Ejects whatever the system's virtual CD holds (`VirtualMedia.EjectMedia`); nothing when empty. Errors as {@link BMC.insertMedia}. */
   ejectMedia?(systemUri: string, opts?: CallOptions): Promise<MediaResult>;
+  /** `/redfish/v1/AccountService`. BMCs without account support in this project leave these undefined. */
+  getAccountService?(opts?: CallOptions): Promise<AccountServiceInfo>;
+  /** Every named account of the `Accounts` collection (one GET per member, bounded). */
+  listAccounts?(opts?: CallOptions): Promise<ManagerAccountInfo[]>;
+  /** One account by URI; `RedfishHttpError` 404 when gone, 403 `PasswordChangeRequired` is the BMC's. */
+  getAccount?(uri: string, opts?: CallOptions): Promise<ManagerAccountInfo>;
+  /** POST a new account; never repeated when it may have been applied (look it up by name first). */
+  createAccount?(account: NewAccount, opts?: CallOptions): Promise<ManagerAccountInfo>;
+  /** PATCH password, role, enabled or unlock; 400 when the BMC's policy refuses the password. */
+  updateAccount?(uri: string, write: AccountWrite, opts?: CallOptions): Promise<void>;
+  /** DELETE the account; already gone counts as done. */
+  deleteAccount?(uri: string, opts?: CallOptions): Promise<void>;
   /** Ends the session (if any) and closes connections. Idempotent. */
   close(): Promise<void>;
 }

@@ -8,7 +8,10 @@
  * (`PowerState`, `ResetType`), ActionInfo.v1_4_0, Settings.v1_3_5 (`@Redfish.Settings`).
  */
 
+import * as accounts from './accounts.js';
 import type {
+  AccountServiceInfo,
+  AccountWrite,
   BMC,
   BootOverride,
   BootOverrideResult,
@@ -17,8 +20,10 @@ import type {
   ComputerSystemInfo,
   EthernetInterfaceInfo,
   GracefulShutdownOptions,
+  ManagerAccountInfo,
   ManagerInfo,
   MediaResult,
+  NewAccount,
   PowerActionResult,
   PowerState,
   ResetType,
@@ -272,6 +277,30 @@ export class RedfishBMC implements BMC {
     const system = asObject((await this.client.get(systemUri, { budget })).body, systemUri);
     const dev = await findCdDevice(this.client, systemUri, system, this.quirks(system), budget);
     return ejectCd(this.client, dev, budget);
+  }
+
+  getAccountService(opts?: CallOptions): Promise<AccountServiceInfo> {
+    return accounts.getAccountService(this.client, this.client.budget(opts));
+  }
+
+  listAccounts(opts?: CallOptions): Promise<ManagerAccountInfo[]> {
+    return accounts.listAccounts(this.client, this.client.budget(opts));
+  }
+
+  getAccount(uri: string, opts?: CallOptions): Promise<ManagerAccountInfo> {
+    return accounts.getAccount(this.client, uri, this.client.budget(opts));
+  }
+
+  createAccount(account: NewAccount, opts?: CallOptions): Promise<ManagerAccountInfo> {
+    return accounts.createAccount(this.client, account, this.client.budget(opts));
+  }
+
+  updateAccount(uri: string, write: AccountWrite, opts?: CallOptions): Promise<void> {
+    return accounts.updateAccount(this.client, uri, write, this.client.budget(opts));
+  }
+
+  deleteAccount(uri: string, opts?: CallOptions): Promise<void> {
+    return accounts.deleteAccount(this.client, uri, this.client.budget(opts));
   }
 
   close(): Promise<void> {

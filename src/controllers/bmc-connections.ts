@@ -151,6 +151,47 @@ export class BmcConnections {
     throw new BmcAccessError(BmcFailureReason.NoBMC, 'the Server has neither spec.bmcRef nor spec.bmc');
   }
 
+  /**
+   * Tries `username`/`password` once against BMC `bmc` (a one-off client, never cached: one GET of
+   * `accountUri`, the account's own resource, which even an expired password may read). Resolves
+   * `accepted`, or `refused` on 401 (the BMC counted one failed login towards its lockout). Other
+   * failures throw as the BMC layer's errors. Errors: {@link BmcAccessError} as {@link forBmc}.
+   */
+  async probeCredentials(
+    bmc: BMCObject,
+    username: string,
+    password: string,
+    accountUri: string,
+  ): Promise<'accepted' | 'refused'> {
+    const endpoint = endpointUrl(this.bmcAddress(bmc), bmc.spec.protocol);
+    const admin = this.credentials(bmc.spec.bmcSecretRef?.name);
+    const client = this.factory({
+      endpoint,
+      username,
+      password,
+      ...(admin.ca ? { ca: admin.ca } : {}),
+      settings: this.opts.settings,
+      log: this.opts.log.child({ bmcClient: `probe/${bmc.metadata.name ?? ''}` }),
+    });
+    try {
+      if (!client.getAccount) throw new BmcError('this BMC client has no account support');
+      await client.getAccount(accountUri);
+      return 'accepted';
+    } catch (err) {
+      if (err instanceof RedfishAuthError) return 'refused';
+      // Redfish spec "Password change required handling": the password was right, and has expired.
+      if (
+        err instanceof RedfishHttpError &&
+        err.status === 403 &&
+        err.info.messageIds.some((m) => m.endsWith('.PasswordChangeRequired'))
+      )
+        return 'accepted';
+      throw err;
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  }
+
   /** Closes and forgets the client of BMC `name` (its object was deleted, or a login was refused). */
   async release(name: string): Promise<void> {
     await this.drop(`bmc/${name}`);

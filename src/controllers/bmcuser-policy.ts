@@ -3,8 +3,8 @@
  * AccountService length policy (DMTF AccountService.v1_x `MinPasswordLength` /
  * `MaxPasswordLength`), and the rotation decision from `spec.rotationPeriod`, the
  * `metal.ironcore.dev/operation: rotate-credentials` annotation and the BMC-reported
- * `ManagerAccount.PasswordExpiration` / `PasswordChangeRequired`. The controller that uses it is not
- * written yet (see README, "Coming from upstream").
+ * `ManagerAccount.PasswordExpiration` / `PasswordChangeRequired`. Used by the BMCUser controller
+ * (`bmcuser.ts`).
  */
 import { randomBytes } from 'node:crypto';
 import { parseDuration } from './duration.js';

@@ -2,10 +2,11 @@
  * Wires the controllers into a runtime Manager: the shared informers (scoped by the operator's object
  * selector), the BMC client cache, power actions, the boot-configuration machinery, metrics, and the
  * controllers (BMC, Server, ServerClaim, SBC, the two of ServerReadinessRule, the Server's `Booted`
- * mirror). The registry and the boot server read the same informers (see src/cmd/manager.ts).
+ * mirror, BMCUser). The registry and the boot server read the same informers (see src/cmd/manager.ts).
  */
 import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { BMCSecret } from '../api/v1alpha1/bmcsecret.js';
+import type { BMCUser } from '../api/v1alpha1/bmcuser.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -21,6 +22,7 @@ import { Resources } from '../runtime/resource.js';
 import { bmcIndexers, newBmcController } from './bmc.js';
 import { BmcDownReports } from './bmc-availability.js';
 import { BmcConnections, type BmcFactory } from './bmc-connections.js';
+import { newBmcUserController } from './bmcuser.js';
 import { BootConfigurations } from './boot-configuration.js';
 import { type ControllerConfig, joinSelectors, selectorOf } from './config.js';
 import { DuplicateServers } from './duplicate-servers.js';
@@ -65,6 +67,7 @@ interface Informers {
   bmcSecrets: Informer<BMCSecret>;
   endpoints: Informer<Endpoint>;
   rules: Informer<ServerReadinessRule>;
+  users: Informer<BMCUser>;
 }
 
 /** Built once and handed to several controllers, so they share BMC sessions, power actions in flight and UUID owners. */
@@ -113,7 +116,8 @@ function registerInformers(mgr: Manager, cfg: ControllerConfig): Informers {
   const bmcSecrets = mgr.informer<BMCSecret>(Resources.BMCSecret, { labelSelector: scope });
   const endpoints = mgr.informer<Endpoint>(Resources.Endpoint, { labelSelector: scope });
   const rules = mgr.informer<ServerReadinessRule>(Resources.ServerReadinessRule, { labelSelector: scope });
-  return { servers, sbcs, callbackSecrets, claims, bmcs, bmcSecrets, endpoints, rules };
+  const users = mgr.informer<BMCUser>(Resources.BMCUser, { labelSelector: scope });
+  return { servers, sbcs, callbackSecrets, claims, bmcs, bmcSecrets, endpoints, rules, users };
 }
 
 function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedParts {
@@ -202,6 +206,7 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
   );
   for (const c of newReadinessControllers({ ...common, servers, rules: inf.rules })) mgr.add(c);
   mgr.add(newServerBootConditionController({ ...common, servers, claims }));
+  mgr.add(newBmcUserController({ ...common, users: inf.users, bmcs, connections }));
   mgr.add(
     newServerBootConfigurationController({
       ...common,

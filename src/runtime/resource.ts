@@ -67,6 +67,7 @@ export const Resources = {
   ServerBootConfiguration: metal('ServerBootConfiguration', 'serverbootconfigurations', true),
   BMC: metal('BMC', 'bmcs', false),
   BMCSecret: metal('BMCSecret', 'bmcsecrets', false),
+  BMCUser: metal('BMCUser', 'bmcusers', false),
   Endpoint: metal('Endpoint', 'endpoints', false),
   ServerReadinessRule: metal('ServerReadinessRule', 'serverreadinessrules', false),
   Secret: core('Secret', 'secrets', true),

@@ -33,6 +33,7 @@ export function serviceRoot(serviceUuid: string, profile: ServiceProfile): Json 
     Product: 'virtual-bmc',
     Systems: link(SYSTEMS_URI),
     Managers: link(MANAGERS_URI),
+    AccountService: link('/redfish/v1/AccountService'),
     ...(profile.sessions
       ? { SessionService: link(SESSION_SERVICE_URI), Links: { Sessions: link(SESSIONS_URI) } }
       : { Links: {} }),

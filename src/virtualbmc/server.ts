@@ -17,11 +17,14 @@
  *   `SerialConsole` and each system's `SerialConsole.SSH` (`Port`, `ConsoleEntryCommand`) describe it
  * - `GET /SessionService`, `GET|POST /SessionService/Sessions` (POST: no auth, 201 + `X-Auth-Token` +
  *   `Location`), `GET|DELETE /SessionService/Sessions/{id}`
+ * - `GET|PATCH /AccountService`, `GET|POST /AccountService/Accounts`, `GET|PATCH|DELETE
+ *   /AccountService/Accounts/{id}`, `GET /AccountService/Roles[/{id}]` (see `accounts.ts`: password
+ *   length policy, lockout, `PasswordChangeRequired`; 403 for a role without the privilege)
  * Errors use the Redfish error body with Base registry message ids: 400 (malformed JSON, unknown or
  * read-only property, bad value), 401, 404, 405, 409, 412, 413 (body over 64 KiB), 415, 428, 503.
  */
 
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -37,6 +40,7 @@ import {
   RESET_TYPES,
   type ResetType,
 } from '../bmc/bmc.js';
+import { type AccountPolicy, AccountRefusal, AccountService, type AccountView } from './accounts.js';
 import { type ConsoleServer, startConsoleServer } from './console.js';
 import { type FaultKnobs, FaultState } from './faults.js';
 import type { Host } from './host.js';
@@ -79,6 +83,11 @@ export interface VirtualBmcOptions {
   /** Variations of the Redfish service (see {@link ServiceProfile}); defaults in `DEFAULT_PROFILE`. */
   profile?: Partial<ServiceProfile>;
   /**
+   * The AccountService's password and lockout policy (`accounts.ts`; defaults there). The account
+   * `username`/`password` is its first account (Administrator).
+   */
+  accounts?: Partial<AccountPolicy>;
+  /**
    * The SSH serial console (console.ts): on by default on {@link address} with a free port and a new
    * host key; `false` serves none (and Redfish then reports no `SerialConsole`).
    */
@@ -108,6 +117,8 @@ export interface RequestRecord {
    */
   answeredAt?: number;
   auth: 'none' | 'basic' | 'session';
+  /** The account that authenticated, when one did. */
+  user?: string;
   ifMatch: string | undefined;
   body: unknown;
   /**
@@ -133,6 +144,8 @@ export interface VirtualBmc {
   clearRequests(): void;
   /** BIOS configuration jobs queued so far (profiles with `biosJobOnModePatch`, i.e. Dell). */
   biosJobs(): number;
+  /** The local accounts (tests read failure counters and lockout, and expire passwords). */
+  readonly accounts: Pick<AccountService, 'account' | 'expirePassword' | 'policy'>;
   /** The SSH serial console, unless the option `console` was `false`. */
   readonly console: ConsoleServer | undefined;
 }
@@ -197,7 +210,15 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
   const sessions = new Map<string, SessionEntry>(); // token → session
   const records: RequestRecord[] = [];
   const delays = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
-  const credentialDigest = digest(`${opts.username}\0${opts.password}`);
+  const accounts = new AccountService(
+    { userName: opts.username, password: opts.password },
+    opts.accounts,
+    Date.now,
+    // A changed password, a disabled or deleted account ends that account's sessions.
+    (user) => {
+      for (const [token, s] of sessions) if (s.user === user) sessions.delete(token);
+    },
+  );
   // Set once the Redfish service listens; the documents read it when they are served.
   let consoleServer: ConsoleServer | undefined;
   const consoleOf = (sys: VirtualSystem): { port: number; command: string } | undefined =>
@@ -208,10 +229,9 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     if (records.length > MAX_RECORDS) records.splice(0, records.length - MAX_RECORDS);
   };
 
-  const checkCredentials = (user: string, password: string): boolean =>
-    timingSafeEqual(digest(`${user}\0${password}`), credentialDigest);
-
-  const authenticate = (req: IncomingMessage): 'basic' | 'session' | undefined => {
+  const authenticate = (
+    req: IncomingMessage,
+  ): { kind: 'basic' | 'session'; account: AccountView } | undefined => {
     const token = req.headers['x-auth-token'];
     if (typeof token === 'string') {
       const s = sessions.get(token);
@@ -220,14 +240,18 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
         sessions.delete(token);
         return undefined;
       }
+      const account = accounts.account(s.user);
+      if (account === undefined || !account.enabled || account.locked) return undefined;
       s.lastUsed = Date.now();
-      return 'session';
+      return { kind: 'session', account };
     }
     const auth = req.headers.authorization;
     if (auth?.startsWith('Basic ')) {
       const decoded = Buffer.from(auth.slice(6), 'base64').toString('utf8');
       const colon = decoded.indexOf(':');
-      if (colon >= 0 && checkCredentials(decoded.slice(0, colon), decoded.slice(colon + 1))) return 'basic';
+      if (colon < 0) return undefined;
+      const outcome = accounts.authenticate(decoded.slice(0, colon), decoded.slice(colon + 1));
+      if (outcome.ok) return { kind: 'basic', account: outcome.account };
     }
     return undefined;
   };
@@ -272,15 +296,30 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       seg.length === 2 && seg[0] === 'SessionService' && seg[1] === 'Sessions' && method === 'POST';
     if (isLogin) return login(body);
 
-    const auth = authenticate(req);
-    if (auth === undefined) {
-      fail(401, 'InsufficientPrivilege', 'authentication required', {
+    const authed = authenticate(req);
+    if (authed === undefined) {
+      return fail(401, 'InsufficientPrivilege', 'authentication required', {
         'www-authenticate': 'Basic realm="virtual-bmc"',
       });
     }
-    rec.auth = auth ?? 'none';
+    rec.auth = authed.kind;
+    rec.user = authed.account.userName;
+    const caller = authed.account;
+    const own = accounts.restrictedTo(caller);
+    if (own !== undefined && path !== own)
+      fail(403, 'PasswordChangeRequired', 'the password has expired: change it first');
 
     const [top, id, sub, leaf, extra] = seg;
+    if (top === 'AccountService') {
+      try {
+        return accounts.route(method, seg.slice(1), body, caller, rec.ifMatch);
+      } catch (err) {
+        if (err instanceof AccountRefusal) fail(err.status, err.messageId, err.message);
+        throw err;
+      }
+    }
+    if (caller.roleId === 'ReadOnly' && method !== 'GET' && top !== 'SessionService')
+      fail(403, 'InsufficientPrivilege', 'the ReadOnly role may not change anything');
     const media = mediaAt(seg);
     if (media !== undefined) return mediaRoute(method, media, seg, body);
     if (
@@ -552,8 +591,8 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
     if (typeof user !== 'string' || typeof password !== 'string') {
       fail(400, 'PropertyMissing', 'UserName and Password are required strings');
     }
-    if (!checkCredentials(user as string, password as string))
-      fail(401, 'NoValidSession', 'invalid credentials');
+    const outcome = accounts.authenticate(user as string, password as string);
+    if (!outcome.ok) fail(401, 'NoValidSession', 'invalid credentials');
     if (sessions.size >= MAX_SESSIONS)
       fail(503, 'SessionLimitExceeded', 'too many sessions', { 'retry-after': '5' });
     const token = randomBytes(24).toString('hex');
@@ -750,7 +789,11 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
         port: opts.console?.port ?? 0,
         ...(opts.console?.hostKey ? { hostKey: opts.console.hostKey } : {}),
         systems: systems.map((s) => ({ id: s.id, host: s.host })),
-        checkCredentials,
+        // SSH logins are the AccountService's too: a wrong password counts towards the lockout.
+        checkCredentials: (user: string, password: string) => {
+          const outcome = accounts.authenticate(user, password);
+          return outcome.ok && !outcome.account.passwordChangeRequired;
+        },
         log,
       });
     } catch (err) {
@@ -775,6 +818,7 @@ export async function startVirtualBmc(opts: VirtualBmcOptions): Promise<VirtualB
       if (f.postAtNextPatchMs) for (const s of systems) s.armPostAtNextPatch(f.postAtNextPatchMs);
     },
     biosJobs: () => systems.reduce((n, s) => n + s.biosJobs, 0),
+    accounts,
     console: consoleServer,
     requests: () => records.slice(),
     clearRequests: () => {
@@ -916,8 +960,4 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 function redact(body: unknown): unknown {
   if (typeof body === 'object' && body !== null && 'Password' in body) return { ...body, Password: '***' };
   return body;
-}
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s).digest();
 }

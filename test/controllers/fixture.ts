@@ -21,6 +21,7 @@ import { KubeClient } from '../../src/runtime/client.js';
 import { findCondition } from '../../src/runtime/conditions.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
+import type { AccountPolicy } from '../../src/virtualbmc/accounts.js';
 import {
   type RequestRecord,
   type ServiceProfile,
@@ -61,6 +62,8 @@ export interface StackOptions {
   noManager?: boolean;
   /** Fixed registry / boot-server ports (the caller's child manager listens there). */
   bootServerUrl?: string;
+  /** The virtual BMC's AccountService policy (password lengths, lockout). */
+  accounts?: Partial<AccountPolicy>;
 }
 
 export interface Stack {
@@ -128,6 +131,7 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
     password: 'secret',
     port: 0,
     profile: o.profile,
+    ...(o.accounts ? { accounts: o.accounts } : {}),
   });
   const bmcName = `bmc-${ns}`;
   await client.create(Resources.BMCSecret, {

@@ -1,9 +1,12 @@
 /**
- * BMCUser (deprecated upstream): a user account on a BMC. Served for manifest compatibility; this
- * operator has no controller for it.
+ * BMCUser (deprecated upstream): a user account on a BMC, kept by src/controllers/bmcuser.ts (account
+ * created and updated through the BMC's Redfish AccountService, generated password in a BMCSecret,
+ * rotation). `status.conditions` is this project's addition (`Ready`: the account and its Secret
+ * agree, or why not).
  */
 import {
   AGE_COLUMN,
+  Conditions,
   DateTime,
   type KindDefinition,
   LocalObjectReference,
@@ -31,6 +34,7 @@ export const BMCUserStatus = Type.Object(
     effectiveBMCSecretRef: Type.Optional(LocalObjectReference('BMCSecret in use.')),
     lastRotation: Type.Optional(DateTime()),
     passwordExpiration: Type.Optional(DateTime()),
+    conditions: Type.Optional(Conditions()),
   },
   { description: 'Observed state of a BMCUser.' },
 );
@@ -49,7 +53,7 @@ export const BMCUserKind: KindDefinition = {
   singular: 'bmcuser',
   shortNames: ['bmcu'],
   scope: 'Cluster',
-  description: 'BMCUser is a user account on a BMC. Deprecated upstream; no controller here.',
+  description: 'BMCUser is a user account on a BMC. Deprecated upstream.',
   properties: { spec: BMCUserSpec, status: BMCUserStatus },
   printerColumns: [
     { name: 'ID', type: 'string', jsonPath: '.status.id' },
