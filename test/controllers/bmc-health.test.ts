@@ -42,11 +42,14 @@ test('a BMC whose Server finds it unreachable turns Ready=False at once, and Rea
     const ready = cond(down, 'Ready')!;
     assert.match(ready.reason, /^BMC(Unavailable|Timeout)$/);
     assert.ok(Date.now() - t0 < 15_000, 'well before the 10-minute BMC resync');
-    const events = await eventsFor(s, 'BMC', s.bmcName, 'default');
-    assert.ok(
-      events.some((e) => e.type === 'Warning' && /^BMC(Unavailable|Timeout)$/.test(e.reason)),
-      `Warning Event on the BMC (got ${JSON.stringify(events)})`,
-    );
+    // Events are recorded after the condition write (fire-and-forget): wait for it, do not list once.
+    let events: { type: string; reason: string; message: string }[] = [];
+    await eventually('a Warning Event on the BMC', 15_000, async () => {
+      events = await eventsFor(s, 'BMC', s.bmcName, 'default');
+      return events.some((e) => e.type === 'Warning' && /^BMC(Unavailable|Timeout)$/.test(e.reason));
+    }).catch((err: Error) => {
+      throw new Error(`${err.message} (got ${JSON.stringify(events)})`);
+    });
 
     s.vbmc.setFaults({ dropConnections: 0 });
     await eventually('BMC Ready=True again', 30_000, async () => {

@@ -284,6 +284,32 @@ export async function settled(
   }
 }
 
+/**
+ * The first Event on object `kind`/`name` (in `namespace`; `default` for cluster-scoped objects)
+ * that `match` accepts, waited for: Events are recorded fire-and-forget after the write they tell of,
+ * so a list taken right after the condition may not have them yet. Throws after `timeoutMs` with the
+ * Events seen.
+ */
+export async function eventMatching(
+  s: Stack,
+  kind: string,
+  name: string,
+  namespace: string,
+  match: (e: { type: string; reason: string; message: string }) => boolean,
+  timeoutMs = 15_000,
+): Promise<{ type: string; reason: string; message: string }> {
+  let seen: unknown[] = [];
+  try {
+    return await eventually(`an Event on ${kind} ${name}`, timeoutMs, async () => {
+      const events = await eventsFor(s, kind, name, namespace);
+      seen = events;
+      return events.find(match);
+    });
+  } catch (err) {
+    throw new Error(`${(err as Error).message} (got ${JSON.stringify(seen)})`);
+  }
+}
+
 /** The stack's Servers (by the scope label). */
 export async function servers(s: Stack): Promise<Server[]> {
   const { items } = await s.client.list<Server>(Resources.Server, {

@@ -13,6 +13,7 @@ import {
   availableServers,
   cond,
   createClaim,
+  eventMatching,
   eventsFor,
   eventually,
   getClaim,
@@ -134,7 +135,7 @@ test('cordon puts an unclaimed Server into Maintenance (nothing binds it); uncor
       cond(waiting, 'Bound')!.message,
       /taint metal\.ironcore\.dev\/maintenance=disk-swap:NoBind not tolerated/,
     );
-    assert.ok((await eventsFor(s, 'Server', name, 'default')).some((e) => e.reason === 'MaintenanceStarted'));
+    await eventMatching(s, 'Server', name, 'default', (e) => e.reason === 'MaintenanceStarted');
     // A claim by selector is told, like a pending pod, why no Server fits (condition and Warning Event).
     await createClaim(s, 'any', { selector: { [SCOPE_LABEL]: s.scope }, timeout: '20s' });
     const explained = await eventually('explained', 10_000, async () => {
