@@ -62,6 +62,19 @@ async function setCondition(s: Stack, server: string, type: string, status: 'Tru
 
 const tainted = (x: Server | undefined, key: string) => (x?.spec.taints ?? []).some((t) => t.key === key);
 
+/**
+ * Deletes the rules and waits until they are gone: their finalizer is removed by the running manager,
+ * so a stack closed (manager stopped) before that would leave them terminating for good.
+ */
+async function deleteRules(s: Stack, ...rules: ServerReadinessRule[]): Promise<void> {
+  for (const r of rules) await s.client.delete(Resources.ServerReadinessRule, r.metadata.name!);
+  await eventually('the deleted rules gone (finalizer removed)', 20_000, async () => {
+    for (const r of rules)
+      if (await s.client.get(Resources.ServerReadinessRule, r.metadata.name!)) return false;
+    return true;
+  });
+}
+
 function waitTaint(s: Stack, server: string, key: string, want: boolean, timeoutMs = 15_000) {
   return eventually(`${server} ${want ? 'tainted' : 'untainted'} ${key}`, timeoutMs, async () => {
     const x = await getServer(s, server);
@@ -142,8 +155,7 @@ test('BootstrapOnly: untainted once the condition holds, marked, and never taint
     await setCondition(s, name, 'ExternalFirmware', 'False');
     const after = await waitTaint(s, name, 'example.com/firmware-control', true);
     assert.equal(tainted(after, 'example.com/firmware'), false, 'not tainted again');
-    await s.client.delete(Resources.ServerReadinessRule, r.metadata.name!);
-    await s.client.delete(Resources.ServerReadinessRule, control.metadata.name!);
+    await deleteRules(s, r, control);
   } finally {
     await s.close();
   }
@@ -175,8 +187,7 @@ test("a rule can gate on the Server's Booted condition, the bound claim's last a
     const control = await rule(s, 'booted-control', 'Continuous', 'NeverReported', 'example.com/control');
     const after = await waitTaint(s, name, 'example.com/control', true);
     assert.equal(tainted(after, 'example.com/not-booted'), false, 'Booted=True passes');
-    await s.client.delete(Resources.ServerReadinessRule, r.metadata.name!);
-    await s.client.delete(Resources.ServerReadinessRule, control.metadata.name!);
+    await deleteRules(s, r, control);
   } finally {
     await s.close();
   }
