@@ -853,8 +853,18 @@ try {
           `${cy.claim} (${cy.server}) attempt ${a}: ${list.join(', ')}`,
         );
     }
+    // The next claim's first attempt on the same Server (its host may answer within the grace).
+    const next = Math.min(
+      ...cycles
+        .filter((o) => o !== cy && o.uuid === cy.uuid && o.final)
+        .flatMap((o) => attemptsOf(o.final!).map((h) => Date.parse(h.startedAt ?? '')))
+        .filter((t) => Number.isFinite(t) && t > from),
+    );
     for (const cb of accepted.get(cy.uuid) ?? []) {
       if (cb.route !== 'bootstate' || cb.at < from || cb.at > cy.endedAt + 2_000) continue;
+      // A callback once the next claim's attempt began is that claim's (soak-15-0 was charged with
+      // soak-15-1's /bootstate, answered 0.8 s after soak-15-1's attempt 1 started, in the 2 s grace).
+      if (cb.at >= next) continue;
       acceptedBootstates++;
       const a = attemptAt(cy.final, cb.at);
       if (!cy.booted || !a?.signals?.['BootStateReceived'])
