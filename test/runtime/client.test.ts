@@ -189,7 +189,8 @@ describe('KubeClient (real API server)', () => {
       });
     });
     assert.equal(reads, 1);
-    assert.deepEqual(result.status, { manufacturer: 'Other', model: 'M1' });
+    // state: the CRD's default (a Server nobody moved reads Initial), applied on every read.
+    assert.deepEqual(result.status, { manufacturer: 'Other', model: 'M1', state: 'Initial' });
     // Status writes go to the status subresource only: spec is untouched.
     assert.equal(result.spec.systemUUID, s.spec.systemUUID);
 
