@@ -44,7 +44,6 @@ import type { Result } from '../runtime/controller.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
-import { classifyBmcFailure } from './bmc-connections.js';
 import {
   type AttemptBook,
   AttemptPhase,
@@ -59,9 +58,9 @@ import {
 import { type BootConfigurations, bootConfigurationReadiness } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
 import type { BootMetrics } from './metrics.js';
-import { ejectAfterVirtualMedia, managerBootMethod, netbootVia } from './netboot-via.js';
+import { ejectAfterVirtualMedia, managerBootMethod, netbootViaOrFailure } from './netboot-via.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
-import { type NetbootVia, type PowerActions, powerRetry } from './power.js';
+import { type PowerActions, powerRetry } from './power.js';
 import { maintenanceTaint, taintText } from './server-selection.js';
 
 export const CLEANED_CONDITION = ConditionType.Cleaned;
@@ -251,12 +250,9 @@ export class CleanupActions {
       power: {
         observe: () => this.o.power.observe(current),
         boot: async (observed) => {
-          let via: NetbootVia;
-          try {
-            via = await netbootVia(current, sbc, this.cfg, this.o.bootConfigs);
-          } catch (err) {
-            return { ok: false, failure: classifyBmcFailure(err) };
-          }
+          const path = await netbootViaOrFailure(current, sbc, this.cfg, this.o.bootConfigs);
+          if (!path.ok) return path;
+          const via = path.via;
           // Once, also for VirtualMedia (the drive is emptied after the cleanup: see discovery).
           return this.o.power.boot(current, { netboot: true, observed, via });
         },

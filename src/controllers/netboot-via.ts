@@ -13,7 +13,7 @@ import { type BootMethod, httpBootFileUrl, virtualMediaIsoUrl } from '../api/v1a
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { virtualMediaCapability } from '../bootauth/vmedia-capability.js';
-import { BmcAccessError } from './bmc-connections.js';
+import { BmcAccessError, classifyBmcFailure } from './bmc-connections.js';
 import type { BootConfigurations } from './boot-configuration.js';
 import type { ControllerConfig } from './config.js';
 import type { NetbootVia, PowerActions } from './power.js';
@@ -59,6 +59,24 @@ export async function netbootVia(
     target: 'UefiHttp',
     httpBootUri: httpBootFileUrl(cfg.bootServerUrl, server.spec.systemUUID, attempt),
   };
+}
+
+/**
+ * {@link netbootVia} for an engine power step: the path, or its failure classified like a BMC
+ * call's (`{ ok: false, failure }`, the shape the step's `boot` returns), so the engine backs off
+ * and retries it instead of the reconcile throwing. Shared by discovery, cleanup and claims.
+ */
+export async function netbootViaOrFailure(
+  server: Server,
+  sbc: ServerBootConfiguration | undefined,
+  cfg: Pick<ControllerConfig, 'bootServerUrl'>,
+  bootConfigs: Pick<BootConfigurations, 'attemptToken'>,
+): Promise<{ ok: true; via: NetbootVia } | { ok: false; failure: ReturnType<typeof classifyBmcFailure> }> {
+  try {
+    return { ok: true, via: await netbootVia(server, sbc, cfg, bootConfigs) };
+  } catch (err) {
+    return { ok: false, failure: classifyBmcFailure(err) };
+  }
 }
 
 /**

@@ -76,9 +76,9 @@ import { CleanupActions, cleanupPending } from './cleanup.js';
 import type { ControllerConfig } from './config.js';
 import type { DuplicateServers } from './duplicate-servers.js';
 import type { BootMetrics } from './metrics.js';
-import { ejectAfterVirtualMedia, managerBootMethod, netbootVia } from './netboot-via.js';
+import { ejectAfterVirtualMedia, managerBootMethod, netbootViaOrFailure } from './netboot-via.js';
 import { applyOwnedCondition, type OwnedCondition } from './owned-conditions.js';
-import { type NetbootVia, type PowerActions, powerRetry } from './power.js';
+import { type PowerActions, powerRetry } from './power.js';
 import { hardwareFromRegistration } from './registration.js';
 import { ServerOperations } from './server-operations.js';
 import { TaintActions } from './taints.js';
@@ -466,12 +466,9 @@ class ServerReconciler {
         // Attempt 1's power-on is told by the Discovered Event (or the timeout's Warning): one Event
         // per discovery, not per step; a retry's power-on is news and keeps its BootStarted.
         boot: async (observed) => {
-          let via: NetbootVia;
-          try {
-            via = await netbootVia(current, sbc, this.cfg, this.o.bootConfigs);
-          } catch (err) {
-            return { ok: false, failure: classifyBmcFailure(err) };
-          }
+          const path = await netbootViaOrFailure(current, sbc, this.cfg, this.o.bootConfigs);
+          if (!path.ok) return path;
+          const via = path.via;
           // Once, also for VirtualMedia: a lasting `Cd` override would boot the drive emptied after
           // discovery; every attempt inserts its own ISO and sets the override again.
           return this.o.power.boot(current, {

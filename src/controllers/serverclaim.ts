@@ -69,7 +69,6 @@ import type { Informer } from '../runtime/informer.js';
 import type { RuntimeMetrics } from '../runtime/metrics.js';
 import { isControlledBy } from '../runtime/ownerrefs.js';
 import { Resources } from '../runtime/resource.js';
-import { classifyBmcFailure } from './bmc-connections.js';
 import {
   AttemptPhase,
   type AttemptSettings,
@@ -100,14 +99,8 @@ import { claimOperation, rejectClaimOperation, serverHold } from './claim-operat
 import type { ControllerConfig } from './config.js';
 import { formatDuration, parseDuration } from './duration.js';
 import type { BootMetrics } from './metrics.js';
-import { netbootVia } from './netboot-via.js';
-import {
-  type BootActionResult,
-  type NetbootVia,
-  type PowerActions,
-  type PowerProgress,
-  powerRetry,
-} from './power.js';
+import { netbootViaOrFailure } from './netboot-via.js';
+import { type BootActionResult, type PowerActions, type PowerProgress, powerRetry } from './power.js';
 import { CLAIMED_SERVER_FINALIZER } from './server.js';
 import { candidates, selectionRefusal, unboundExplanation } from './server-selection.js';
 import { evictingTaint, TaintActions } from './taints.js';
@@ -842,12 +835,9 @@ class ServerClaimReconciler {
       power: {
         observe: () => this.o.power.observe(x.server),
         boot: async (observed) => {
-          let via: NetbootVia;
-          try {
-            via = await netbootVia(x.server, x.sbc, this.cfg, this.o.bootConfigs);
-          } catch (err) {
-            return { ok: false, failure: classifyBmcFailure(err) };
-          }
+          const path = await netbootViaOrFailure(x.server, x.sbc, this.cfg, this.o.bootConfigs);
+          if (!path.ok) return path;
+          const via = path.via;
           const res = await this.o.power.boot(x.server, {
             netboot: true,
             observed,

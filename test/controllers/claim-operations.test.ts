@@ -18,7 +18,6 @@ import {
   eventually,
   getClaim,
   hostOf,
-  resets,
   resetsSent,
   type Stack,
   startStack,
