@@ -23,7 +23,9 @@ import {
   hostOf,
   OS_IMAGE,
   overridesSent,
+  reconciles,
   resetsSent,
+  settled,
   startStack,
 } from './fixture.js';
 
@@ -157,7 +159,16 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
     assert.equal(cond(adopted, 'Booted')?.status, 'True');
     assert.ok(adopted.status?.boot?.adoptedAt);
     assert.equal(adopted.status?.boot?.attempt, booted.status?.boot?.attempt);
-    await sleep(3_000);
+    // Positive control instead of a fixed window: two more claim reconciles after the adoption (an
+    // annotation edit each), then idle — whatever the adopted claim would do (a reset, an override)
+    // is done by then.
+    const since = await reconciles(s, 'serverclaim');
+    for (const n of ['1', '2']) {
+      await s.client.mergePatch(Resources.ServerClaim, 'a', s.ns, {
+        metadata: { annotations: { 'metal-test.ironcore.dev/poke': n } },
+      });
+    }
+    await settled(s, 'serverclaim', since, { more: 2 });
     assert.deepEqual(resetsSent(s, uuid).slice(mark.resets), [], 'no power action');
     assert.deepEqual(overridesSent(s, uuid).slice(mark.overrides), [], 'no boot override');
     assert.equal((await getSbc(s, 'a'))?.spec.bootAttempt, sbcBefore?.spec.bootAttempt, 'no new attempt');
