@@ -18,8 +18,10 @@ import {
   eventually,
   getClaim,
   hostOf,
+  reconciles,
   resetsSent,
   type Stack,
+  settled,
   startStack,
 } from './fixture.js';
 
@@ -101,8 +103,11 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
       30_000,
       async () => cond(await getClaim(s, 'tenant'), 'Booted')?.status === 'True',
     );
+    // The precondition, not a fixed wait: the manager has seen the annotation (a Server reconcile
+    // after it; the claim controller reads the same informer).
+    const seenServer = await reconciles(s, 'server');
     await annotateServer(s, name, 'ignore');
-    await sleep(1_000);
+    await settled(s, 'server', seenServer, { more: 1 });
     const before = resetsSent(s, srv!.spec.systemUUID).length;
     await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
     const held = await eventually('Released=False ServerIgnored', 15_000, async () => {
@@ -110,7 +115,15 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
       return cond(c, 'Released')?.reason === 'ServerIgnored' ? c : undefined;
     });
     assert.match(cond(held, 'Released')!.message, /ignore/);
-    await sleep(2_000);
+    // Positive control of "no ForceOff": two more reconciles of the held deletion (annotation edits
+    // of the terminating claim), then idle.
+    const seenClaim = await reconciles(s, 'serverclaim');
+    for (const n of ['1', '2']) {
+      await s.client.mergePatch(Resources.ServerClaim, 'tenant', s.ns, {
+        metadata: { annotations: { 'metal-test.ironcore.dev/poke': n } },
+      });
+    }
+    await settled(s, 'serverclaim', seenClaim, { more: 2 });
     assert.equal(host.powerState(), 'On', 'no ForceOff on an ignored Server');
     assert.equal(resetsSent(s, srv!.spec.systemUUID).length, before);
     await annotateServer(s, name, null);
