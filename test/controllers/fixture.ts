@@ -285,6 +285,22 @@ export async function settled(
 }
 
 /**
+ * A positive control by touch: records `controller`'s reconcile count, edits annotation
+ * `metal-test.ironcore.dev/poke` of the claim `name` (in the stack's namespace) `times` times, then
+ * waits ({@link settled}) for that many more reconciles and an idle queue. Whatever the controller
+ * would do with the object as it stands is done when this returns.
+ */
+export async function pokeClaim(s: Stack, name: string, times = 2): Promise<void> {
+  const since = await reconciles(s, 'serverclaim');
+  for (let n = 1; n <= times; n++) {
+    await s.client.mergePatch(Resources.ServerClaim, name, s.ns, {
+      metadata: { annotations: { 'metal-test.ironcore.dev/poke': `${Date.now()}-${n}` } },
+    });
+  }
+  await settled(s, 'serverclaim', since, { more: times });
+}
+
+/**
  * The first Event on object `kind`/`name` (in `namespace`; `default` for cluster-scoped objects)
  * that `match` accepts, waited for: Events are recorded fire-and-forget after the write they tell of,
  * so a list taken right after the condition may not have them yet. Throws after `timeoutMs` with the

@@ -25,6 +25,7 @@ import {
   eventually,
   getClaim,
   hostOf,
+  pokeClaim,
   resets,
   resetsSent,
   type Stack,
@@ -205,7 +206,8 @@ test('park a claimed Server: the claim stays Bound and its controller stands dow
     const parked = await parkAndWait(s, name);
     assert.equal(host.powerState(), 'Off', 'parking powers the tenant off');
     assert.equal(parked.spec.serverClaimRef?.name, 'tenant');
-    await sleep(3_000);
+    // Positive control instead of a 3 s window: the claim controller reconciles the claim twice more.
+    await pokeClaim(s, 'tenant');
     const claim = await getClaim(s, 'tenant');
     assert.equal(claim?.status?.phase, 'Bound');
     assert.equal(cond(claim, 'Bound')?.status, 'True');
@@ -223,7 +225,7 @@ test('park a claimed Server: the claim stays Bound and its controller stands dow
       return cond(c, 'Released')?.reason === 'ServerParked' ? c : undefined;
     });
     assert.equal(cond(held, 'Released')?.status, 'False');
-    await sleep(2_000);
+    await pokeClaim(s, 'tenant');
     assert.equal(host.powerState(), 'On', 'a held release powers nothing off');
     await annotate(s, name, { [OPERATION_ANNOTATION]: 'unpark' });
     await eventually('claim gone after unpark', 40_000, async () => !(await getClaim(s, 'tenant')));
