@@ -300,6 +300,17 @@ export async function pokeClaim(s: Stack, name: string, times = 2): Promise<void
   await settled(s, 'serverclaim', since, { more: times });
 }
 
+/** {@link pokeClaim} for the (cluster-scoped) Server `name` and the `server` controller. */
+export async function pokeServer(s: Stack, name: string, times = 2): Promise<void> {
+  const since = await reconciles(s, 'server');
+  for (let n = 1; n <= times; n++) {
+    await s.client.mergePatch(Resources.Server, name, undefined, {
+      metadata: { annotations: { 'metal-test.ironcore.dev/poke': `${Date.now()}-${n}` } },
+    });
+  }
+  await settled(s, 'server', since, { more: times });
+}
+
 /**
  * The first Event on object `kind`/`name` (in `namespace`; `default` for cluster-scoped objects)
  * that `match` accepts, waited for: Events are recorded fire-and-forget after the write they tell of,

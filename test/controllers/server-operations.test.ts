@@ -26,6 +26,7 @@ import {
   getClaim,
   hostOf,
   pokeClaim,
+  pokeServer,
   resets,
   resetsSent,
   type Stack,
@@ -172,7 +173,7 @@ test('a park request in a state other than Available/Reserved is deferred, then 
     const deferred = await serverEvent(s, name, 'ParkDeferred');
     assert.equal(deferred.type, 'Warning');
     assert.match(deferred.message, /Maintenance/);
-    await sleep(1_500);
+    await pokeServer(s, name);
     const still = (await getServer(s, name))!;
     assert.equal(still.metadata.annotations?.[OPERATION_ANNOTATION], 'park', 'the request stays');
     assert.equal(still.metadata.annotations?.[PARKED_ANNOTATION], undefined);
@@ -254,7 +255,7 @@ test('power operations: each sent once; refused while a boot attempt owns the po
     const refused = await serverEvent(s, name, 'OperationRefused');
     assert.match(refused.message, /Available Server is kept Off/);
     await consumed(s, name);
-    await sleep(1_000);
+    await pokeServer(s, name);
     assert.equal(resetsSent(s, uuid).length, sent0, 'a refused operation sends nothing');
 
     // Maintenance: left alone, so the operator's power operations apply, each exactly once.
@@ -281,7 +282,7 @@ test('power operations: each sent once; refused while a boot attempt owns the po
         10_000,
         () => resets(s, uuid).filter((r) => r === resetType).length === n + 1,
       );
-      await sleep(1_000);
+      await pokeServer(s, name);
       assert.equal(
         resets(s, uuid).filter((r) => r === resetType).length,
         n + 1,
