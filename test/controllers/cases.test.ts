@@ -25,6 +25,7 @@ import {
   OS_IMAGE,
   overrides,
   overridesSent,
+  pokeClaim,
   resets,
   resetsSent,
   setSimFaults,
@@ -169,8 +170,10 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
     assert.match(cond(claim, 'BootConfigurationReady')!.message, /does-not-exist/);
     assert.equal(cond(claim, 'Booted')?.status, 'False');
     assert.match(cond(claim, 'Booted')!.message, /waiting for the boot configuration \(ImageNotFound/);
-    // Longer than the boot timeout (2 s): no deadline runs, nothing reaches the BMC.
+    // Longer than the boot timeout (2 s): no deadline runs, nothing reaches the BMC; and the claim
+    // controller reconciled the claim in that time (two more reconciles, then idle).
     await sleep(2_500);
+    await pokeClaim(s, 'c05');
     assert.deepEqual(resetsSent(s, uuid).slice(before.resets), [], 'no power action');
     assert.deepEqual(overridesSent(s, uuid).slice(before.overrides), [], 'no boot override');
     const later = await getClaim(s, 'c05');
@@ -210,6 +213,7 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
     assert.match(bad.message, /path not absolute/);
     // As long as the first sub-case's window (beyond the 2 s boot timeout): no reset, no override.
     await sleep(2_500);
+    await pokeClaim(s, 'c05-butane');
     assert.deepEqual(resetsSent(s, other.id).slice(mark.resets), [], 'no power action');
     assert.deepEqual(overridesSent(s, other.id).slice(mark.overrides), [], 'no boot override');
     // Positive control of this window: the same claim with a Butane config the translator accepts
@@ -418,8 +422,10 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
     assert.equal(ev.length, 1);
     assert.equal(ev[0]?.type, 'Warning');
 
-    // Nothing more happens: no power action, no override, no new attempt.
-    await sleep(3_000);
+    // Nothing more happens: no power action, no override, no new attempt — past one more attempt's
+    // deadline (2 s) and two more reconciles of the exhausted claim.
+    await sleep(2_500);
+    await pokeClaim(s, 'c08');
     assert.equal(resets(s, uuid).length - mark.resets, 3);
     assert.equal(overrides(s, uuid).length - mark.overrides, ovr.length);
     assert.equal((await getSbc(s, 'c08'))?.spec.bootAttempt, sbc.spec.bootAttempt);
