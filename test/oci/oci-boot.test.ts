@@ -34,6 +34,7 @@ import {
   getClaim,
   getSbc,
   hostOf,
+  pokeClaim,
   resets,
   resetsSent,
   type Stack,
@@ -514,7 +515,8 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
       return sbc?.status?.state === 'Error' && r?.reason === 'RegistryUnavailable' ? r : undefined;
     });
     assert.match(c.message, new RegExp(`${downReg.host.replace(/\./g, '\\.')} unreachable`));
-    await sleep(1000);
+    // Positive control instead of a 1 s window: two more claim reconciles with the SBC in Error.
+    await pokeClaim(s, 'down');
     assert.deepEqual(resetsSent(s, srv.spec.systemUUID!).slice(mark), []);
     // Back up (same port, same content): the periodic recheck finds it and the claim boots.
     await downReg.start();
