@@ -115,6 +115,8 @@ interface ClaimState {
   deletedAt: number | undefined;
   lastRv: string | undefined;
   powerOns: number;
+  /** The accepted power-ons counted for this claim: ResetType@arrival, for the finding's detail. */
+  powerOnLog: string[];
 }
 
 /** Sliding 60 s counter per key. */
@@ -217,6 +219,7 @@ export class SoakInvariants {
         deletedAt: undefined,
         lastRv: undefined,
         powerOns: 0,
+        powerOnLog: [],
       };
       this.claims.set(key, st);
     }
@@ -408,12 +411,13 @@ export class SoakInvariants {
       const { st, attempt } = best;
       this.counts.powerOnsInClaims++;
       st.powerOns++;
+      st.powerOnLog.push(`${p.type}@${iso(p.at)}`);
       if (st.powerOns > st.attempts.size) {
         this.report(
           'power-ons-exceed-attempts',
           st.subject,
           now,
-          `${st.powerOns} accepted power-ons (the latest ${p.type} at ${iso(p.at)}, attempt ${attempt}) for ${st.attempts.size} attempts`,
+          `${st.powerOns} accepted power-ons (the latest ${p.type} at ${iso(p.at)}, attempt ${attempt}) for ${st.attempts.size} attempts (${st.powerOnLog.join(', ')}); ${this.knownFor(p.uuid, now)}`,
         );
       }
       return;
@@ -428,8 +432,25 @@ export class SoakInvariants {
       'power-outside-attempt',
       `system ${p.uuid}`,
       now,
-      `${p.type} accepted at ${iso(p.at)} outside every attempt of its claims and of its Server`,
+      `${p.type} accepted at ${iso(p.at)} outside every attempt of its claims and of its Server; ${this.knownFor(p.uuid, now)}`,
     );
+  }
+
+  /**
+   * What the checker knows of system `uuid` when it judges a power-on: its claims' attempt windows
+   * (start–end, `open` while running) and its Server's — so a finding can be told from a gap in the
+   * checker's own view (a claim it never associated with the system).
+   */
+  private knownFor(uuid: string, now: number): string {
+    const win = (w: Window) => `${iso(w.start)}–${w.end === undefined ? 'open' : iso(w.end)}`;
+    const claims: string[] = [];
+    for (const st of this.claims.values()) {
+      if (st.uuid !== uuid) continue;
+      const ws = [...st.attempts].map(([a, w]) => `${a}: ${win(w)}`);
+      claims.push(`${st.subject}${st.deletedAt !== undefined ? ' (deleted)' : ''} [${ws.join(', ')}]`);
+    }
+    const server = [...(this.serverWindows.get(uuid)?.values() ?? [])].map(win);
+    return `known claims ${claims.length > 0 ? claims.slice(-4).join('; ') : 'none'}, Server attempts [${server.join(', ')}], judged ${iso(now)}`;
   }
 
   private seriesStart(st: ClaimState): number | undefined {

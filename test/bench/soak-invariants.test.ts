@@ -201,7 +201,11 @@ describe('soak invariants', () => {
     inv.observeBmcRequest(UUID, reset(1_000));
     assert.deepEqual(inv.check(T0 + 6_500), []);
     inv.observeBmcRequest(UUID, reset(2_000, 'ForceRestart'));
-    assert.deepEqual(names(inv.check(T0 + 7_500)), ['power-ons-exceed-attempts']);
+    const found = inv.check(T0 + 7_500);
+    assert.deepEqual(names(found), ['power-ons-exceed-attempts']);
+    // The finding says what the checker knew: both power-ons it counted and the claim's attempt window.
+    assert.match(found[0]!.detail, /\(On@\S+, ForceRestart@\S+\)/);
+    assert.match(found[0]!.detail, /known claims claim \S+ \[1: \S+–open\]/);
   });
 
   it('series-unbounded: open past maxAttempts × timeout + slack, or ended too late; the claim’s own timeout counts', () => {
