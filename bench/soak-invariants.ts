@@ -399,12 +399,21 @@ export class SoakInvariants {
     // The attempt a power-on belongs to is the latest one begun before it (its intent, with its start,
     // is stored before the power-on): with back-to-back claims the previous claim's window, widened by
     // the grace, may still cover the next claim's first power-on.
-    let best: { st: ClaimState; attempt: number; start: number } | undefined;
+    // Rank: a window that holds the power-on itself beats one that holds it only within the grace,
+    // and one begun before it beats one begun after; then the latest start. Without the first two,
+    // a claim whose attempt began within the grace after the previous claim's power-on took that
+    // power-on (soak 2026-12-02: soak-4-34 began 950 ms after soak-5-32's On and was charged with it).
+    const rank = (w: Window, openUntil: number) =>
+      (p.at >= w.start && p.at <= (w.end ?? openUntil) ? 2 : 0) + (w.start <= p.at ? 1 : 0);
+    let best: { st: ClaimState; attempt: number; start: number; rank: number } | undefined;
     for (const st of this.claims.values()) {
       if (st.uuid !== p.uuid) continue;
       for (const [attempt, w] of st.attempts) {
-        if (inside(w, st.deletedAt ?? now) && (!best || w.start > best.start))
-          best = { st, attempt, start: w.start };
+        const openUntil = st.deletedAt ?? now;
+        if (!inside(w, openUntil)) continue;
+        const r = rank(w, openUntil);
+        if (!best || r > best.rank || (r === best.rank && w.start > best.start))
+          best = { st, attempt, start: w.start, rank: r };
       }
     }
     if (best) {

@@ -208,6 +208,26 @@ describe('soak invariants', () => {
     assert.match(found[0]!.detail, /known claims claim \S+ \[1: \S+–open\]/);
   });
 
+  it('power-ons-exceed-attempts: a power-on inside one claim’s attempt is not charged to the next claim begun within the grace after it', () => {
+    // The 2026-12-02 soak's soak-5-32 / soak-4-34 on one pair Server: attempt windows 0–886 ms and
+    // 1064–1840 ms; the power-ons at 114 ms (the first claim's) and 1102 ms (the second's).
+    const inv = new SoakInvariants(CFG);
+    inv.observeClaim(
+      claim({ name: 'first', phase: 'Completed', history: [{ attempt: 1, start: 0, end: 886 }] }),
+      T0 + 900,
+      UUID,
+    );
+    inv.observeClaim(
+      claim({ name: 'second', phase: 'Completed', history: [{ attempt: 1, start: 1_064, end: 1_840 }] }),
+      T0 + 1_900,
+      UUID,
+    );
+    inv.observeBmcRequest(UUID, reset(114));
+    inv.observeBmcRequest(UUID, reset(1_102));
+    assert.deepEqual(inv.check(T0 + 20_000), []);
+    assert.equal(inv.counts.powerOnsInClaims, 2);
+  });
+
   it('series-unbounded: open past maxAttempts × timeout + slack, or ended too late; the claim’s own timeout counts', () => {
     const inv = new SoakInvariants(CFG); // bound 2 × 30 s + 10 s = 70 s
     inv.observeClaim(claim({ phase: 'AwaitingSignals', history: [{ attempt: 1, start: 0 }] }), T0, UUID);
