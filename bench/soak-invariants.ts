@@ -426,7 +426,7 @@ export class SoakInvariants {
           'power-ons-exceed-attempts',
           st.subject,
           now,
-          `${st.powerOns} accepted power-ons (the latest ${p.type} at ${iso(p.at)}, attempt ${attempt}) for ${st.attempts.size} attempts (${st.powerOnLog.join(', ')}); ${this.knownFor(p.uuid, now)}`,
+          `${st.powerOns} accepted power-ons (the latest ${p.type} at ${iso(p.at)}, attempt ${attempt}) for ${st.attempts.size} attempts (${st.powerOnLog.join(', ')}); ${this.knownFor(p.uuid, now, p.at)}`,
         );
       }
       return;
@@ -441,7 +441,7 @@ export class SoakInvariants {
       'power-outside-attempt',
       `system ${p.uuid}`,
       now,
-      `${p.type} accepted at ${iso(p.at)} outside every attempt of its claims and of its Server; ${this.knownFor(p.uuid, now)}`,
+      `${p.type} accepted at ${iso(p.at)} outside every attempt of its claims and of its Server; ${this.knownFor(p.uuid, now, p.at)}`,
     );
   }
 
@@ -450,16 +450,19 @@ export class SoakInvariants {
    * (start–end, `open` while running) and its Server's — so a finding can be told from a gap in the
    * checker's own view (a claim it never associated with the system).
    */
-  private knownFor(uuid: string, now: number): string {
+  private knownFor(uuid: string, now: number, at: number): string {
     const win = (w: Window) => `${iso(w.start)}–${w.end === undefined ? 'open' : iso(w.end)}`;
     const claims: string[] = [];
     for (const st of this.claims.values()) {
       if (st.uuid !== uuid) continue;
+      // Only claims with an attempt within 30 s of the power-on: the ones that could own it.
+      const near = [...st.attempts.values()].some((w) => Math.abs(w.start - at) < 30_000);
+      if (!near) continue;
       const ws = [...st.attempts].map(([a, w]) => `${a}: ${win(w)}`);
       claims.push(`${st.subject}${st.deletedAt !== undefined ? ' (deleted)' : ''} [${ws.join(', ')}]`);
     }
     const server = [...(this.serverWindows.get(uuid)?.values() ?? [])].map(win);
-    return `known claims ${claims.length > 0 ? claims.slice(-4).join('; ') : 'none'}, Server attempts [${server.join(', ')}], judged ${iso(now)}`;
+    return `known claims ${claims.length > 0 ? claims.join('; ') : 'none'}, Server attempts [${server.join(', ')}], judged ${iso(now)}`;
   }
 
   private seriesStart(st: ClaimState): number | undefined {
