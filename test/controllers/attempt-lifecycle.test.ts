@@ -23,9 +23,8 @@ import {
   hostOf,
   OS_IMAGE,
   overridesSent,
-  reconciles,
+  pokeClaim,
   resetsSent,
-  settled,
   startStack,
 } from './fixture.js';
 
@@ -162,13 +161,7 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
     // Positive control instead of a fixed window: two more claim reconciles after the adoption (an
     // annotation edit each), then idle — whatever the adopted claim would do (a reset, an override)
     // is done by then.
-    const since = await reconciles(s, 'serverclaim');
-    for (const n of ['1', '2']) {
-      await s.client.mergePatch(Resources.ServerClaim, 'a', s.ns, {
-        metadata: { annotations: { 'metal-test.ironcore.dev/poke': n } },
-      });
-    }
-    await settled(s, 'serverclaim', since, { more: 2 });
+    await pokeClaim(s, 'a');
     assert.deepEqual(resetsSent(s, uuid).slice(mark.resets), [], 'no power action');
     assert.deepEqual(overridesSent(s, uuid).slice(mark.overrides), [], 'no boot override');
     assert.equal((await getSbc(s, 'a'))?.spec.bootAttempt, sbcBefore?.spec.bootAttempt, 'no new attempt');

@@ -18,6 +18,7 @@ import {
   eventually,
   getClaim,
   hostOf,
+  pokeClaim,
   reconciles,
   resetsSent,
   type Stack,
@@ -117,13 +118,7 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
     assert.match(cond(held, 'Released')!.message, /ignore/);
     // Positive control of "no ForceOff": two more reconciles of the held deletion (annotation edits
     // of the terminating claim), then idle.
-    const seenClaim = await reconciles(s, 'serverclaim');
-    for (const n of ['1', '2']) {
-      await s.client.mergePatch(Resources.ServerClaim, 'tenant', s.ns, {
-        metadata: { annotations: { 'metal-test.ironcore.dev/poke': n } },
-      });
-    }
-    await settled(s, 'serverclaim', seenClaim, { more: 2 });
+    await pokeClaim(s, 'tenant');
     assert.equal(host.powerState(), 'On', 'no ForceOff on an ignored Server');
     assert.equal(resetsSent(s, srv!.spec.systemUUID).length, before);
     await annotateServer(s, name, null);

@@ -286,29 +286,31 @@ export async function settled(
 
 /**
  * A positive control by touch: records `controller`'s reconcile count, edits annotation
- * `metal-test.ironcore.dev/poke` of the claim `name` (in the stack's namespace) `times` times, then
- * waits ({@link settled}) for that many more reconciles and an idle queue. Whatever the controller
+ * `metal-test.ironcore.dev/poke` of the claim `name` (in the stack's namespace) and waits
+ * ({@link settled}) for one more reconcile and an idle queue, `times` times. Whatever the controller
  * would do with the object as it stands is done when this returns.
  */
 export async function pokeClaim(s: Stack, name: string, times = 2): Promise<void> {
-  const since = await reconciles(s, 'serverclaim');
+  // One edit, one reconcile, then the next: edits sent together may be one queued key, one reconcile.
   for (let n = 1; n <= times; n++) {
+    const since = await reconciles(s, 'serverclaim');
     await s.client.mergePatch(Resources.ServerClaim, name, s.ns, {
       metadata: { annotations: { 'metal-test.ironcore.dev/poke': `${Date.now()}-${n}` } },
     });
+    await settled(s, 'serverclaim', since, { more: 1 });
   }
-  await settled(s, 'serverclaim', since, { more: times });
 }
 
 /** {@link pokeClaim} for the (cluster-scoped) Server `name` and the `server` controller. */
 export async function pokeServer(s: Stack, name: string, times = 2): Promise<void> {
-  const since = await reconciles(s, 'server');
+  // One edit, one reconcile, then the next: edits sent together may be one queued key, one reconcile.
   for (let n = 1; n <= times; n++) {
+    const since = await reconciles(s, 'server');
     await s.client.mergePatch(Resources.Server, name, undefined, {
       metadata: { annotations: { 'metal-test.ironcore.dev/poke': `${Date.now()}-${n}` } },
     });
+    await settled(s, 'server', since, { more: 1 });
   }
-  await settled(s, 'server', since, { more: times });
 }
 
 /**

@@ -47,8 +47,6 @@ after(releaseSharedCluster);
 const KERNEL = 'application/vnd.ironcore.image.kernel';
 const INITRD = 'application/vnd.ironcore.image.initramfs';
 
-const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));
-
 function bootImage(tagline: string, commandLine?: string) {
   const kernel = Buffer.concat([Buffer.from(`kernel ${tagline}\n`), randomBytes(64 * 1024)]);
   const initrd = Buffer.concat([Buffer.from(`initrd ${tagline}\n`), randomBytes(16 * 1024)]);
