@@ -106,7 +106,6 @@ function sbc(name: string): KObject {
     spec: {
       bootAttempt: 1,
       bootPolicy: 'NetBootAlways',
-      callbackSecretRef: { name: `${name}-callback` },
       ignitionSecretRef: { name: 'fleet-ignition' },
       image: 'metal/os:latest',
       serverRef: { name: `local-bmc-${simIdentity(0).uuid}` },

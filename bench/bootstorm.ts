@@ -2,7 +2,7 @@
  * Boot storm: N hosts post `/bootstate` at once, against the API server's own write rate.
  *
  * Real control plane (etcd + kube-apiserver on loopback), N Servers with current SBCs and callback
- * tokens, the registry as its own process (as deployed), N clients posting `/bootstate` with at most
+ * tokens (derived from a key the registry reads from its Secret), the registry as its own process (as deployed), N clients posting `/bootstate` with at most
  * C in flight and retrying on 503 / connection errors as the agent does. In the same run, the
  * baseline: the same N condition writes (server-side apply of one SBC status condition) sent straight
  * to the API server by a minimal client at the same concurrency. Prints a table and one JSON line.
@@ -18,7 +18,7 @@ import type { ServerBootConfiguration } from '../src/api/v1alpha1/serverbootconf
 import { ControlPlane, freePorts, waitFor } from '../src/localstack/control-plane.js';
 import { KubeClient } from '../src/runtime/client.js';
 import { Resources } from '../src/runtime/resource.js';
-import { type Seeded, seedBootTarget } from '../test/bootsignals/fixture.js';
+import { type Seeded, seedBootTarget, storeTestCallbackKey } from '../test/bootsignals/fixture.js';
 import { pool, printTable, summarize } from './stats.js';
 
 const o = new Command('bootstorm')
@@ -48,6 +48,8 @@ try {
   );
   console.error(`seeded ${N} servers with SBCs and tokens in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
+  // The registry derives the tokens seedBootTarget handed out from the fixture's key, read from its Secret.
+  const key = await storeTestCallbackKey(client, ns);
   const [port] = await freePorts(1);
   registry = spawn(
     process.execPath,
@@ -56,6 +58,7 @@ try {
       join(process.cwd(), 'dist', 'src', 'cmd', 'registry.js'),
       '--kubeconfig',
       cp.kubeconfigPath,
+      `--callback-key-secret=${key.namespace}/${key.name}`,
       '--addr',
       `127.0.0.1:${port}`,
     ],
@@ -73,7 +76,7 @@ try {
   // The registry answers from its caches: wait until it knows every server.
   await waitFor('registry caches', 120_000, async () => {
     const last = seeded[seeded.length - 1]!;
-    // With the attempt token (GET /systems needs it): 404 NoRegistration once server and Secret are cached.
+    // With the attempt token (GET /systems needs it): 404 NoRegistration once server and SBC are cached.
     const r = await fetch(`${url}/systems/${last.uuid}`, {
       headers: { authorization: `Bearer ${last.token}` },
     });

@@ -1,48 +1,3 @@
-/**
- * The claim phase's floor: how fast the API requests the claim phase makes can go on this machine
- * with no controller at all — the bound that no manager optimisation can beat for that request set.
- *
- * On the real control plane (src/localstack/control-plane.ts, with the garbage collector, as the
- * local stack) it prepares, unmeasured: one BMC, N Servers shaped as a discovered fleet Server
- * (state Available, the registry's `status.registration` JSON patch with the sim host's payload,
- * owned by the BMC), the Secret `fleet-ignition` (as bench/fleet.ts), and the idle watches the
- * manager holds — started and synced `Informer`s on Servers, ServerClaims, ServerBootConfigurations,
- * Secrets labelled `metal.ironcore.dev/callback=true` and BMCs — plus one ServerClaim informer for
- * this benchmark's own wait.
- *
- * Measured: for every Server the request sequence the manager and the signal servers make in the
- * claim phase, as recorded from a real run (one claim of `bench:fleet`'s kind; the shapes follow
- * a request trace of `local up --backend sim` recorded on 2026-12-01): the claim create (as bench/fleet.ts), the
- * finalizer, the Server's spec, the claim's status (Bound), the Server's state Reserved (JSON patch
- * with `test` ops), the SBC and its callback Secret, the SBC controller's GET of the claim and of
- * the ignition Secret, the SBC status apply (Ready) and its `ImageResolved` Event, the claim's
- * power-on status, the Server's powerState, the three boot signals (server-side applies with the
- * boot server's and registry's field managers, preconditioned on the SBC's resourceVersion as
- * `recordSignal` does), the claim's netboot and Booted status writes, the SBC's `BootCompleted`
- * apply and the claim's `BootCompleted` Event — 20 requests per server with `--set trace`. The
- * default `--set fleet` leaves out the three that `bench:fleet`'s per-server breakdown (bench/README.md,
- * "Issue 17 at the end of session 13") does not show per server — the SBC controller's GET of the
- * claim, the `ImageResolved` Event and the SBC's `BootCompleted` apply: 17 requests per server.
- * One server's requests go in order, `--concurrency` servers at a time, over one client (the
- * manager's registry and boot server share the manager's client in `bench:fleet`).
- *
- * Printed per run and as min / median / max over `--runs`: wall time from the first claim create to
- * the last Booted status write, and to the moment the claim informer holds all N claims Booted;
- * kube-apiserver, etcd, kube-controller-manager (garbage collector) and this process's CPU seconds
- * over the measured window (first create to the later of both ends); requests/s; kube-apiserver CPU
- * ms per server; the 1-minute load average at start and end. Between runs (unmeasured) the claims
- * (finalizer removed), SBCs, callback Secrets and Events are deleted and the Servers' spec and status
- * reset to Available.
- *
- * Not measured: anything a controller does besides its requests — reconcile logic, queueing, the
- * requests' timing relative to watch events (here each request follows the previous answer at
- * once), conflicts, retries, the BMC's Redfish traffic, the simulated hosts' HTTP requests to the
- * boot server and registry. Only this control plane is touched; it is stopped at the end.
- *
- * Usage: node dist/bench/claim-floor.js [--servers 1000] [--runs 3] [--concurrency 64]
- *        [--set fleet|trace] [--settle-seconds 5]
- */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -50,7 +5,6 @@ import { Command } from 'commander';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
 import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
 import { BOOTSERVER_COMPONENT } from '../src/bootserver/server.js';
-import { CALLBACK_SECRET_LABEL } from '../src/bootsignals/signal-stack.js';
 import { CONTROLLER_COMPONENT } from '../src/controllers/owned-conditions.js';
 import { CLAIM_FINALIZER } from '../src/controllers/serverclaim.js';
 import { ControlPlane, waitFor } from '../src/localstack/control-plane.js';
@@ -74,7 +28,7 @@ const o = new Command('claim-floor')
   .opts<{ servers: number; runs: number; concurrency: number; set: string; settleSeconds: number }>();
 if (o.set !== 'trace' && o.set !== 'fleet') throw new Error(`--set must be fleet or trace, not ${o.set}`);
 const FULL = o.set === 'trace';
-const REQUESTS_PER_SERVER = FULL ? 20 : 17;
+const REQUESTS_PER_SERVER = FULL ? 19 : 16;
 
 const N = o.servers;
 const BMC_NAME = 'local-bmc';
@@ -252,7 +206,7 @@ async function claimPhase(client: KubeClient, i: number, serverRv: string, run: 
     ],
     { subresource: 'status' },
   );
-  const sbc = await client.create(Resources.ServerBootConfiguration, {
+  const _sbc = await client.create(Resources.ServerBootConfiguration, {
     apiVersion: API_VERSION,
     kind: 'ServerBootConfiguration',
     metadata: {
@@ -276,36 +230,10 @@ async function claimPhase(client: KubeClient, i: number, serverRv: string, run: 
       image: OS_IMAGE,
       ignitionSecretRef: { name: 'fleet-ignition' },
       bootPolicy: 'NetBootOnce',
-      callbackSecretRef: { name: `${name}-callback` },
       bootAttempt: 1,
     },
   } as KObject);
   if (FULL) await client.get(Resources.ServerClaim, name, NS);
-  await client.create(Resources.Secret, {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
-      name: `${name}-callback`,
-      namespace: NS,
-      labels: { [CALLBACK_SECRET_LABEL]: 'true' },
-      ownerReferences: [
-        {
-          apiVersion: API_VERSION,
-          kind: 'ServerBootConfiguration',
-          name,
-          uid: sbc.metadata.uid!,
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
-    },
-    type: 'Opaque',
-    data: {
-      token: Buffer.from(randomBytes(32).toString('base64url')).toString('base64'),
-      attempt: Buffer.from('1').toString('base64'),
-      previous: '',
-    },
-  } as KObject);
   await client.get(Resources.Secret, 'fleet-ignition', NS);
   const readyAt = seconds(new Date());
   ready.lastTransitionTime = readyAt;
@@ -565,12 +493,11 @@ async function main(): Promise<void> {
       new Informer(client, Resources.Server),
       new Informer(client, Resources.ServerClaim),
       new Informer(client, Resources.ServerBootConfiguration),
-      new Informer(client, Resources.Secret, { labelSelector: `${CALLBACK_SECRET_LABEL}=true` }),
       new Informer(client, Resources.BMC),
     ];
     const claims = new Informer<ServerClaim>(client, Resources.ServerClaim, { namespace: NS });
     await Promise.all([...informers, claims].map((inf) => inf.start()));
-    const [, , sbcInformer, secretInformer] = informers;
+    const [, , sbcInformer] = informers;
 
     let booted = new Set<string>();
     let allBootedAt = 0;
@@ -629,12 +556,8 @@ async function main(): Promise<void> {
       if (run < o.runs - 1) {
         console.error('[claim-floor] resetting (unmeasured)');
         await cleanup(client, run);
-        await waitFor('claims, SBCs and callback Secrets gone', 300_000, () => {
-          return (
-            claims.list().length === 0 &&
-            sbcInformer!.list().length === 0 &&
-            secretInformer!.list().length === 0
-          );
+        await waitFor('claims and SBCs gone', 300_000, () => {
+          return claims.list().length === 0 && sbcInformer!.list().length === 0;
         });
         serverRvs = await resetServers(client);
         await sleep(o.settleSeconds * 1000);
@@ -683,14 +606,13 @@ function printRun(r: RunResult): void {
   ]);
 }
 
-/** Deletes the run's claims (finalizer removed first), SBCs, callback Secrets and Events. */
+/** Deletes the run's claims (finalizer removed first), SBCs and Events. */
 async function cleanup(client: KubeClient, run: number): Promise<void> {
   await pool(indexes, 32, async (i) => {
     const name = claimName(i);
     await client.mergePatch(Resources.ServerClaim, name, NS, { metadata: { finalizers: null } });
     await client.delete(Resources.ServerClaim, name, NS);
     await client.delete(Resources.ServerBootConfiguration, name, NS);
-    await client.delete(Resources.Secret, `${name}-callback`, NS);
     for (const reason of FULL ? ['imageresolved', 'bootcompleted'] : ['bootcompleted'])
       await client.delete(Resources.Event, `${name}.r${run}${reason}`, NS);
   });

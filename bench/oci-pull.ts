@@ -25,9 +25,8 @@ import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
 import type { ServerBootConfiguration } from '../src/api/v1alpha1/serverbootconfiguration.js';
-import { encodeCallbackSecret, initialCallbackData } from '../src/bootauth/callback-token.js';
+import { CALLBACK_KEY_SECRET_NAME, ensureCallbackKey } from '../src/bootauth/callback-key-secret.js';
 import { layerCapability } from '../src/bootauth/layer-capability.js';
-import { CALLBACK_SECRET_LABEL } from '../src/bootsignals/signal-stack.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from '../src/localstack/control-plane.js';
 import { OciRegistry } from '../src/localstack/oci-registry.js';
 import { pushBootImage } from '../src/oci/push.js';
@@ -125,47 +124,24 @@ async function main(): Promise<void> {
       })
     ).json()) as { layers: { digest: string }[] };
     const [kernel, initrd] = manifest.layers.map((l) => l.digest) as [string, string];
-    // 50 Servers, each with an SBC whose image the controller would have resolved for attempt 1 and
-    // the attempt's callback Secret; the layer URLs carry their capabilities, as the script's do.
+    // 50 Servers, each with an SBC whose image the controller would have resolved for attempt 1; the
+    // layer URLs carry their capabilities, as the script's do.
+    const key = await ensureCallbackKey(client, { namespace: NS, name: CALLBACK_KEY_SECRET_NAME });
     const layerPaths: string[][] = [];
     for (let i = 0; i < SERVERS; i++) {
       const uuid = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
       const name = `bench-${i}`;
-      const callback = initialCallbackData(1);
-      const path = (layer: 'kernel' | 'initrd', digest: string) =>
-        `/oci/${uuid}/1/${layer}?cap=${layerCapability(callback.token, { uuid, attempt: 1, layer, digest })}`;
-      layerPaths.push([path('kernel', kernel), path('initrd', initrd)]);
       const sbc = await client.create<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
         apiVersion: API_VERSION,
         kind: 'ServerBootConfiguration',
         metadata: { name, namespace: NS },
-        spec: {
-          serverRef: { name },
-          image: `${reg.host}/bench/os:latest`,
-          bootAttempt: 1,
-          callbackSecretRef: { name: `${name}-callback` },
-        },
+        spec: { serverRef: { name }, image: `${reg.host}/bench/os:latest`, bootAttempt: 1 },
       });
-      // As the SBC controller issues it: labelled for the signal servers' cache, controlled by the SBC.
-      await client.create(Resources.Secret, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: {
-          name: `${name}-callback`,
-          namespace: NS,
-          labels: { [CALLBACK_SECRET_LABEL]: 'true' },
-          ownerReferences: [
-            {
-              apiVersion: API_VERSION,
-              kind: 'ServerBootConfiguration',
-              name,
-              uid: sbc.metadata.uid!,
-              controller: true,
-            },
-          ],
-        },
-        data: encodeCallbackSecret(callback),
-      });
+      // The attempt's token as every holder of the callback key derives it.
+      const token = key.tokenFor({ uid: sbc.metadata.uid!, attempt: 1 });
+      const path = (layer: 'kernel' | 'initrd', digest: string) =>
+        `/oci/${uuid}/1/${layer}?cap=${layerCapability(token, { uuid, attempt: 1, layer, digest })}`;
+      layerPaths.push([path('kernel', kernel), path('initrd', initrd)]);
       await client.mergePatch(
         Resources.ServerBootConfiguration,
         name,
@@ -210,6 +186,7 @@ async function main(): Promise<void> {
           ...(values.profile ? ['--cpu-prof', `--cpu-prof-dir=${values.profile}`] : []),
           join(REPO_ROOT, 'dist', 'src', 'cmd', 'bootserver.js'),
           `--kubeconfig=${cp.kubeconfigPath}`,
+          `--callback-key-secret=${NS}/${CALLBACK_KEY_SECRET_NAME}`,
           `--addr=127.0.0.1:${port}`,
           '--registry-url=http://127.0.0.1:1',
           `--allowed-registries=${reg.host}`,

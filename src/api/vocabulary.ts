@@ -129,8 +129,6 @@ export const ConditionType = {
   Ready: 'Ready',
   /** Set by the claim controller when a NetBootOnce claim completed; read by the boot server. */
   BootCompleted: 'BootCompleted',
-  /** Hand-made SBCs (no `callbackSecretRef`): how their callbacks are authenticated. */
-  CallbackConfigured: 'CallbackConfigured',
   /**
    * The last boot-file fetch of the current attempt the boot server refused: who (client address,
    * and its MAC where known), why (reason {@link FetchRefusedReason}), when. True while it counts for
@@ -246,14 +244,6 @@ export const BootConfigurationReason = {
   ImageArchitectureNotFound: 'ImageArchitectureNotFound',
   ImageLayerMissing: 'ImageLayerMissing',
   ImageManifestInvalid: 'ImageManifestInvalid',
-} as const;
-
-/** Reasons of the SBC's `CallbackConfigured` condition (hand-made SBCs). */
-export const CallbackConfiguredReason = {
-  /** The SBC controller created the callback Secret and set `spec.callbackSecretRef`. */
-  TokenIssued: 'TokenIssued',
-  /** A Secret named `<sbc>-callback` exists and is not controlled by the SBC. */
-  CallbackSecretConflict: 'CallbackSecretConflict',
 } as const;
 
 /** Reasons of the SBC's `BootCompleted` condition. */

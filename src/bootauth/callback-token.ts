@@ -1,101 +1,91 @@
 /**
- * Per-attempt callback tokens (README, 'Security model').
+ * Per-attempt callback tokens (README, 'Security model'; docs/ARCHITECTURE.md, 'Callback tokens').
  *
- * Every boot attempt gets a fresh random token of 256 bits, kept in the SBC's callback Secret
- * (`spec.callbackSecretRef`) with the attempt it belongs to and the SHA-256 digests of every earlier
- * attempt's token. That lets a verifier tell three answers apart without keeping state of its own:
- * the current attempt's token (accept), an earlier attempt's token (409, a late callback, boot-flow
- * case C03) and anything else (401). Comparison is constant-time over SHA-256 digests, so neither the
- * content nor the length of the stored token leaks through timing.
+ * A token is derived, not stored: `<attempt>.<mac>`, where `<attempt>` is the SBC's
+ * `spec.bootAttempt` (decimal, ≥ 1) and `<mac>` is HMAC-SHA256 (RFC 2104) over the SBC's
+ * `metadata.uid` and that attempt, keyed with the operator's one callback key (a Secret in the
+ * manager namespace, see callback-key-secret.ts), base64url without padding (43 characters). Every
+ * process holding the key computes the same token for the same attempt, so no per-attempt Secret
+ * is written, no tenant namespace holds token material, and the signal servers need no Secret
+ * informer (security review N9).
  *
- * Secret data keys (values are strings; in a core/v1 Secret they are stored base64-encoded):
- * - `token`: the current attempt's token, base64url (43 characters);
- * - `attempt`: the attempt number the token belongs to (decimal);
- * - `previous`: newline-separated lower-case hex SHA-256 digests of earlier tokens, newest last,
- *   at most {@link MAX_PREVIOUS} entries.
+ * A verifier tells four answers apart without state of its own: the current attempt's token
+ * (`current`), an earlier attempt's (`stale`: 409, a late callback, boot-flow case C03), a later
+ * attempt's (`ahead`: the verifier's cache lags the SBC's bump; re-read and retry) and anything else
+ * (`invalid`: 401). The MAC binds the attempt number, so a host cannot turn its own token into
+ * another attempt's; the uid binds the SBC object, so a token of a deleted SBC of the same name is
+ * `invalid`. Comparison is constant-time over the MAC bytes.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const TOKEN_KEY = 'token';
-export const ATTEMPT_KEY = 'attempt';
-export const PREVIOUS_KEY = 'previous';
-/** Earlier tokens remembered per SBC; older ones fall back to 401. 10 series of 10 attempts. */
-export const MAX_PREVIOUS = 100;
 /** Longest token accepted for comparison; anything longer is `invalid` without hashing it. */
 export const MAX_TOKEN_LENGTH = 256;
+/** Bytes of a generated callback key (HMAC-SHA256 keys of the hash's block size or less, RFC 2104 §3). */
+export const CALLBACK_KEY_BYTES = 32;
+/** Domain separation: a MAC for this purpose cannot be confused with one computed for another. */
+const CONTEXT = 'metal.ironcore.dev/callback-token/v1';
 
-/** Plain-text view of a callback Secret's data. */
-export interface CallbackSecretData {
-  token: string;
+export type TokenVerdict = 'current' | 'stale' | 'ahead' | 'invalid';
+
+/** What a token is derived from: an SBC's `metadata.uid` and `spec.bootAttempt`. */
+export interface TokenSubject {
+  uid: string;
   attempt: number;
-  previous: string[];
 }
 
-export type TokenVerdict = 'current' | 'stale' | 'invalid';
-
-/** A new random token: 32 bytes from the CSPRNG, base64url without padding. */
-export function newToken(): string {
-  return randomBytes(32).toString('base64url');
+/** The subject of an SBC (`spec.bootAttempt` defaults to 1); `undefined` without a uid (not stored yet). */
+export function tokenSubject(sbc: {
+  metadata: { uid?: string };
+  spec: { bootAttempt?: number };
+}): TokenSubject | undefined {
+  const uid = sbc.metadata.uid;
+  return uid ? { uid, attempt: sbc.spec.bootAttempt ?? 1 } : undefined;
 }
 
-/** Lower-case hex SHA-256 of a token. */
-export function tokenDigest(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
-}
+/** The operator's callback key. Holds the key bytes only; never logged or serialised. */
+export class CallbackKey {
+  private readonly key: Buffer;
 
-/** Data of the callback Secret for the first attempt (or a fresh series). */
-export function initialCallbackData(attempt = 1, previous: string[] = []): CallbackSecretData {
-  return { token: newToken(), attempt, previous };
-}
-
-/** Data for the next attempt: a new token; the old token's digest joins `previous`. */
-export function rotateCallbackData(current: CallbackSecretData, nextAttempt: number): CallbackSecretData {
-  const previous = [...current.previous, tokenDigest(current.token)].slice(-MAX_PREVIOUS);
-  return { token: newToken(), attempt: nextAttempt, previous };
-}
-
-/**
- * Classifies a presented token: `current` when it is this attempt's, `stale` when it belonged to an
- * earlier attempt of this SBC, `invalid` otherwise (including empty or over-long input).
- */
-export function verifyToken(
-  presented: string | undefined,
-  data: CallbackSecretData | undefined,
-): TokenVerdict {
-  if (!presented || !data || presented.length > MAX_TOKEN_LENGTH) return 'invalid';
-  const digest = createHash('sha256').update(presented, 'utf8').digest();
-  const want = createHash('sha256').update(data.token, 'utf8').digest();
-  if (timingSafeEqual(digest, want)) return 'current';
-  const hex = digest.toString('hex');
-  let stale = false;
-  // Visit every entry so the time taken does not depend on where a match is.
-  for (const p of data.previous) {
-    if (p.length === hex.length && timingSafeEqual(Buffer.from(p), Buffer.from(hex))) stale = true;
+  /** @throws Error when `key` is shorter than {@link CALLBACK_KEY_BYTES}. */
+  constructor(key: Buffer) {
+    if (key.length < CALLBACK_KEY_BYTES)
+      throw new Error(`callback key must be at least ${CALLBACK_KEY_BYTES} bytes, got ${key.length}`);
+    this.key = Buffer.from(key);
   }
-  return stale ? 'stale' : 'invalid';
-}
 
-/** Encodes callback data as core/v1 Secret `data` (base64 values). */
-export function encodeCallbackSecret(data: CallbackSecretData): Record<string, string> {
-  const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
-  return {
-    [TOKEN_KEY]: b64(data.token),
-    [ATTEMPT_KEY]: b64(String(data.attempt)),
-    [PREVIOUS_KEY]: b64(data.previous.join('\n')),
-  };
-}
+  /** A new key from the CSPRNG (for tests and for the manager's first start). */
+  static generate(): CallbackKey {
+    return new CallbackKey(randomBytes(CALLBACK_KEY_BYTES));
+  }
 
-/** Decodes a core/v1 Secret's `data`; `undefined` when the token or attempt is missing or malformed. */
-export function decodeCallbackSecret(
-  data: Record<string, string> | undefined,
-): CallbackSecretData | undefined {
-  if (!data?.[TOKEN_KEY] || !data[ATTEMPT_KEY]) return undefined;
-  const text = (k: string) => Buffer.from(data[k] ?? '', 'base64').toString('utf8');
-  const attempt = Number.parseInt(text(ATTEMPT_KEY), 10);
-  const token = text(TOKEN_KEY);
-  if (!Number.isSafeInteger(attempt) || attempt < 1 || !token) return undefined;
-  const previous = text(PREVIOUS_KEY)
-    .split('\n')
-    .filter((l) => /^[0-9a-f]{64}$/.test(l));
-  return { token, attempt, previous };
+  /** The raw bytes, to store the key in its Secret. */
+  bytes(): Buffer {
+    return Buffer.from(this.key);
+  }
+
+  private mac(uid: string, attempt: number): Buffer {
+    return createHmac('sha256', this.key).update(`${CONTEXT}\n${uid}\n${attempt}`, 'utf8').digest();
+  }
+
+  /** The token of `subject`'s attempt: `<attempt>.<base64url MAC>`. */
+  tokenFor(subject: TokenSubject): string {
+    return `${subject.attempt}.${this.mac(subject.uid, subject.attempt).toString('base64url')}`;
+  }
+
+  /**
+   * Classifies a presented token against `subject` (the SBC as the verifier knows it): `current`,
+   * `stale` (a genuine token of an earlier attempt of this SBC), `ahead` (a genuine token of a later
+   * attempt: the verifier's view lags) or `invalid` (anything else, empty or over-long input too).
+   */
+  verify(presented: string | undefined, subject: TokenSubject | undefined): TokenVerdict {
+    if (!presented || !subject || presented.length > MAX_TOKEN_LENGTH) return 'invalid';
+    const m = /^([1-9][0-9]{0,14})\.([A-Za-z0-9_-]{43})$/.exec(presented);
+    if (!m) return 'invalid';
+    const attempt = Number(m[1]);
+    const given = Buffer.from(m[2]!, 'base64url');
+    const want = this.mac(subject.uid, attempt);
+    if (given.length !== want.length || !timingSafeEqual(given, want)) return 'invalid';
+    if (attempt === subject.attempt) return 'current';
+    return attempt < subject.attempt ? 'stale' : 'ahead';
+  }
 }

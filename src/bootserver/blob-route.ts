@@ -28,7 +28,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { CAPABILITY_PARAM, verifyLayerCapability } from '../bootauth/layer-capability.js';
 import { apiFailure, type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import type { createHttpApp } from '../bootsignals/http-app.js';
-import { HttpError, unavailable } from '../bootsignals/http-error.js';
+import { HttpError } from '../bootsignals/http-error.js';
 import { BLOB_SIZE_MISMATCH, type BlobCache, type BlobRange, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { BOOT_LAYERS, type BootLayer } from '../oci/media-types.js';
@@ -90,7 +90,7 @@ async function authorize(
     if (err instanceof HttpError && err.status === 404) throw invalidCapability();
     throw err;
   }
-  if (!capabilityHolds(t, p, cap) || !resolver.consistent(t)) {
+  if (!capabilityHolds(t, p, cap)) {
     t = (await resolver.refreshPaced(t)).target;
     if (!capabilityHolds(t, p, cap)) {
       log.warn(
@@ -99,7 +99,6 @@ async function authorize(
       );
       throw invalidCapability();
     }
-    if (!resolver.consistent(t)) throw unavailable('boot attempt is being rotated', 1);
   }
   return t;
 }

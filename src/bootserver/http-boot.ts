@@ -139,11 +139,11 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
         );
         throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
       }
-      // Paced per SBC (security review N4).
-      if (!o.resolver.consistent(target)) target = (await o.resolver.refreshPaced(target)).target;
+      // A later attempt than cached: the cache lags the bump (one read, paced per SBC: N4).
+      if (!target.callback || wanted > (target.sbc.spec.bootAttempt ?? 1))
+        target = (await o.resolver.refreshPaced(target)).target;
       const sbc = target.sbc;
-      if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
-      if (!o.resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+      if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
       if (sbc.spec.bootMethod !== 'HTTPBoot')
         throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
       if (sbc.status?.state !== 'Ready')

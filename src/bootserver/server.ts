@@ -198,26 +198,16 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
         log.info('no boot configuration: local boot');
         return reply.type('text/plain').send(localBootScript('no boot configuration'));
       }
-      target = { uuid, server: live.server, sbc: live.sbc, callback: undefined };
+      target = resolver.targetFor(uuid, live.server, live.sbc);
     }
     const current = target.sbc;
     if (current && provisioned(current)) {
       log.info({ sbc: current.metadata.name }, 'NetBootOnce configuration already booted: local boot');
       return reply.type('text/plain').send(localBootScript('provisioned (NetBootOnce)'));
     }
-    // Paced per SBC (one live read per second however many requests, N4).
-    if (!resolver.consistent(target)) target = (await resolver.refreshPaced(target)).target;
     const sbc = target.sbc;
-    if (!sbc || !target.callback) {
-      // A hand-made SBC gets its callback Secret from the SBC controller (CallbackConfigured condition).
-      throw new HttpError(
-        503,
-        'CallbackSecretPending',
-        'boot configuration has no callback Secret yet (the ServerBootConfiguration controller issues one for SBCs without callbackSecretRef)',
-        2,
-      );
-    }
-    if (!resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+    // Every stored SBC has a uid, so its token can be derived: this guards the type only.
+    if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
     if ((sbc.spec.bootMethod ?? 'PXE') !== 'PXE') {
       // The attempt boots by another route (security review N2): its token goes out only there,
       // under that route's pin, so this route must not hand it to a second address.

@@ -98,10 +98,11 @@ export function registerVirtualMediaRoute(app: HttpApp, o: VirtualMediaRouteOpti
     let target = o.resolver.resolve(uuid);
     const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
     if (!target.sbc) throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
-    if (!o.resolver.consistent(target)) target = await o.resolver.refresh(target);
+    // A later attempt than cached: the cache lags the bump the BMC was told about (one paced read).
+    if (!target.callback || wanted > (target.sbc.spec.bootAttempt ?? 1))
+      target = (await o.resolver.refreshPaced(target)).target;
     const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration has no callback token yet', 1);
-    if (!o.resolver.consistent(target)) throw unavailable('boot attempt is being rotated', 1);
+    if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
     const attempt = sbc.spec.bootAttempt ?? 1;
     if (wanted !== attempt || !verifyVirtualMediaCapability(p.cap, target.callback.token, uuid, attempt)) {
       log.warn(

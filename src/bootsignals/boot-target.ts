@@ -1,6 +1,7 @@
 /**
  * From a system UUID to what a boot signal is about: the Server, its current
- * ServerBootConfiguration (via `Server.spec.bootConfigurationRef`) and the attempt's callback data.
+ * ServerBootConfiguration (via `Server.spec.bootConfigurationRef`) and the attempt's callback token
+ * (derived from the SBC's uid and `spec.bootAttempt` with the callback key: bootauth/callback-token.ts).
  *
  * Lookup (two index reads, never a scan): the canonical UUID first, then its one alias, fields 1–3
  * byte-reversed (SMBIOS ≥ 2.6 little-endian, see src/api/system-uuid.ts). A match through the alias
@@ -9,16 +10,14 @@
  * whose canonical and byte-swapped forms name different Servers is 409 `AmbiguousServer`, as two
  * Servers with one UUID are.
  *
- * Reads go to the informer caches (no API call per request). A cache may lag a rotation by the
- * claim controller, so a token that does not match the cached Secret, or a Secret whose attempt
- * differs from the SBC's `spec.bootAttempt`, is checked once more against the API server before
- * the caller answers 401/409; while the two still disagree the rotation is in flight and the
- * caller answers 503 with `Retry-After` (the agent retries).
+ * Reads go to the informer caches (no API call per request). The SBC cache may lag the claim
+ * controller's bump of `spec.bootAttempt`, so a genuine token of a later attempt than the cached
+ * one (`ahead`), or a Server whose cached copy names no SBC, is checked once more against the API
+ * server; while the token is still ahead of the SBC read the caller answers 503 with `Retry-After`
+ * (the agent retries). A wrong token needs no read at all: its MAC does not verify.
  *
- * Those live reads are coalesced and paced per SBC ({@link SingleFlight}: at most one per second):
- * wrong tokens cannot turn into API load (security review S6). A token that neither the cache nor
- * the last read (at most 1 s old) knows is rejected: the current token reaches a host only after its
- * attempt's power-on, so a read that misses it would have to predate a whole boot.
+ * Those live reads are coalesced and paced per SBC ({@link SingleFlight}: at most one per second),
+ * so callbacks cannot turn into API load (security review S6).
  *
  * Authenticated routes call {@link BootTargetResolver.authenticate}: without a valid token the answer
  * is 401 whether or not the UUID is known (S13), so UUIDs and provisioning state cannot be probed.
@@ -31,12 +30,7 @@ import { byteSwappedSystemUUID, canonicalSystemUUID } from '../api/system-uuid.j
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { ConditionType, countsForCurrentAttempt, EventReason } from '../api/vocabulary.js';
-import {
-  type CallbackSecretData,
-  decodeCallbackSecret,
-  type TokenVerdict,
-  verifyToken,
-} from '../bootauth/callback-token.js';
+import { type CallbackKey, type TokenVerdict, tokenSubject } from '../bootauth/callback-token.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
@@ -65,15 +59,29 @@ export interface BootTarget {
   /** True when `uuid` matched the Server's UUID with fields 1–3 byte-reversed (see {@link ServerMatch}). */
   viaAlias?: boolean;
   sbc: ServerBootConfiguration | undefined;
-  /** Decoded callback Secret; undefined when the SBC has none (or it is unreadable). */
-  callback: CallbackSecretData | undefined;
+  /** The current attempt's token (what the boot server renders); undefined without an SBC. */
+  callback: AttemptToken | undefined;
+}
+
+/** The callback token of an SBC's current attempt. */
+export interface AttemptToken {
+  /** `spec.bootAttempt` (default 1). */
+  attempt: number;
+  token: string;
+}
+
+/** The token of `sbc`'s current attempt; `undefined` for an SBC not stored yet (no uid). */
+export function attemptToken(key: CallbackKey, sbc: ServerBootConfiguration): AttemptToken | undefined {
+  const subject = tokenSubject(sbc);
+  return subject ? { attempt: subject.attempt, token: key.tokenFor(subject) } : undefined;
 }
 
 export interface BootTargetSources {
   client: KubeClient;
   servers: Informer<Server>;
   sbcs: Informer<ServerBootConfiguration>;
-  secrets: Informer<SecretObject>;
+  /** The operator's callback key (bootauth/callback-key-secret.ts). */
+  callbackKey: CallbackKey;
   /**
    * Where alias matches and callbacks refused as ambiguous (a Warning Event on each Server
    * involved) are recorded; without it alias matches are only written to the Server status.
@@ -122,7 +130,7 @@ function refreshCounter(registry: Registry | undefined): Counter | undefined {
   if (!c) {
     c = new Counter({
       name: 'metal_boot_target_refreshes_total',
-      help: 'Live API reads of a boot configuration and its callback Secret after the cache disagreed with a token.',
+      help: 'Live API reads of a boot configuration after the cache disagreed with a token.',
       registers: [registry],
     });
     refreshCounters.set(registry, c);
@@ -223,22 +231,27 @@ export class BootTargetResolver {
     }
   }
 
+  /** A target for a Server and SBC read elsewhere (a live read), with the SBC's attempt token. */
+  targetFor(uuid: string, server: Server, sbc: ServerBootConfiguration | undefined): BootTarget {
+    return { uuid, server, sbc, callback: sbc ? attemptToken(this.src.callbackKey, sbc) : undefined };
+  }
+
   /** Server, current SBC and callback data from the caches. Writes nothing (see {@link authenticate}). */
   resolve(uuid: string): BootTarget {
     const { server, viaAlias } = this.serverMatch(uuid);
     const ref = server.spec.bootConfigurationRef;
     const sbc = ref ? this.src.sbcs.get(ref.name, ref.namespace) : undefined;
-    return { uuid, server, viaAlias, sbc, callback: sbc ? this.cachedCallback(sbc) : undefined };
-  }
-
-  private cachedCallback(sbc: ServerBootConfiguration): CallbackSecretData | undefined {
-    const name = sbc.spec.callbackSecretRef?.name;
-    if (!name) return undefined;
-    return decodeCallbackSecret(this.src.secrets.get(name, sbc.metadata.namespace)?.data);
+    return {
+      uuid,
+      server,
+      viaAlias,
+      sbc,
+      callback: sbc ? attemptToken(this.src.callbackKey, sbc) : undefined,
+    };
   }
 
   /**
-   * Fresh SBC and callback data from the API server, paced per SBC (see the file comment); `fresh`
+   * Fresh SBC (and its attempt's token) from the API server, paced per SBC (see the file comment); `fresh`
    * is false when the result came from a read that began before this call. 503 when unreachable.
    */
   async refreshPaced(target: BootTarget): Promise<{ target: BootTarget; fresh: boolean }> {
@@ -251,7 +264,7 @@ export class BootTargetResolver {
   }
 
   /**
-   * Fresh SBC and callback data from the API server (503 when unreachable); not paced. The Server
+   * Fresh SBC (and its attempt's token) from the API server (503 when unreachable); not paced. The Server
    * is read as well when the cached one names no boot configuration.
    */
   async refresh(target: BootTarget): Promise<BootTarget> {
@@ -269,11 +282,7 @@ export class BootTargetResolver {
         ref.name,
         ref.namespace,
       );
-      const secretName = sbc?.spec.callbackSecretRef?.name;
-      const secret = secretName
-        ? await this.src.client.get<SecretObject>(Resources.Secret, secretName, sbc.metadata.namespace)
-        : undefined;
-      return { ...target, server, sbc, callback: decodeCallbackSecret(secret?.data) };
+      return { ...target, server, sbc, callback: sbc ? attemptToken(this.src.callbackKey, sbc) : undefined };
     } catch (err) {
       apiFailure(err, 'reading the boot configuration');
     }
@@ -301,31 +310,29 @@ export class BootTargetResolver {
   /**
    * Verifies a callback token for the target's current attempt. Returns the target the verdict was
    * reached on (possibly refreshed from the API). Throws 401 `InvalidToken` (also when the server has
-   * no current SBC or callback Secret), 409 `StaleToken` (an earlier attempt's), 409 `TokenRetired`
-   * (NetBootOnce, claim completed), 503 while a token rotation is in flight.
+   * no current SBC), 409 `StaleToken` (an earlier attempt's), 409 `TokenRetired` (NetBootOnce,
+   * claim completed), 503 while the token is of a later attempt than even a fresh read of the SBC
+   * shows (the bump is in flight).
    */
   async verify(target: BootTarget, token: string | undefined): Promise<BootTarget> {
     let t = target;
     let verdict = this.verdict(t, token);
-    if (verdict !== 'current' || !this.consistent(t)) {
+    // `ahead`: the cached SBC lags its bump. `invalid`: the cached Server may still name an earlier
+    // SBC (another uid). Both are cured by one paced read; `stale` is not (caches only move forward).
+    if (token && (verdict === 'ahead' || verdict === 'invalid')) {
       t = (await this.refreshPaced(t)).target;
       verdict = this.verdict(t, token);
     }
     if (!t.sbc || !t.callback) throw invalidToken();
     if (verdict === 'stale') throw new HttpError(409, 'StaleToken', 'token of an earlier boot attempt');
     if (verdict === 'invalid') throw invalidToken();
-    if (!this.consistent(t)) throw unavailable('boot attempt is being rotated', 1);
+    if (verdict === 'ahead') throw unavailable('boot attempt is being started', 1);
     if (provisioned(t.sbc))
       throw new HttpError(409, 'TokenRetired', 'the claim of this NetBootOnce attempt completed');
     return t;
   }
 
   private verdict(t: BootTarget, token: string | undefined): TokenVerdict {
-    return verifyToken(token, t.callback);
-  }
-
-  /** The Secret's attempt matches the SBC's spec.bootAttempt (both default to 1). */
-  consistent(t: BootTarget): boolean {
-    return !!t.sbc && !!t.callback && t.callback.attempt === (t.sbc.spec.bootAttempt ?? 1);
+    return this.src.callbackKey.verify(token, t.sbc ? tokenSubject(t.sbc) : undefined);
   }
 }

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
+import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { ImageCatalog } from '../bootserver/image-catalog.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
@@ -22,6 +23,11 @@ const cmd = addImageOptions(new Command('bootserver'))
   )
   .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
   .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option(
+    '--callback-key-secret <namespace/name>',
+    'Secret holding the callback key (created by the manager; this process only reads it)',
+    `metal-system/${CALLBACK_KEY_SECRET_NAME}`,
+  )
   .option(
     '--tls-cert-file <path>',
     'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
@@ -50,6 +56,7 @@ const cmd = addImageOptions(new Command('bootserver'))
 const o = cmd.opts<{
   metricsAddr?: string;
   kubeconfig?: string;
+  callbackKeySecret: string;
   addr: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
@@ -91,7 +98,15 @@ const oci = await imageServices(
   process.stderr.write(`error: ${err.message}\n`);
   process.exit(1);
 });
+let callbackKey: ReturnType<typeof parseSecretRef>;
+try {
+  callbackKey = parseSecretRef(o.callbackKeySecret);
+} catch (err) {
+  process.stderr.write(`error: ${(err as Error).message}\n`);
+  process.exit(1);
+}
 const stack = await startSignalStack({
+  callbackKey,
   kubeConfig,
   log,
   bootServer: {

@@ -22,6 +22,7 @@ import {
   isCompletionSignal,
   REGISTRATION_NOT_FOR_CLAIMS,
 } from '../api/vocabulary.js';
+import { CALLBACK_KEY_SECRET_NAME, ensureCallbackKey } from '../bootauth/callback-key-secret.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
@@ -45,6 +46,8 @@ export interface ManagerConfig {
   logLevel: string;
   controllers: ControllerConfig;
   callbackAuth: CallbackAuth;
+  /** Name of the callback key Secret in the manager namespace (created when missing). */
+  callbackKeySecret: string;
   imageCatalogFile?: string;
   imageCatalogConfigMap?: { namespace: string; name: string };
   /** Port of /metrics, /healthz, /readyz; 0 picks a free one. */
@@ -156,6 +159,11 @@ function command(): Command {
       '--manager-namespace <ns>',
       'namespace of discovery boot configurations and the leader Lease',
       d.managerNamespace,
+    )
+    .option(
+      '--callback-key-secret <name>',
+      'Secret in --manager-namespace holding the key callback tokens are derived from (created when missing)',
+      CALLBACK_KEY_SECRET_NAME,
     )
     .option('--probe-image <image>', 'image catalog name booted for discovery', d.probeImage)
     .addOption(
@@ -410,6 +418,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
     kubeconfig?: string;
     logLevel: string;
     managerNamespace: string;
+    callbackKeySecret: string;
     probeImage: string;
     defaultBootPolicy: BootPolicy;
     defaultBootMethod: BootMethod;
@@ -519,6 +528,7 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       requireServerSelection: o.requireServerSelection,
     },
     callbackAuth: o.callbackAuth,
+    callbackKeySecret: o.callbackKeySecret,
     imageCatalogFile: o.imageCatalog,
     imageCatalogConfigMap: configMap,
     metricsPort: o.metricsPort,
@@ -604,9 +614,15 @@ export async function runManager(
   }
   const oci = await imageServices(cfg.images, mgr.client, log);
   await assertManagerNamespace(mgr.client, cfg.controllers.managerNamespace, log);
+  const callbackKey = await ensureCallbackKey(
+    mgr.client,
+    { namespace: cfg.controllers.managerNamespace, name: cfg.callbackKeySecret },
+    log,
+  );
   const setup = setupControllers(mgr, {
     config: cfg.controllers,
     catalog,
+    callbackKey,
     ignition: oci.ignition,
     images: oci.images,
   });
@@ -615,7 +631,7 @@ export async function runManager(
     client: mgr.client,
     servers: setup.servers,
     sbcs: setup.sbcs,
-    secrets: setup.callbackSecrets,
+    callbackKey,
     events: mgr.events,
   };
   const tls = cfg.tls

@@ -3,6 +3,7 @@
  * behind one Service. Prints one JSON log line with its URL once listening. SIGTERM/SIGINT close it.
  */
 import { Command, Option } from 'commander';
+import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
 import { startSignalStack } from '../bootsignals/signal-stack.js';
 import { newLogger } from '../runtime/logger.js';
 import { loadKubeConfig } from './kubeconfig.js';
@@ -15,6 +16,11 @@ const cmd = new Command('registry')
   )
   .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
   .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option(
+    '--callback-key-secret <namespace/name>',
+    'Secret holding the callback key (created by the manager; this process only reads it)',
+    `metal-system/${CALLBACK_KEY_SECRET_NAME}`,
+  )
   .option(
     '--tls-cert-file <path>',
     'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
@@ -33,6 +39,7 @@ const cmd = new Command('registry')
 const o = cmd.opts<{
   metricsAddr?: string;
   kubeconfig?: string;
+  callbackKeySecret: string;
   addr: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
@@ -40,7 +47,15 @@ const o = cmd.opts<{
 }>();
 const log = newLogger('registry');
 const [host, port] = splitAddr(o.addr);
+let callbackKey: ReturnType<typeof parseSecretRef>;
+try {
+  callbackKey = parseSecretRef(o.callbackKeySecret);
+} catch (err) {
+  process.stderr.write(`error: ${(err as Error).message}\n`);
+  process.exit(1);
+}
 const stack = await startSignalStack({
+  callbackKey,
   kubeConfig: loadKubeConfig(o.kubeconfig),
   log,
   registry: { host, port, callbackAuth: o.callbackAuth, tls: tlsFiles(o) },

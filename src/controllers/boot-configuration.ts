@@ -1,14 +1,14 @@
 /**
  * The machinery shared by discovery (Server controller) and provisioning (ServerClaim controller):
- * a ServerBootConfiguration (SBC) with its callback Secret, one boot attempt after another, and the
- * question "which signals arrived for the current attempt?".
+ * a ServerBootConfiguration (SBC), one boot attempt after another, and the question "which signals
+ * arrived for the current attempt?".
  *
  * Contract with the registry and the boot server (docs/ARCHITECTURE.md, 'A boot attempt'; README, 'Security model'):
- * - `spec.callbackSecretRef` names a Secret (label `metal.ironcore.dev/callback=true`, owned by the
- *   SBC) with `encodeCallbackSecret(...)` data whose `attempt` equals `spec.bootAttempt`;
- * - a new attempt: rotate the Secret, then bump `spec.bootAttempt` (bumping `metadata.generation`),
- *   then set `status.attemptGeneration` to that generation (not written for the first attempt of a
- *   new SBC: generation 1 is what an unstamped SBC's attempt generation reads as);
+ * - the attempt's callback token is derived from the SBC's uid and `spec.bootAttempt` with the
+ *   callback key (bootauth/callback-token.ts): no Secret is written per attempt;
+ * - a new attempt: bump `spec.bootAttempt` (bumping `metadata.generation`; every earlier token is
+ *   then stale), then set `status.attemptGeneration` to that generation (not written for the first
+ *   attempt of a new SBC: generation 1 is what an unstamped SBC's attempt generation reads as);
  * - a signal counts for the attempt when its `observedGeneration >= status.attemptGeneration`.
  *
  * Attempts are identified by an opaque key chosen by the caller (e.g. `s2a3`: series 2, attempt 3),
@@ -26,15 +26,8 @@ import {
   ConditionType,
   countsForCurrentAttempt,
 } from '../api/vocabulary.js';
-import {
-  type CallbackSecretData,
-  decodeCallbackSecret,
-  encodeCallbackSecret,
-  initialCallbackData,
-  rotateCallbackData,
-} from '../bootauth/callback-token.js';
-import type { SecretObject } from '../bootsignals/boot-target.js';
-import { CALLBACK_SECRET_LABEL } from '../bootsignals/signal-stack.js';
+import type { CallbackKey } from '../bootauth/callback-token.js';
+import { attemptToken } from '../bootsignals/boot-target.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
 import type { Informer } from '../runtime/informer.js';
@@ -86,11 +79,6 @@ export interface Readiness {
   message: string;
 }
 
-/** Name of an SBC's callback Secret. */
-export function callbackSecretName(sbcName: string): string {
-  return `${sbcName.slice(0, 244)}-callback`;
-}
-
 /**
  * The signals of `types` that are True for the SBC's current attempt, and those that are not.
  * Order follows `types`.
@@ -136,7 +124,7 @@ export class BootConfigurations {
   constructor(
     private readonly client: KubeClient,
     private readonly sbcs: Informer<ServerBootConfiguration>,
-    private readonly secrets: Informer<SecretObject>,
+    private readonly callbackKey: CallbackKey,
   ) {
     sbcs.on('delete', (gone) => {
       const key = `${gone.metadata.namespace}/${gone.metadata.name}`;
@@ -151,14 +139,13 @@ export class BootConfigurations {
   }
 
   /**
-   * Makes the SBC and its callback Secret match `d`, starting a new attempt when `d.attemptKey`
+   * Makes the SBC match `d`, starting a new attempt when `d.attemptKey`
    * differs from the SBC's. Returns the SBC as stored. Throws `ApiError` 409 when the cache was stale
    * or the name belongs to an object controlled by someone else (the caller retries), and other API
    * errors.
    */
   async sync(d: DesiredBootConfiguration): Promise<ServerBootConfiguration> {
-    const secretName = callbackSecretName(d.name);
-    let sbc = this.cached(d.name, d.namespace) ?? (await this.create(d, secretName));
+    let sbc = this.cached(d.name, d.namespace) ?? (await this.create(d));
     if (sbc.metadata.deletionTimestamp || !isControlledBy(sbc, d.owner.obj)) {
       throw new ApiError(
         `ServerBootConfiguration ${d.namespace}/${d.name} is being deleted or belongs to another owner`,
@@ -168,27 +155,10 @@ export class BootConfigurations {
         },
       );
     }
-    const secret = this.secrets.get(secretName, d.namespace);
-    // A Secret left by an earlier SBC of this name (its garbage collection pending) holds a token
-    // someone else saw: never reuse it.
-    let data = secret && isControlledBy(secret, sbc) ? decodeCallbackSecret(secret.data) : undefined;
-    const current = sbc.spec.bootAttempt ?? 1;
-    if (!secret || !data) {
-      data = await this.writeSecret(
-        sbc,
-        secretName,
-        secret,
-        initialCallbackData(current, data?.previous ?? []),
-        d.labels,
-      );
-    }
-    const spec = desiredSpec(d, secretName);
+    const spec = desiredSpec(d);
     if (sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION] !== d.attemptKey) {
-      sbc = await this.beginAttempt(d, sbc, secretName, spec);
+      sbc = await this.beginAttempt(d, sbc, spec);
     } else {
-      if (data.attempt !== current) {
-        data = await this.writeSecret(sbc, secretName, secret, rotateCallbackData(data, current), d.labels);
-      }
       if (specDiffers(sbc, spec)) {
         // An edit within the attempt (boot policy, an image or ignition that boots the same): the
         // attempt's generation is stamped first, so its signals keep counting after the bump.
@@ -238,14 +208,13 @@ export class BootConfigurations {
   }
 
   /**
-   * Starts the attempt `d.attemptKey`: rotates the token to `bootAttempt + 1`, then bumps
-   * `spec.bootAttempt` together with the key annotation. Reads both objects fresh (this runs once
-   * per attempt), so a lagging cache can neither skip nor repeat the rotation.
+   * Starts the attempt `d.attemptKey`: bumps `spec.bootAttempt` together with the key annotation
+   * (the token changes with it). Reads the SBC fresh (this runs once per attempt) and writes with
+   * its resourceVersion, so a lagging cache can neither skip nor repeat the bump.
    */
   private async beginAttempt(
     d: DesiredBootConfiguration,
     cached: ServerBootConfiguration,
-    secretName: string,
     spec: ServerBootConfiguration['spec'],
   ): Promise<ServerBootConfiguration> {
     const sbc =
@@ -256,10 +225,6 @@ export class BootConfigurations {
       )) ?? cached;
     if (sbc.metadata.annotations?.[ATTEMPT_KEY_ANNOTATION] === d.attemptKey) return sbc;
     const next = Math.max((sbc.spec.bootAttempt ?? 1) + 1, d.bootAttempt ?? 0);
-    const secret = await this.client.get<SecretObject>(Resources.Secret, secretName, d.namespace);
-    const data = decodeCallbackSecret(secret?.data) ?? initialCallbackData(next - 1);
-    if (data.attempt < next)
-      await this.writeSecret(sbc, secretName, secret, rotateCallbackData(data, next), d.labels);
     return this.client.mergePatch<ServerBootConfiguration>(
       Resources.ServerBootConfiguration,
       d.name,
@@ -274,26 +239,16 @@ export class BootConfigurations {
     );
   }
 
-  /** Sets the SBC's `BootCompleted` condition (read by the boot server for NetBootOnce). */
   /**
-   * The callback token of the SBC's current attempt from the informer cache: what keys the attempt's
-   * virtual-media capability (bootauth/vmedia-capability.ts). `undefined` while the Secret is missing,
-   * not the SBC's own, or still holds another attempt's token (the SBC controller rotates it first).
+   * The callback token of `sbc`'s current attempt (`spec.bootAttempt` as given): what keys the
+   * attempt's virtual-media capability (bootauth/vmedia-capability.ts). `undefined` for an SBC not
+   * stored yet (no uid).
    */
-  async attemptToken(sbc: ServerBootConfiguration): Promise<string | undefined> {
-    const ref = sbc.spec.callbackSecretRef?.name;
-    if (!ref) return undefined;
-    const tokenOf = (secret: SecretObject | undefined) => {
-      const data = secret && isControlledBy(secret, sbc) ? decodeCallbackSecret(secret.data) : undefined;
-      return data && data.attempt === (sbc.spec.bootAttempt ?? 1) ? data.token : undefined;
-    };
-    // The cache may lag the rotation this process just wrote: one fresh read then.
-    return (
-      tokenOf(this.secrets.get(ref, sbc.metadata.namespace)) ??
-      tokenOf(await this.client.get<SecretObject>(Resources.Secret, ref, sbc.metadata.namespace))
-    );
+  attemptToken(sbc: ServerBootConfiguration): string | undefined {
+    return attemptToken(this.callbackKey, sbc)?.token;
   }
 
+  /** Sets the SBC's `BootCompleted` condition (read by the boot server for NetBootOnce). */
   async setBootCompleted(sbc: ServerBootConfiguration, completed: boolean, message: string): Promise<void> {
     await applyOwnedCondition(this.client, Resources.ServerBootConfiguration, sbc, {
       type: BOOT_COMPLETED_CONDITION,
@@ -304,8 +259,7 @@ export class BootConfigurations {
   }
 
   /**
-   * Deletes the SBC (idempotent). Its callback Secret is controlled by it, so the garbage collector
-   * deletes the Secret too; the manager holds no `delete` on Secrets (security review S9).
+   * Deletes the SBC (idempotent). Its tokens die with its uid: nothing else to clean up.
    */
   async delete(name: string, namespace: string): Promise<void> {
     const key = `${namespace}/${name}`;
@@ -321,7 +275,7 @@ export class BootConfigurations {
     }
   }
 
-  private async create(d: DesiredBootConfiguration, secretName: string): Promise<ServerBootConfiguration> {
+  private async create(d: DesiredBootConfiguration): Promise<ServerBootConfiguration> {
     try {
       return await this.client.create<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
         apiVersion: 'metal.ironcore.dev/v1alpha1',
@@ -333,7 +287,7 @@ export class BootConfigurations {
           annotations: { [ATTEMPT_KEY_ANNOTATION]: d.attemptKey },
           ownerReferences: [controllerOwnerReference(d.owner.obj, d.owner.rt)],
         },
-        spec: { ...desiredSpec(d, secretName), bootAttempt: Math.max(1, d.bootAttempt ?? 1) },
+        spec: { ...desiredSpec(d), bootAttempt: Math.max(1, d.bootAttempt ?? 1) },
       });
     } catch (err) {
       if (!(err instanceof ApiError && err.conflict)) throw err;
@@ -346,42 +300,15 @@ export class BootConfigurations {
       return existing;
     }
   }
-
-  /** Creates or replaces (resourceVersion-guarded) the callback Secret; returns what was written. */
-  private async writeSecret(
-    sbc: ServerBootConfiguration,
-    name: string,
-    existing: SecretObject | undefined,
-    data: CallbackSecretData,
-    labels: Record<string, string>,
-  ): Promise<CallbackSecretData> {
-    const body: SecretObject = {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: {
-        name,
-        namespace: sbc.metadata.namespace,
-        labels: { ...labels, [CALLBACK_SECRET_LABEL]: 'true' },
-        ownerReferences: [controllerOwnerReference(sbc, Resources.ServerBootConfiguration)],
-        ...(existing ? { resourceVersion: existing.metadata.resourceVersion } : {}),
-      },
-      type: 'Opaque',
-      data: encodeCallbackSecret(data),
-    };
-    if (existing) await this.client.update(Resources.Secret, body);
-    else await this.client.create(Resources.Secret, body);
-    return data;
-  }
 }
 
-function desiredSpec(d: DesiredBootConfiguration, secretName: string): ServerBootConfiguration['spec'] {
+function desiredSpec(d: DesiredBootConfiguration): ServerBootConfiguration['spec'] {
   return {
     serverRef: { name: d.serverName },
     image: d.image,
     ...(d.ignitionSecretName ? { ignitionSecretRef: { name: d.ignitionSecretName } } : {}),
     bootPolicy: d.bootPolicy,
     ...(d.bootMethod && d.bootMethod !== 'PXE' ? { bootMethod: d.bootMethod } : {}),
-    callbackSecretRef: { name: secretName },
   };
 }
 
@@ -397,7 +324,6 @@ function specDiffers(sbc: ServerBootConfiguration, want: ServerBootConfiguration
     s.image !== want.image ||
     (s.ignitionSecretRef?.name || undefined) !== (want.ignitionSecretRef?.name || undefined) ||
     s.bootPolicy !== want.bootPolicy ||
-    (s.bootMethod ?? 'PXE') !== (want.bootMethod ?? 'PXE') ||
-    s.callbackSecretRef?.name !== want.callbackSecretRef?.name
+    (s.bootMethod ?? 'PXE') !== (want.bootMethod ?? 'PXE')
   );
 }

@@ -28,7 +28,7 @@ export interface BmcConnectionSettings {
 }
 
 export interface ControllerConfig {
-  /** Namespace of discovery ServerBootConfigurations and their callback Secrets. */
+  /** Namespace of discovery ServerBootConfigurations, the leader Lease and the callback key Secret. */
   managerNamespace: string;
   /** Image (catalog name) booted for discovery; its catalog entry should have `mode: probe`. */
   probeImage: string;

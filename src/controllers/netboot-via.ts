@@ -35,7 +35,8 @@ export function managerBootMethod(
  * The BMC override of a network boot of `sbc`: `Pxe`; for `HTTPBoot` `UefiHttp` with `Boot.HttpBootUri`
  * at the attempt's boot file on the boot server; for `VirtualMedia` `Cd` with the attempt's ISO at its
  * capability URL (keyed by the attempt's token: bootauth/vmedia-capability.ts).
- * @throws BmcAccessError `CallbackTokenPending` while the attempt's token cannot be read (nothing sent).
+ * @throws BmcAccessError `CallbackTokenPending` for an SBC without `metadata.uid` (not from the API
+ *   server; its token cannot be derived, nothing is sent).
  */
 export async function netbootVia(
   server: Server,
@@ -45,9 +46,12 @@ export async function netbootVia(
 ): Promise<NetbootVia> {
   const attempt = sbc?.spec.bootAttempt ?? 1;
   if (sbc?.spec.bootMethod === 'VirtualMedia') {
-    const token = await bootConfigs.attemptToken(sbc);
+    const token = bootConfigs.attemptToken(sbc);
     if (!token)
-      throw new BmcAccessError('CallbackTokenPending', `the token of attempt ${attempt} is not readable yet`);
+      throw new BmcAccessError(
+        'CallbackTokenPending',
+        `the token of attempt ${attempt} cannot be derived yet`,
+      );
     const cap = virtualMediaCapability(token, server.spec.systemUUID, attempt);
     return {
       target: 'Cd',

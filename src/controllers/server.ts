@@ -5,7 +5,7 @@
  * alone; entered and left through the taint `metal.ironcore.dev/maintenance`, see taints.ts). A
  * Server whose system UUID another Server owns is left alone entirely (system-ownership.ts).
  * - Initial: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
- *   with its callback Secret; `spec.bootConfigurationRef` points at it. Once the SBC is Ready: the
+ *   (its callback token derived, nothing stored); `spec.bootConfigurationRef` points at it. Once the SBC is Ready: the
  *   system read from the BMC (manufacturer, model, serial, power state) and, in the same status
  *   write, state Discovery with the first attempt's power-on intent; then one-time network boot
  *   override and power on (a power cycle when already on). The SBC's boot method is

@@ -19,8 +19,9 @@
  * per attempt and none of that changes it (Secrets are not watched either way; an Error verdict
  * is rechecked on a timer).
  *
- * A hand-made SBC (no `callbackSecretRef`) first gets its callback Secret and token
- * (handmade-boot-configuration.ts); it is evaluated once that is referenced.
+ * A hand-made SBC (upstream's shape: created by a person or another controller) needs nothing more
+ * than a claim-made one: its callback token is derived from its uid and attempt by every process
+ * holding the callback key (bootauth/callback-token.ts).
  */
 import type pino from 'pino';
 import type { SBCImageStatus, ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -41,7 +42,6 @@ import { controllerOf } from '../runtime/ownerrefs.js';
 import { apiVersionOf, Resources } from '../runtime/resource.js';
 import { SBC_READY_CONDITION } from './boot-configuration.js';
 import { resolveSbcImage } from './boot-image-resolution.js';
-import { isHandMade, issueCallbackSecret } from './handmade-boot-configuration.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { CONTROLLER_COMPONENT } from './owned-conditions.js';
 
@@ -65,8 +65,6 @@ export interface ServerBootConfigurationControllerOptions {
   images?: BootImages;
   /** Concurrent reconciles (each waits on an API read and a status write). Default 2. */
   workers?: number;
-  /** Labels put on callback Secrets issued for hand-made SBCs (the operator's scope labels). */
-  labels?: Record<string, string>;
 }
 
 interface Verdict {
@@ -173,11 +171,6 @@ class ServerBootConfigurationReconciler {
     const o = this.o;
     const sbc = o.sbcs.get(req.name, req.namespace);
     if (!sbc || sbc.metadata.deletionTimestamp) return undefined;
-    if (isHandMade(sbc)) {
-      // The reference written here brings the next reconcile, which evaluates the SBC.
-      const issued = await issueCallbackSecret(o.client, sbc, o.labels ?? {});
-      return issued ? undefined : { requeueAfterMs: SECRET_RECHECK_MS };
-    }
     // Signals change the status many times per attempt; none of that changes the verdict.
     if (this.readyFor.get(sbc.metadata.uid ?? '') === this.verdictKey(sbc) && isReadyNow(sbc))
       return undefined;
@@ -246,8 +239,8 @@ class ServerBootConfigurationReconciler {
   }
 
   /**
-   * Writes the verdict in one request: the `Ready` condition, `status.state` and `status.image`
-   * together (server-side apply, field manager `metal-operator-Ready`), so whoever sees the state
+   * Writes the verdict in one request: the `Ready` condition, `status.state`, `status.image` (and,
+   * on a hand-made SBC, `status.attemptGeneration`) together (server-side apply, field manager `metal-operator-Ready`), so whoever sees the state
    * also finds its reason and a Ready SBC names its digests. Nothing is sent when all three are
    * already stored.
    */
@@ -272,6 +265,9 @@ class ServerBootConfigurationReconciler {
         status: {
           state: v.state,
           ...(v.image ? { image: v.image } : {}),
+          // A hand-made SBC has no claim or Server to stamp its attempt: its first generation is
+          // it. Sent in every apply of this field manager (an apply that left it out would remove it).
+          ...(ownedByBootFlow(sbc) ? {} : { attemptGeneration: sbc.status?.attemptGeneration ?? generation }),
           conditions: [
             {
               ...cond,

@@ -12,8 +12,9 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import type { ServerReadinessRule } from '../api/v1alpha1/serverreadinessrule.js';
-import { SERVER_UUID_INDEX, type SecretObject, serverUUIDIndexer } from '../bootsignals/boot-target.js';
-import { CALLBACK_SECRET_LABEL, cachedServer, keepOnlySbcSecretData } from '../bootsignals/signal-stack.js';
+import type { CallbackKey } from '../bootauth/callback-token.js';
+import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
+import { cachedServer } from '../bootsignals/signal-stack.js';
 import type { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { Informer } from '../runtime/informer.js';
@@ -24,7 +25,7 @@ import { BmcDownReports } from './bmc-availability.js';
 import { BmcConnections, type BmcFactory } from './bmc-connections.js';
 import { newBmcUserController } from './bmcuser.js';
 import { BootConfigurations } from './boot-configuration.js';
-import { type ControllerConfig, joinSelectors, selectorOf } from './config.js';
+import { type ControllerConfig, selectorOf } from './config.js';
 import { DuplicateServers } from './duplicate-servers.js';
 import type { ImageCatalogSource } from './image-catalog-source.js';
 import { BootMetrics } from './metrics.js';
@@ -38,8 +39,6 @@ import { newServerClaimController, SERVER_BY_CLAIM_INDEX, serverByClaimIndexer }
 export interface ControllerSetup {
   servers: Informer<Server>;
   sbcs: Informer<ServerBootConfiguration>;
-  /** Callback Secrets (label `metal.ironcore.dev/callback=true`). */
-  callbackSecrets: Informer<SecretObject>;
   claims: Informer<ServerClaim>;
   bmcs: Informer<BMC>;
   connections: BmcConnections;
@@ -49,6 +48,8 @@ export interface ControllerSetup {
 export interface SetupOptions {
   config: ControllerConfig;
   catalog: ImageCatalogSource;
+  /** The operator's callback key (bootauth/callback-key-secret.ts): the attempts' tokens derive from it. */
+  callbackKey: CallbackKey;
   /** Replaces the Redfish client factory (tests). */
   bmcFactory?: BmcFactory;
   /** Butane translation and Ignition validation (default: the `ignition-tools` binary). */
@@ -61,7 +62,6 @@ export interface SetupOptions {
 interface Informers {
   servers: Informer<Server>;
   sbcs: Informer<ServerBootConfiguration>;
-  callbackSecrets: Informer<SecretObject>;
   claims: Informer<ServerClaim>;
   bmcs: Informer<BMC>;
   bmcSecrets: Informer<BMCSecret>;
@@ -85,11 +85,10 @@ export function setupControllers(mgr: Manager, opts: SetupOptions): ControllerSe
   const inf = registerInformers(mgr, opts.config);
   const parts = sharedParts(mgr, opts, inf);
   addControllers(mgr, opts, inf, parts);
-  const { servers, sbcs, callbackSecrets, claims, bmcs } = inf;
+  const { servers, sbcs, claims, bmcs } = inf;
   return {
     servers,
     sbcs,
-    callbackSecrets,
     claims,
     bmcs,
     connections: parts.connections,
@@ -107,17 +106,13 @@ function registerInformers(mgr: Manager, cfg: ControllerConfig): Informers {
   const sbcs = mgr.informer<ServerBootConfiguration>(Resources.ServerBootConfiguration, {
     labelSelector: scope,
   });
-  const callbackSecrets = mgr.informer<SecretObject>(Resources.Secret, {
-    labelSelector: joinSelectors(`${CALLBACK_SECRET_LABEL}=true`, scope),
-    transform: (secret) => keepOnlySbcSecretData(secret),
-  });
   const claims = mgr.informer<ServerClaim>(Resources.ServerClaim, { labelSelector: scope });
   const bmcs = mgr.informer<BMC>(Resources.BMC, { labelSelector: scope, indexers: bmcIndexers });
   const bmcSecrets = mgr.informer<BMCSecret>(Resources.BMCSecret, { labelSelector: scope });
   const endpoints = mgr.informer<Endpoint>(Resources.Endpoint, { labelSelector: scope });
   const rules = mgr.informer<ServerReadinessRule>(Resources.ServerReadinessRule, { labelSelector: scope });
   const users = mgr.informer<BMCUser>(Resources.BMCUser, { labelSelector: scope });
-  return { servers, sbcs, callbackSecrets, claims, bmcs, bmcSecrets, endpoints, rules, users };
+  return { servers, sbcs, claims, bmcs, bmcSecrets, endpoints, rules, users };
 }
 
 function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedParts {
@@ -143,7 +138,7 @@ function sharedParts(mgr: Manager, opts: SetupOptions, inf: Informers): SharedPa
     uuidOwner: (s) => duplicates.ownerOf(s),
     bmcDown,
   });
-  const bootConfigs = new BootConfigurations(mgr.client, inf.sbcs, inf.callbackSecrets);
+  const bootConfigs = new BootConfigurations(mgr.client, inf.sbcs, opts.callbackKey);
   const bootMetrics = new BootMetrics(mgr.metrics.registry, () => {
     const counts: Record<string, number> = {};
     for (const s of servers.list()) {
@@ -215,7 +210,6 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
       ignition: opts.ignition,
       images: opts.images,
       workers: cfg.workers,
-      labels: cfg.scopeLabels,
     }),
   );
 }

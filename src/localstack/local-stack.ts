@@ -15,6 +15,8 @@ import { pino } from 'pino';
 import { STATIC_IP_ANNOTATION } from '../api/v1alpha1/boot-method.js';
 import { API_VERSION } from '../api/v1alpha1/schema.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import { CALLBACK_KEY_SECRET_NAME, ensureCallbackKey } from '../bootauth/callback-key-secret.js';
+import type { CallbackKey } from '../bootauth/callback-token.js';
 import { KubeClient } from '../runtime/client.js';
 import { Informer } from '../runtime/informer.js';
 import { Resources } from '../runtime/resource.js';
@@ -144,6 +146,8 @@ export class LocalStack {
     readonly network: TestNetwork | undefined,
     /** The boot method claims default to (the manager's `--default-boot-method`), as chosen. */
     readonly bootMethod: 'pxe' | 'http' | 'vmedia',
+    /** The callback key (`metal-system/metal-callback-key`), to derive the token a host is given. */
+    readonly callbackKey: CallbackKey,
   ) {}
 
   get kubeconfigPath(): string {
@@ -181,6 +185,12 @@ export class LocalStack {
         apiVersion: 'v1',
         kind: 'Namespace',
         metadata: { name: MANAGER_NAMESPACE },
+      });
+      // Created here rather than by the manager's first start: signal server replicas start
+      // before the manager and wait for it otherwise.
+      const callbackKey = await ensureCallbackKey(client, {
+        namespace: MANAGER_NAMESPACE,
+        name: CALLBACK_KEY_SECRET_NAME,
       });
       const [registryPort, bootPort, metricsPort, ownRegistryPort, ownBootPort] = (await freePorts(5)) as [
         number,
@@ -409,6 +419,7 @@ export class LocalStack {
         signals,
         network,
         bootMethod,
+        callbackKey,
       );
     } catch (err) {
       for (const c of cleanup) await c().catch(() => undefined);

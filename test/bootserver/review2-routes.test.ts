@@ -172,16 +172,7 @@ describe('second security review: boot-server routes', () => {
       powerOnRecorded: false,
     });
     await waitCached(fx.stack, waiting);
-    // (b) The callback Secret is gone: every GET used to refresh the SBC and its Secret.
-    const broken = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim' });
-    await waitCached(fx.stack, broken);
-    await fx.client.delete(Resources.Secret, broken.secretName, fx.namespace.name);
-    for (let i = 0; i < 100 && fx.stack.sources.secrets.get(broken.secretName, fx.namespace.name); i++)
-      await new Promise((ok) => setTimeout(ok, 50));
-    for (const [s, reason, from] of [
-      [waiting, 'AwaitingPowerOn', `${net}.8.2`],
-      [broken, 'CallbackSecretPending', `${net}.8.3`],
-    ] as const) {
+    for (const [s, reason, from] of [[waiting, 'AwaitingPowerOn', `${net}.8.2`]] as const) {
       const before = await apiGets();
       const t0 = Date.now();
       for (let i = 0; i < 100; i++) {

@@ -33,7 +33,7 @@ describe('API server outage', () => {
     const seeded: Seeded[] = await Promise.all(
       Array.from({ length: 20 }, () => seedBootTarget(client, ns.name)),
     );
-    // Everything a callback is answered from (Server, SBC, callback Secret) in the caches before the
+    // Everything a callback is answered from (Server, SBC; the token is derived) in the caches before the
     // API server goes: the 503s below must be the outage's, not a cache still filling.
     await Promise.all(seeded.map((s) => waitCached(stack, s)));
     await cp.stopApiServer();

@@ -17,14 +17,12 @@ after(releaseSharedCluster);
 
 let fx: SignalStackFixture;
 
-/** Waits until the stack's (running) Server and Secret informers show the seeded objects and the power-on. */
+/** Waits until the stack's (running) Server informer shows the seeded Server and its power-on. */
 async function serverCached(s: Seeded): Promise<void> {
   await waitFor(
-    'Server (with its power-on) and Secret cached',
+    'Server (with its power-on) cached',
     10_000,
-    () =>
-      !!fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.discovery?.poweredOnAt &&
-      !!fx.stack.sources.secrets.get(s.secretName, fx.namespace.name),
+    () => !!fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.discovery?.poweredOnAt,
   );
 }
 

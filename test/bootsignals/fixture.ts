@@ -1,9 +1,10 @@
 /**
  * Test fixture for the registry and the boot server: seeds what the controllers would have made
  * (a Server pointing at its current SBC, the SBC Ready and controlled by its owner — the Server for
- * a discovery attempt, a ServerClaim for a claim attempt — the callback Secret of attempt 1, and the
- * owner's record of the attempt's power-on), rotates attempts as the controllers do, and runs the
- * signal servers in-process or as child processes (for SIGKILL tests). Everything talks to the real
+ * a discovery attempt, a ServerClaim for a claim attempt — and the owner's record of the attempt's
+ * power-on), starts attempts as the controllers do, and runs the signal servers in-process or as
+ * child processes (for SIGKILL tests). Tokens are derived with {@link TEST_CALLBACK_KEY}, the key
+ * every stack of this fixture is given (a child process reads it from a Secret, {@link storeTestCallbackKey}). Everything talks to the real
  * API server of the test run. {@link useSignalStack} is a suite's whole lifecycle of an in-process
  * stack: cluster, client, namespace and stack up in `before`, torn down in reverse in `after`.
  */
@@ -19,21 +20,12 @@ import type { Logger } from 'pino';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import {
-  type CallbackSecretData,
-  decodeCallbackSecret,
-  encodeCallbackSecret,
-  initialCallbackData,
-  rotateCallbackData,
-} from '../../src/bootauth/callback-token.js';
+import { CALLBACK_KEY_DATA_KEY, type SecretRef } from '../../src/bootauth/callback-key-secret.js';
+import { CallbackKey } from '../../src/bootauth/callback-token.js';
 import type { AddressMacSource } from '../../src/bootserver/address-source.js';
 import { ImageCatalog } from '../../src/bootserver/image-catalog.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import {
-  CALLBACK_SECRET_LABEL,
-  type SignalStack,
-  startSignalStack,
-} from '../../src/bootsignals/signal-stack.js';
+import { type SignalStack, startSignalStack } from '../../src/bootsignals/signal-stack.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
@@ -45,12 +37,34 @@ export const API = 'metal.ironcore.dev/v1alpha1';
 export const TEST_IMAGE = 'test/os:1.0';
 /** Label on every cluster-scoped Server a test seeds: the namespace of the test that owns it. */
 export const SEEDED_BY_LABEL = 'metal-test.ironcore.dev/seeded-by';
+/** The callback key of every stack this fixture starts (and of the tokens it derives). */
+export const TEST_CALLBACK_KEY = CallbackKey.generate();
+
+/** The token of `sbc`'s attempt `attempt` (default: its `spec.bootAttempt`) under {@link TEST_CALLBACK_KEY}. */
+export function testToken(sbc: ServerBootConfiguration, attempt?: number): string {
+  return TEST_CALLBACK_KEY.tokenFor({
+    uid: sbc.metadata.uid!,
+    attempt: attempt ?? sbc.spec.bootAttempt ?? 1,
+  });
+}
+
+/** Stores {@link TEST_CALLBACK_KEY} as Secret `metal-callback-key` in `namespace` (for child processes). */
+export async function storeTestCallbackKey(client: KubeClient, namespace: string): Promise<SecretRef> {
+  const ref = { namespace, name: 'metal-callback-key' };
+  await client.create<SecretObject>(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: ref,
+    data: { [CALLBACK_KEY_DATA_KEY]: TEST_CALLBACK_KEY.bytes().toString('base64') },
+  });
+  return ref;
+}
 
 export interface Seeded {
   uuid: string;
   server: Server;
   sbc: ServerBootConfiguration;
-  secretName: string;
+  /** The token of attempt 1. */
   token: string;
   /** `discovery`: the SBC is controlled by the Server; `claim`: by the ServerClaim {@link claim}. */
   flow: 'discovery' | 'claim';
@@ -68,7 +82,7 @@ export function testCatalog(): ImageCatalog {
 }
 
 /**
- * Creates Server + callback Secret + SBC (state Ready, attempt 1) and, unless `powerOnRecorded` is
+ * Creates Server + SBC (state Ready, attempt 1) and, unless `powerOnRecorded` is
  * false, the owner's record of the attempt's power-on. `uuid` may be in any case.
  */
 export async function seedBootTarget(
@@ -89,14 +103,6 @@ export async function seedBootTarget(
   const flow = opts.flow ?? 'discovery';
   const name = `srv-${uuid.toLowerCase().slice(0, 8)}-${randomBytes(2).toString('hex')}`;
   const sbcName = `${name}-boot`;
-  const secretName = `${sbcName}-callback`;
-  const data = initialCallbackData(1);
-  await client.create<SecretObject>(Resources.Secret, {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: secretName, namespace, labels: { [CALLBACK_SECRET_LABEL]: 'true' } },
-    data: encodeCallbackSecret(data),
-  });
   if (opts.withIgnition) {
     await client.create<SecretObject>(Resources.Secret, {
       apiVersion: 'v1',
@@ -148,22 +154,7 @@ export async function seedBootTarget(
       bootAttempt: 1,
       bootPolicy: opts.policy ?? 'NetBootAlways',
       ...(opts.bootMethod ? { bootMethod: opts.bootMethod } : {}),
-      callbackSecretRef: { name: secretName },
       ...(opts.withIgnition ? { ignitionSecretRef: { name: `${sbcName}-ignition` } } : {}),
-    },
-  });
-  // Callback Secrets are controlled by their SBC (the signal servers cache no other Secret's data).
-  await client.mergePatch(Resources.Secret, secretName, namespace, {
-    metadata: {
-      ownerReferences: [
-        {
-          apiVersion: API,
-          kind: 'ServerBootConfiguration',
-          name: sbcName,
-          uid: created.metadata.uid!,
-          controller: true,
-        },
-      ],
     },
   });
   const sbc = await client.mergePatch<ServerBootConfiguration>(
@@ -173,7 +164,7 @@ export async function seedBootTarget(
     { status: { state: 'Ready', attemptGeneration: created.metadata.generation } },
     { subresource: 'status' },
   );
-  const seeded: Seeded = { uuid, server, sbc, secretName, token: data.token, flow, claim };
+  const seeded: Seeded = { uuid, server, sbc, token: testToken(sbc, 1), flow, claim };
   if (opts.powerOnRecorded !== false) await recordPowerOn(client, seeded, 1);
   return seeded;
 }
@@ -226,16 +217,18 @@ export async function deleteSeededServers(client: KubeClient, namespace: string)
   }
 }
 
-/** Starts the next attempt as the controllers do: rotate the token, bump bootAttempt (with the attempt key), record attemptGeneration and the power-on. */
+/** Starts the next attempt as the controllers do: bump bootAttempt (the token changes with it), record attemptGeneration and the power-on. */
 export async function nextAttempt(
   client: KubeClient,
   s: Seeded,
 ): Promise<{ token: string; attempt: number }> {
   const ns = s.sbc.metadata.namespace!;
-  const secret = await client.get<SecretObject>(Resources.Secret, s.secretName, ns);
-  const current = decodeCallbackSecret(secret!.data) as CallbackSecretData;
-  const next = rotateCallbackData(current, current.attempt + 1);
-  await client.mergePatch(Resources.Secret, s.secretName, ns, { data: encodeCallbackSecret(next) });
+  const current = await client.get<ServerBootConfiguration>(
+    Resources.ServerBootConfiguration,
+    s.sbc.metadata.name!,
+    ns,
+  );
+  const next = { attempt: (current!.spec.bootAttempt ?? 1) + 1 };
   const bumped = await client.mergePatch<ServerBootConfiguration>(
     Resources.ServerBootConfiguration,
     s.sbc.metadata.name!,
@@ -250,7 +243,7 @@ export async function nextAttempt(
     { subresource: 'status' },
   );
   await recordPowerOn(client, s, next.attempt);
-  return { token: next.token, attempt: next.attempt };
+  return { token: testToken(bumped), attempt: next.attempt };
 }
 
 /** Reads the SBC and returns one condition (or undefined). */
@@ -269,8 +262,7 @@ export async function waitCached(stack: SignalStack, s: Seeded): Promise<void> {
   await waitFor('informer caches', 10_000, () => {
     const srv = stack.sources.servers.get(s.server.metadata.name!);
     const sbc = stack.sources.sbcs.get(s.sbc.metadata.name!, ns);
-    const sec = stack.sources.secrets.get(s.secretName, ns);
-    return !!srv && !!sec && sbc?.status?.state === 'Ready';
+    return !!srv && sbc?.status?.state === 'Ready';
   });
 }
 
@@ -286,6 +278,10 @@ export interface TestStackOptions {
   clientMacSource?: AddressMacSource;
   /** Where both servers log (default: a `test-signals` logger at LOG_LEVEL, else warn). */
   log?: Logger;
+  /** Read {@link TEST_CALLBACK_KEY} from a Secret as the standalone servers do (default: given in-process). */
+  callbackKey?: SecretRef;
+  /** {@link useSignalStack} only: store the key in the suite's namespace and pass it as {@link callbackKey}. */
+  keyFromSecret?: boolean;
 }
 
 /** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
@@ -296,6 +292,7 @@ export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}
   const [rp, bp] = await stablePorts(2);
   const registryUrl = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rp}`;
   const stack = await startSignalStack({
+    callbackKey: opts.callbackKey ?? TEST_CALLBACK_KEY,
     kubeConfig: kc,
     log: opts.log ?? newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
     registry: {
@@ -354,7 +351,10 @@ export function useSignalStack(
     const kc = fixture.cluster.kubeConfig();
     fixture.client = newTestClient(kc);
     fixture.namespace = await testNamespace(kc, prefix);
-    fixture.stack = await startTestStack(kc, stackOpts);
+    const callbackKey = stackOpts.keyFromSecret
+      ? await storeTestCallbackKey(fixture.client, fixture.namespace.name)
+      : stackOpts.callbackKey;
+    fixture.stack = await startTestStack(kc, { ...stackOpts, callbackKey });
   });
   after(async () => {
     const { stack, client, namespace } = fixture;
@@ -367,13 +367,18 @@ export function useSignalStack(
 }
 
 /** A registry child process (`dist/src/cmd/registry.js`) on a fixed port, for SIGKILL tests. */
-export async function spawnRegistry(kubeconfigPath: string, port: number): Promise<ChildProcess> {
+export async function spawnRegistry(
+  kubeconfigPath: string,
+  port: number,
+  key: SecretRef,
+): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     [
       join(process.cwd(), 'dist', 'src', 'cmd', 'registry.js'),
       '--kubeconfig',
       kubeconfigPath,
+      `--callback-key-secret=${key.namespace}/${key.name}`,
       '--addr',
       `127.0.0.1:${port}`,
     ],

@@ -11,11 +11,18 @@ import { request } from 'node:http';
 import { after, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
-import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { releaseSharedCluster } from '../harness/shared.js';
-import { bearer, nextAttempt, postJson, type Seeded, seedBootTarget, useSignalStack } from './fixture.js';
+import {
+  bearer,
+  nextAttempt,
+  postJson,
+  type Seeded,
+  seedBootTarget,
+  testToken,
+  useSignalStack,
+} from './fixture.js';
 
 // A file run on its own started a private control plane: stop it, or the process never exits.
 after(releaseSharedCluster);
@@ -212,11 +219,11 @@ describe('fuzzing the registry and the boot server', () => {
     // Attempt 2 is current, so attempt 1's token is a stale one (409) the fuzzer can send.
     const { token: currentToken } = await nextAttempt(fx.client, s);
     await waitFor('cached', 10_000, () => {
-      const secret = fx.stack.sources.secrets.get(s.secretName, fx.namespace.name);
       const sbc = fx.stack.sources.sbcs.get(s.sbc.metadata.name!, fx.namespace.name);
       return (
-        decodeCallbackSecret(secret?.data)?.token === currentToken &&
-        sbc?.spec.bootAttempt === 2 &&
+        !!sbc &&
+        testToken(sbc) === currentToken &&
+        sbc.spec.bootAttempt === 2 &&
         sbc.status?.attemptGeneration === sbc.metadata.generation &&
         !!fx.stack.sources.servers.get(s.server.metadata.name!)
       );

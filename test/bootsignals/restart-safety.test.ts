@@ -8,6 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import type { SecretRef } from '../../src/bootauth/callback-key-secret.js';
 import type { KubeClient } from '../../src/runtime/client.js';
 import { Informer } from '../../src/runtime/informer.js';
 import { Resources } from '../../src/runtime/resource.js';
@@ -21,6 +22,7 @@ import {
   type Seeded,
   seedBootTarget,
   spawnRegistry,
+  storeTestCallbackKey,
 } from './fixture.js';
 
 // A file run on its own started a private control plane: stop it, or the process never exits.
@@ -29,10 +31,11 @@ after(releaseSharedCluster);
 let client: KubeClient;
 let ns: { name: string; cleanup(): Promise<void> };
 let kubeconfigPath: string;
+let keyRef: SecretRef;
 const children = new Set<ChildProcess>();
 
 async function startRegistry(port: number): Promise<ChildProcess> {
-  const c = await spawnRegistry(kubeconfigPath, port);
+  const c = await spawnRegistry(kubeconfigPath, port, keyRef);
   children.add(c);
   c.once('exit', () => children.delete(c));
   return c;
@@ -74,6 +77,7 @@ describe('registry restart safety', () => {
     kubeconfigPath = cluster.kubeconfigPath;
     client = newTestClient(cluster.kubeConfig());
     ns = await testNamespace(cluster.kubeConfig(), 'restart');
+    keyRef = await storeTestCallbackKey(client, ns.name);
   });
   after(async () => {
     for (const c of children) c.kill('SIGKILL');

@@ -355,7 +355,6 @@ describe('security review: lagging caches and slow clients', () => {
       const s = await seedBootTarget(sec.client, space.name);
       await waitCached(st, s);
       st.sources.sbcs.stop();
-      st.sources.secrets.stop();
       const { token: token2 } = await nextAttempt(sec.client, s);
       const url = `${st.registryUrl}/bootstate`;
       assert.equal((await postJson(url, { systemUUID: s.uuid, booted: true }, bearer(token2))).status, 200);
@@ -401,7 +400,6 @@ describe('security review: lagging caches and slow clients', () => {
       const s = await seedBootTarget(sec.client, space.name);
       await waitCached(st, s);
       st.sources.sbcs.stop();
-      st.sources.secrets.stop();
       await sec.client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, space.name);
       const r = await postJson(
         `${st.registryUrl}/bootstate`,

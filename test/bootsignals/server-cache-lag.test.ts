@@ -28,7 +28,6 @@ describe('signal servers while their Server cache lags the boot configuration re
       10_000,
       () =>
         !!fx.stack.sources.servers.get(name)?.status?.discovery?.poweredOnAt &&
-        !!fx.stack.sources.secrets.get(s.secretName, fx.namespace.name) &&
         !!fx.stack.sources.sbcs.get(s.sbc.metadata.name!, fx.namespace.name),
     );
     await fx.client.mergePatch<Server>(Resources.Server, name, undefined, {

@@ -27,6 +27,7 @@ import {
   sbcCondition,
   seedBootTarget,
   startTestStack,
+  TEST_CALLBACK_KEY,
   testCatalog,
   waitCached,
 } from './fixture.js';
@@ -310,6 +311,7 @@ describe('upstream-shaped hosts and requests', () => {
     const [rp, bp] = await freePorts(2);
     const catalog = testCatalog();
     const bare = await startSignalStack({
+      callbackKey: TEST_CALLBACK_KEY,
       kubeConfig: kc.kubeConfig(),
       log: newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
       bootServer: {
@@ -426,6 +428,7 @@ describe('upstream-shaped hosts and requests', () => {
   it("--callback-auth=optional: upstream's tokenless probe and booted bodies get upstream's statuses", async () => {
     const [rp] = await freePorts(1);
     const optional = await startSignalStack({
+      callbackKey: TEST_CALLBACK_KEY,
       kubeConfig: kc.kubeConfig(),
       log: newLogger('test-signals', { level: process.env.LOG_LEVEL ?? 'warn' }),
       registry: { host: '127.0.0.1', port: rp!, callbackAuth: 'optional' },

@@ -9,7 +9,7 @@
  * reference with `blockOwnerDeletion` needs `update` on the owner's `finalizers` (security review S8).
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,6 +105,61 @@ describe('config/ deployed on a real API server', { timeout: 240_000 }, () => {
     assert.ok(
       deployed.kinds.has('Deployment') && deployed.kinds.has('ConfigMap'),
       [...deployed.kinds].join(),
+    );
+  });
+
+  it('N9: what each ServiceAccount could read of Secrets, asked of the API server (kubectl auth can-i)', () => {
+    // `can-i` prints yes (exit 0) or no (exit 1); anything else is an error of the question.
+    const can = (sa: string, what: string[]) => {
+      const r = spawnSync(
+        'kubectl',
+        [
+          '--kubeconfig',
+          cp.kubeconfigPath,
+          'auth',
+          'can-i',
+          `--as=system:serviceaccount:metal-system:${sa}`,
+          ...what,
+        ],
+        { encoding: 'utf8' },
+      );
+      const answer = r.stdout.trim();
+      if (answer !== 'yes' && answer !== 'no')
+        throw new Error(`can-i ${what.join(' ')}: ${r.stdout}${r.stderr}`);
+      return answer === 'yes';
+    };
+    const cases: [string, boolean, string[]][] = [
+      // The registry: the callback key by name and nothing else.
+      ['metal-registry', true, ['get', 'secrets/metal-callback-key', '-n', 'metal-system']],
+      ['metal-registry', false, ['get', 'secrets/tenant-ignition', '-n', 'default']],
+      ['metal-registry', false, ['get', 'secrets/other', '-n', 'metal-system']],
+      ['metal-registry', false, ['list', 'secrets', '-n', 'metal-system']],
+      // The boot server: Secrets by name (ignition, pull Secret), never a listing.
+      ['metal-bootserver', true, ['get', 'secrets/tenant-ignition', '-n', 'default']],
+      ['metal-bootserver', false, ['list', 'secrets', '--all-namespaces']],
+      ['metal-bootserver', false, ['watch', 'secrets', '--all-namespaces']],
+      ['metal-bootserver', false, ['update', 'secrets/tenant-ignition', '-n', 'default']],
+      // The manager: by name; creates only in its namespace (the key); never update or list.
+      ['metal-operator-controller-manager', true, ['get', 'secrets/tenant-ignition', '-n', 'default']],
+      ['metal-operator-controller-manager', true, ['create', 'secrets', '-n', 'metal-system']],
+      ['metal-operator-controller-manager', false, ['create', 'secrets', '-n', 'default']],
+      ['metal-operator-controller-manager', false, ['update', 'secrets/tenant-ignition', '-n', 'default']],
+      [
+        'metal-operator-controller-manager',
+        false,
+        ['update', 'secrets/metal-callback-key', '-n', 'metal-system'],
+      ],
+      ['metal-operator-controller-manager', false, ['list', 'secrets', '--all-namespaces']],
+      [
+        'metal-operator-controller-manager',
+        false,
+        ['delete', 'secrets/metal-callback-key', '-n', 'metal-system'],
+      ],
+    ];
+    const wrong = cases.filter(([sa, want, what]) => can(sa, what) !== want);
+    assert.deepEqual(
+      wrong.map(([sa, want, what]) => `${sa} ${want ? 'cannot' : 'can'} ${what.join(' ')}`),
+      [],
     );
   });
 

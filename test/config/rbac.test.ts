@@ -13,6 +13,7 @@ interface Rule {
   apiGroups?: string[];
   resources?: string[];
   verbs?: string[];
+  resourceNames?: string[];
 }
 interface Doc {
   apiVersion: string;
@@ -119,6 +120,61 @@ describe('config/ RBAC and network policy', () => {
     }
   });
 
+  it('N9: no ClusterRole may list, watch or write Secrets; only get by name', () => {
+    for (const cr of clusterRoles)
+      for (const r of cr.rules ?? [])
+        for (const verb of [...KUBE_VERBS, '*'].filter((v) => v !== 'get'))
+          assert.ok(
+            !grants(r, '', 'secrets', verb),
+            `ClusterRole ${cr.metadata.name} grants ${verb} on Secrets (${JSON.stringify(r)})`,
+          );
+  });
+
+  it('N9: the registry reads no Secret but the callback key; Secret writes only create, in metal-system', () => {
+    // The registry: no Secret access cluster-wide, one Role naming the key (resourceNames).
+    assert.ok(
+      !(role('metal-registry')?.rules ?? []).some((r) => grants(r, '', 'secrets', 'get')),
+      'metal-registry ClusterRole reads Secrets',
+    );
+    const secretRoles = all.filter(
+      (d) =>
+        d.kind === 'Role' && (d.rules ?? []).some((r) => KUBE_VERBS.some((v) => grants(r, '', 'secrets', v))),
+    );
+    const boundTo = (name: string) =>
+      all
+        .filter((d) => d.kind === 'RoleBinding' && d.roleRef?.name === name)
+        .flatMap((b) => (b.subjects ?? []).map((x) => x.name));
+    for (const r of secretRoles) {
+      assert.equal(r.metadata.namespace, 'metal-system', `Role ${r.metadata.name}`);
+      for (const rule of r.rules ?? []) {
+        if (!KUBE_VERBS.some((v) => grants(rule, '', 'secrets', v))) continue;
+        if (boundTo(r.metadata.name).includes('metal-registry')) {
+          assert.deepEqual(rule.verbs, ['get'], `Role ${r.metadata.name}`);
+          assert.deepEqual(rule.resourceNames, ['metal-callback-key'], `Role ${r.metadata.name}`);
+        } else {
+          // The manager creates the key; create cannot be narrowed by name, update/delete are not granted.
+          assert.deepEqual(rule.verbs, ['create'], `Role ${r.metadata.name}`);
+          assert.deepEqual(boundTo(r.metadata.name), ['metal-operator-controller-manager']);
+        }
+      }
+    }
+    assert.ok(
+      secretRoles.some((r) => boundTo(r.metadata.name).includes('metal-registry')),
+      'a Role lets the registry read the callback key',
+    );
+  });
+
+  it('N9: the NetworkPolicy admits the boot ports from ipBlocks only (not from any pod by selector)', () => {
+    const np = all.find((d) => d.kind === 'NetworkPolicy');
+    assert.ok(np, 'a NetworkPolicy');
+    const ingress = (
+      np.spec as { ingress: { ports: { port: number }[]; from?: Record<string, unknown>[] }[] }
+    ).ingress;
+    const boot = ingress.find((i) => i.ports.some((p) => p.port === 8082));
+    assert.ok(boot?.from?.length, 'the boot ports rule has a from');
+    for (const f of boot.from) assert.deepEqual(Object.keys(f), ['ipBlock'], JSON.stringify(f));
+  });
+
   it('S9: a NetworkPolicy admits only the registry, boot server and (in-namespace) metrics ports', () => {
     const np = all.find((d) => d.kind === 'NetworkPolicy');
     assert.ok(np, 'a NetworkPolicy');
@@ -127,8 +183,12 @@ describe('config/ RBAC and network policy', () => {
       ingress: { ports: { port: number }[]; from?: unknown[] }[];
     };
     assert.equal(spec.podSelector.matchLabels['app.kubernetes.io/name'], 'metal-operator');
-    const open = spec.ingress.filter((i) => !i.from).flatMap((i) => i.ports.map((p) => p.port));
-    assert.deepEqual(open.sort(), [10000, 8082]);
+    // The boot network's ports by address (ipBlock), 8080 from pods: nothing else.
+    const byAddress = spec.ingress
+      .filter((i) => !i.from || i.from.every((f) => Object.keys(f as object).join() === 'ipBlock'))
+      .flatMap((i) => i.ports.map((p) => p.port));
+    assert.deepEqual(byAddress.sort(), [10000, 8082]);
+    assert.deepEqual(spec.ingress.flatMap((i) => i.ports.map((p) => p.port)).sort(), [10000, 8080, 8082]);
   });
 
   it('S8: the manager may set owner references with blockOwnerDeletion on Servers (servers/finalizers)', () => {

@@ -1,7 +1,8 @@
 /**
  * Second security review (issue 29): the README's security model states what is true.
- * - N9: it no longer claims the signal servers' ServiceAccounts read only conditions and Events; it
- *   says they may read every Secret and the manager may update every Secret.
+ * - N9: it states the Secret access the manifests grant (test/config/rbac.test.ts and deploy.test.ts
+ *   check the manifests themselves): no listing or writing of Secrets, the registry only the callback
+ *   key, and that the NetworkPolicy's default boot-network ipBlock is every address.
  * - N17: `--image-pull-secret` is documented as a cross-tenant grant.
  */
 import assert from 'node:assert/strict';
@@ -14,10 +15,13 @@ const start = readme.indexOf('## Security model');
 const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
 
 describe('second security review: README security model', () => {
-  it('N9: the Secret access of the manager and the signal servers is stated, not denied', () => {
+  it('N9: the Secret access of the manager and the signal servers is stated as the manifests grant it', () => {
     assert.doesNotMatch(section, /ServiceAccounts can read and write only conditions and Events/);
-    assert.match(section, /may `update` every Secret/);
-    assert.match(section, /may `get`\/`list`\/`watch`\s+every Secret/);
+    assert.doesNotMatch(section, /may `update` every Secret/);
+    assert.doesNotMatch(section, /`list`\/`watch`\s+every Secret/);
+    assert.match(section, /no `list`, `watch`, `update` or\s+`delete` anywhere/);
+    assert.match(section, /the registry may read one Secret, the callback key/);
+    assert.match(section, /default\s+is every address/);
   });
 
   it('N17: --image-pull-secret is documented as a cross-tenant grant', () => {

@@ -6,16 +6,17 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { OPERATION_ANNOTATION } from '../../src/api/v1alpha1/boot-policy.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { decodeCallbackSecret, tokenDigest } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
 import { Resources } from '../../src/runtime/resource.js';
+import { managerCallbackKey } from '../harness/callback-token.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,
   b64,
   cond,
   createClaim,
+  currentToken,
   eventsFor,
   eventually,
   getClaim,
@@ -53,8 +54,7 @@ test('C04 (claim controller): Off then On starts attempt 2 with token B in scrip
       15_000,
       async () => cond(await getClaim(s, 'c04'), 'Booted')?.status === 'True',
     );
-    const callback = async () =>
-      decodeCallbackSecret((await s.client.get<SecretObject>(Resources.Secret, 'c04-callback', s.ns))?.data)!;
+    const callback = async () => (await currentToken(s, 'c04'))!;
     const a = await callback();
     const sbcA = (await getSbc(s, 'c04'))!;
     assert.equal(a.attempt, sbcA.spec.bootAttempt);
@@ -388,9 +388,8 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
     await createClaim(s, 'c08', { serverRef: srv!.metadata.name!, timeout: '2s', maxAttempts: 3 });
     const tokens = new Set<string>();
     const exhausted = await eventually('AttemptsExhausted', 20_000, async () => {
-      const sec = await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns);
-      const data = decodeCallbackSecret(sec?.data);
-      if (data) tokens.add(data.token);
+      const t = await currentToken(s, 'c08');
+      if (t) tokens.add(t.token);
       const c = await getClaim(s, 'c08');
       return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
     });
@@ -407,17 +406,16 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
     assert.ok(ovr.length >= 1 && ovr.length <= 3, `network-boot overrides: ${JSON.stringify(ovr)}`);
     for (const o of ovr) assert.equal(o.BootSourceOverrideEnabled, 'Continuous');
     const sbc = (await getSbc(s, 'c08'))!;
-    const secret = decodeCallbackSecret(
-      (await s.client.get<SecretObject>(Resources.Secret, 'c08-callback', s.ns))?.data,
-    )!;
-    assert.equal(secret.attempt, sbc.spec.bootAttempt);
-    assert.equal(secret.previous.length, 2, 'two earlier tokens remembered');
-    // Three attempts, three distinct tokens: every token seen (one per 2 s attempt, polled every
-    // 50 ms) is the current one or one of the two remembered digests.
-    const digests = new Set([...secret.previous, tokenDigest(secret.token)]);
-    assert.equal(digests.size, 3, 'three distinct tokens');
+    // Three attempts, three distinct tokens, one observed per 2 s attempt (polled every 50 ms):
+    // the last attempt's is current, the two before it are genuine but stale (409 to a host).
+    const key = (await managerCallbackKey(s.client, s.ns))!;
+    const subject = { uid: sbc.metadata.uid!, attempt: sbc.spec.bootAttempt! };
     assert.equal(tokens.size, 3, 'a fresh token observed for each attempt');
-    for (const t of tokens) assert.ok(digests.has(tokenDigest(t)), 'an observed token is one of the three');
+    assert.deepEqual(
+      [...tokens].map((t) => key.verify(t, subject)).sort(),
+      ['current', 'stale', 'stale'],
+      'the current token and two earlier ones of this SBC',
+    );
     const ev = (await eventsFor(s, 'ServerClaim', 'c08')).filter((e) => e.reason === 'AttemptsExhausted');
     assert.equal(ev.length, 1);
     assert.equal(ev[0]?.type, 'Warning');

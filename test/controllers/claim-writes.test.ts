@@ -18,7 +18,6 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
 import { Informer } from '../../src/runtime/informer.js';
@@ -29,6 +28,7 @@ import {
   b64,
   cond,
   createClaim,
+  currentToken,
   eventually,
   getSbc,
   setSimFaults,
@@ -91,9 +91,7 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
     });
     const before = await reconciles();
     const versionsBefore = claimVersions.length;
-    const data = decodeCallbackSecret(
-      (await s.client.get<SecretObject>(Resources.Secret, 'w-callback', s.ns))?.data,
-    )!;
+    const data = (await currentToken(s, 'w'))!;
     const ignitionUrl = `${s.op!.bootServerUrl}/ignition/${uuid}?token=${encodeURIComponent(data.token)}`;
     const secretReads = () =>
       metric(port, 'metal_api_requests_total', 'origin="other"', 'resource="secrets"', 'verb="get"');

@@ -30,6 +30,7 @@ import {
 } from '../../src/virtualbmc/server.js';
 import type { SimHost, SimHostFaults } from '../../src/virtualbmc/sim.js';
 import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
+import { callbackTokenOf } from '../harness/callback-token.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
 
 export const API = 'metal.ironcore.dev/v1alpha1';
@@ -368,6 +369,20 @@ export async function getClaim(s: Stack, name: string): Promise<ServerClaim | un
 
 export async function getSbc(s: Stack, name: string): Promise<ServerBootConfiguration | undefined> {
   return s.client.get<ServerBootConfiguration>(Resources.ServerBootConfiguration, name, s.ns);
+}
+
+/**
+ * The SBC `name`'s current attempt and the token a host is given for it (derived with the key
+ * the manager keeps in its namespace, the stack's), or undefined while either is not there.
+ */
+export async function currentToken(
+  s: Stack,
+  name: string,
+): Promise<{ attempt: number; token: string } | undefined> {
+  const sbc = await getSbc(s, name);
+  if (!sbc) return undefined;
+  const token = await callbackTokenOf(s.client, s.ns, sbc);
+  return token ? { attempt: sbc.spec.bootAttempt ?? 1, token } : undefined;
 }
 
 export function cond(

@@ -278,6 +278,9 @@ describe("an operator's day", { timeout: 180_000 }, () => {
       assert.doesNotMatch(warnings[0]!.message, /\d+ ms/, 'no elapsed time in the message');
       // 5 s, then 10 s after the first failure (plus the call budgets): at most 2 more rounds in 20 s.
       assert.ok(connections <= firstRound * 3, `connections ${connections}, first round ${firstRound}`);
+      // Positive control: the window is long enough for a retry, and one came (a controller that
+      // stopped after the first failure would pass the bound above and fail here).
+      assert.ok(connections > firstRound, `no retry in 20 s: connections ${connections}`);
     } finally {
       await s.client.delete(Resources.BMC, name).catch(() => undefined);
       await s.client.delete(Resources.BMCSecret, name).catch(() => undefined);

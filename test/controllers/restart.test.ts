@@ -8,10 +8,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
+import { CALLBACK_KEY_SECRET_NAME } from '../../src/bootauth/callback-key-secret.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { bearer, postJson, spawnRegistry } from '../bootsignals/fixture.js';
+import { callbackTokenOf } from '../harness/callback-token.js';
 import { stablePorts } from '../harness/ports.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -194,15 +194,13 @@ test('C02: /bootstate answered 2xx, then registry and manager SIGKILLed before a
       const x = await getSbc(s, 'c02');
       return cond(x, 'IgnitionDataFetched')?.status === 'True' ? x : undefined;
     });
-    const secret = await s.client.get<SecretObject>(
-      Resources.Secret,
-      sbc.spec.callbackSecretRef?.name ?? 'c02-callback',
-      s.ns,
-    );
-    const token = decodeCallbackSecret(secret?.data)!.token;
+    const token = (await callbackTokenOf(s.client, s.ns, sbc))!;
     // Freeze the manager: no controller of it runs from here on. A standalone registry takes the callbacks.
     m.child.kill('SIGSTOP');
-    registry = await spawnRegistry(s.kubeconfigPath, standalonePort!);
+    registry = await spawnRegistry(s.kubeconfigPath, standalonePort!, {
+      namespace: s.ns,
+      name: CALLBACK_KEY_SECRET_NAME,
+    });
     const url = `http://127.0.0.1:${standalonePort}`;
     // A claim's token cannot rewrite the inventory (security review S11): /register takes only a
     // discovery attempt's token; the registration half of C02 is test/bootsignals/boot-flow-cases.

@@ -15,9 +15,9 @@ import { after, test } from 'node:test';
 import { request } from 'undici';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { attemptSignals } from '../../src/controllers/boot-configuration.js';
 import { Resources } from '../../src/runtime/resource.js';
+import { callbackTokenOf } from '../harness/callback-token.js';
 import { stablePorts } from '../harness/ports.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -139,12 +139,7 @@ test('VirtualMedia: ISO by capability URL, Cd once, Booted without /ipxe, ejecte
       (seen[cdPatch]!.body as { Boot: Record<string, string> }).Boot.BootSourceOverrideEnabled,
       'Once',
     );
-    const secret = await s.client.get<SecretObject>(
-      Resources.Secret,
-      sbc.spec.callbackSecretRef!.name!,
-      s.ns,
-    );
-    const token = Buffer.from(secret!.data!['token']!, 'base64').toString('utf8');
+    const token = (await callbackTokenOf(s.client, s.ns, sbc))!;
     assert.ok(token.length > 20 && !image.includes(token), 'no token in the URL');
 
     // Ejected once the attempt completed: the host's CD is empty and Redfish says so.

@@ -11,11 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
+import { tokenSubject } from '../../src/bootauth/callback-token.js';
 import { waitFor } from '../../src/localstack/control-plane.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import type { TestNetwork } from '../../src/localstack/test-network.js';
 import { OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
-import { type KObject, Resources } from '../../src/runtime/resource.js';
 import {
   assertBootedAttempt1,
   claimAndWaitBooted,
@@ -93,19 +93,10 @@ describe('end to end on the bridged test network (dnsmasq, BIOS + UEFI)', { time
       await waitFor('A fetched its script', 300_000, async () => {
         const sbc = await sbcOf(stack, a.metadata.name!);
         const c = sbc?.status?.conditions?.find((x) => x.type === 'IPXEScriptFetched');
-        return (
-          !!sbc?.spec.callbackSecretRef &&
-          c?.status === 'True' &&
-          (c.observedGeneration ?? 0) >= (sbc.status?.attemptGeneration ?? 1)
-        );
+        return c?.status === 'True' && (c.observedGeneration ?? 0) >= (sbc?.status?.attemptGeneration ?? 1);
       });
       const sbc = (await sbcOf(stack, a.metadata.name!))!;
-      const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
-        Resources.Secret,
-        sbc.spec.callbackSecretRef!.name!,
-        sbc.metadata.namespace,
-      );
-      const token = Buffer.from(secret!.data!.token!, 'base64').toString('utf8');
+      const token = stack.callbackKey.tokenFor(tokenSubject(sbc)!);
       assert.ok(token.length >= 16, 'the attempt has a token');
       const res = net.requestFrom(leaseOf(b), `${net.bootServerUrl}/ipxe/${a.spec.systemUUID}`);
       assert.equal(res.status, 403, res.body);

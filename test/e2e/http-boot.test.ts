@@ -19,10 +19,11 @@ import { httpBootFileUrl } from '../../src/api/v1alpha1/boot-method.js';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { tokenSubject } from '../../src/bootauth/callback-token.js';
 import { waitFor } from '../../src/localstack/control-plane.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import type { TestNetwork } from '../../src/localstack/test-network.js';
-import { type KObject, Resources } from '../../src/runtime/resource.js';
+import { Resources } from '../../src/runtime/resource.js';
 import {
   assertBootedAttempt1,
   assertNetBootOnceBootsFromDisk,
@@ -115,12 +116,7 @@ describe('end to end: UEFI HTTP boot of a UKI on the bridged test network', { ti
       sbc = await sbcOf(stack, name);
       return isTrue(sbc?.status?.conditions, 'HTTPBootFileFetched');
     });
-    const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
-      Resources.Secret,
-      sbc!.spec.callbackSecretRef!.name!,
-      sbc!.metadata.namespace,
-    );
-    const token = Buffer.from(secret!.data!.token!, 'base64').toString('utf8');
+    const token = stack.callbackKey.tokenFor(tokenSubject(sbc!)!);
     const other = net.hostAddress.replace(/\.1$/, '.40'); // outside the DHCP range: nobody's
     const url = httpBootFileUrl(net.bootServerUrl, server.spec.systemUUID, sbc!.spec.bootAttempt ?? 1);
     const res = net.requestFrom(other, url);

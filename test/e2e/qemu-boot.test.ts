@@ -13,10 +13,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
+import { tokenSubject } from '../../src/bootauth/callback-token.js';
 import { waitFor } from '../../src/localstack/control-plane.js';
 import { LocalStack } from '../../src/localstack/local-stack.js';
 import { SILENT_OS_IMAGE } from '../../src/localstack/vm-artefacts.js';
-import { type KObject, Resources } from '../../src/runtime/resource.js';
+import { Resources } from '../../src/runtime/resource.js';
 import type { QemuHost } from '../../src/virtualbmc/qemu.js';
 import {
   assertBootedAttempt1,
@@ -132,15 +133,8 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
       let attempts = 0;
       await waitFor('AttemptsExhausted', 400_000, async () => {
         const sbc = await sbcOf(stack, target);
-        const secretName = sbc?.spec.callbackSecretRef?.name;
-        if (secretName) {
-          const secret = await stack.client.get<{ data?: Record<string, string> } & KObject>(
-            Resources.Secret,
-            secretName,
-            sbc?.metadata.namespace,
-          );
-          if (secret?.data?.token) tokens.add(secret.data.token);
-        }
+        const subject = sbc && tokenSubject(sbc);
+        if (subject) tokens.add(stack.callbackKey.tokenFor(subject));
         const c = await getClaim(stack, 'e2e-silent');
         attempts = Math.max(attempts, c.status?.boot?.attempt ?? 0);
         return (

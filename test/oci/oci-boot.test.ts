@@ -18,7 +18,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { decodeCallbackSecret } from '../../src/bootauth/callback-token.js';
 import { layerCapability } from '../../src/bootauth/layer-capability.js';
 import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
@@ -29,6 +28,7 @@ import {
   availableServers,
   cond,
   createClaim,
+  currentToken,
   eventsFor,
   eventually,
   getClaim,
@@ -110,15 +110,9 @@ describe('OCI images from a real registry', { timeout: 240_000 }, () => {
     });
   }
 
-  /** The attempt's callback token, from the claim's SBC's callback Secret. */
+  /** The attempt's callback token, derived with the manager's key. */
   async function tokenOf(claim: string): Promise<string> {
-    const sbc = (await getSbc(s, claim))!;
-    const secret = await s.client.get<SecretObject>(
-      Resources.Secret,
-      sbc.spec.callbackSecretRef!.name!,
-      s.ns,
-    );
-    return decodeCallbackSecret(secret?.data)!.token;
+    return (await currentToken(s, claim))!.token;
   }
 
   /**

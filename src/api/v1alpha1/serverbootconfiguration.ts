@@ -2,8 +2,9 @@
  * ServerBootConfiguration (SBC): what one server boots in the current attempt.
  *
  * Additions to upstream (README, 'A claim's boot attempts'): `spec.bootAttempt` (bumped for every attempt, which
- * bumps `metadata.generation`), `spec.bootPolicy`, `spec.bootMethod`, `spec.callbackSecretRef` (the attempt's token) and
- * `status.attemptGeneration`. A condition counts for the current attempt only when its
+ * bumps `metadata.generation`), `spec.bootPolicy`, `spec.bootMethod` and `status.attemptGeneration`.
+ * The attempt's callback token is derived from `metadata.uid` and `spec.bootAttempt`
+ * (src/bootauth/callback-token.ts), so the SBC names no Secret for it. A condition counts for the current attempt only when its
  * `observedGeneration` >= `status.attemptGeneration` (Kubernetes API conventions, observedGeneration).
  */
 import { BootMethodSchema } from './boot-method.js';
@@ -35,9 +36,6 @@ export const ServerBootConfigurationSpec = Type.Object(
       Type.Integer({ minimum: 1, description: 'Current boot attempt, starting at 1.' }),
     ),
     bootPolicy: Type.Optional(BootPolicySchema('Copied from the claim; read by the boot server.')),
-    callbackSecretRef: Type.Optional(
-      LocalObjectReference('Secret holding the current attempt token (key token) for callbacks.'),
-    ),
     bootMethod: Type.Optional(
       BootMethodSchema(
         'Copied from the claim; PXE when unset. HTTPBoot: the boot server serves a UKI; VirtualMedia: an ISO the BMC inserts.',
