@@ -27,6 +27,8 @@ import {
   overrides,
   overridesSent,
   pokeClaim,
+  pokeServer,
+  reconciles,
   resets,
   resetsSent,
   setSimFaults,
@@ -520,8 +522,12 @@ test('C09: slow and failing BMC: one power action, retried after Retry-After, no
     const other = await getClaim(s, 'other');
     assert.ok(other?.status?.boot?.poweredOnAt, 'the other claim recorded its power-on');
 
-    // Well past the first action, it is not repeated while the BMC catches up.
+    // Well past the first action, it is not repeated while the BMC catches up. Positive control:
+    // the Server controller reconciled in the window (it could have repeated the action).
+    const reconcilesBefore = await reconciles(s, 'server');
     await sleep(Math.max(0, 7_000 - (Date.now() - t0)));
+    await pokeServer(s, a!.metadata.name!, 1);
+    assert.ok((await reconciles(s, 'server')) > reconcilesBefore, 'the Server controller ran in the window');
     assert.deepEqual(
       resets(s, uuid).slice(mark),
       ['ForceOff'],

@@ -386,7 +386,8 @@ test('an operation set while the manager is down runs once after the start; one 
     await start();
     await consumed(s, name, 20_000);
     await eventually('PowerCycle sent', 10_000, () => resets(s, uuid).includes('PowerCycle'));
-    await sleep(2_000);
+    // Not repeated: two more reconciles of the Server (the positive control: they ran) send nothing.
+    await pokeServer(s, name);
     assert.equal(resets(s, uuid).filter((r) => r === 'PowerCycle').length, 1);
 
     // The state a kill leaves between "taken" and "sent": the operation removed, the marker written.
@@ -403,7 +404,7 @@ test('an operation set while the manager is down runs once after the start; one 
       const x = await getServer(s, name);
       return !(OPERATION_IN_PROGRESS_ANNOTATION in (x?.metadata.annotations ?? {}));
     });
-    await sleep(1_500);
+    await pokeServer(s, name);
     assert.equal(resetsSent(s, uuid).length, before, 'the interrupted operation is not sent');
   } finally {
     // Stack.close() stops the manager it started; the ones started here are this test's to stop.
