@@ -25,6 +25,7 @@ import {
   getClaim,
   OS_IMAGE,
   PROBE_IMAGE,
+  pokeClaim,
   type Stack,
   startStack,
 } from './fixture.js';
@@ -246,8 +247,8 @@ test('a cleanup that never reports: Error, unclaimable, reason in get servers; d
       const x = await getServer(s, name);
       return x?.status?.powerState === 'Off' && !x.spec.bootConfigurationRef;
     });
-    // Not handed to the next tenant.
-    await new Promise((ok) => setTimeout(ok, 1_500));
+    // Not handed to the next tenant: two more reconciles of its claim (they ran), then idle.
+    await pokeClaim(s, 'next');
     assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False');
     assert.equal((await getServer(s, name))?.status?.state, 'Error');
 

@@ -11,10 +11,13 @@ import {
   cond,
   eventsFor,
   eventually,
+  pokeServer,
+  reconciles,
   resets,
   resetsSent,
   type Stack,
   servers,
+  settled,
   startStack,
 } from './fixture.js';
 
@@ -119,7 +122,14 @@ test('C01: a Redfish system without a UUID gets a BMC condition, no Server, and 
     const reads = () =>
       s.vbmc.requests().filter((r) => r.method === 'GET' && r.path === '/redfish/v1/Systems').length;
     const before = reads();
+    const since = await reconciles(s, 'bmc');
     await new Promise((ok) => setTimeout(ok, 2_000));
+    // Positive control: the BMC was reconciled in the window (an edit of it, then idle), so a
+    // controller that listed on every reconcile would have listed again.
+    await s.client.mergePatch(Resources.BMC, s.bmcName, undefined, {
+      metadata: { annotations: { 'metal-test.ironcore.dev/poke': String(Date.now()) } },
+    });
+    await settled(s, 'bmc', since, { more: 1 });
     assert.ok(reads() - before <= 1, `systems listed ${reads() - before} times in 2 s`);
     assert.equal((await servers(s)).length, 0);
   } finally {
@@ -194,7 +204,8 @@ test('a discovery SBC in Error: state Discovery with the reason in Discovered, n
     assert.equal(srv.status?.manufacturer, 'Contoso', 'the BMC facts come with the first write');
     assert.match(cond(srv, 'Discovered')!.message, /registry\.invalid.*--allowed-registries/);
     assert.equal(srv.status?.discovery?.poweredOnAt, undefined, 'no power-on intent');
-    await new Promise((ok) => setTimeout(ok, 1_000));
+    // Two more reconciles of the Server (the positive control: they ran), then idle: still nothing.
+    await pokeServer(s, srv.metadata.name!);
     assert.deepEqual(resetsSent(s, srv.spec.systemUUID), [], 'nothing powered on');
   } finally {
     await s.close();
