@@ -206,26 +206,37 @@ test('QEMU VM booting from disk makes no network request; None falls back to the
   t.after(() => host.close());
   const ignitionFetches = () => server.requests.filter((r) => r.path === `/ignition/${identity.uuid}`).length;
   try {
-    await host.powerOn('Hdd');
-    const hddPid = host.pid;
-    // SeaBIOS gives up on the empty disk within a few seconds; 15 s leaves room for TCG under load.
-    await new Promise((r) => setTimeout(r, 15_000));
-    assert.equal(host.powerState(), 'On');
-    assert.equal(server.requests.length, 0, `unexpected requests: ${server.summary()}`);
-
-    // None = the machine's own order: the empty disk first, then the network.
-    await host.reset('None');
-    assert.notEqual(host.pid, hddPid, 'a boot device change restarts QEMU');
+    // None = the machine's own order: the empty disk first, then the network. Its time to the first
+    // request sizes the disk-only window below: the positive control that a network boot fits in it.
+    const t0 = Date.now();
+    await host.powerOn('None');
     const nonePid = host.pid;
+    await server.waitFor(() => server.requests.length > 0, BOOT_TIMEOUT_MS);
+    const toNetworkMs = server.requests[0]!.at - t0;
     await server.waitFor(() => ignitionFetches() === 1, BOOT_TIMEOUT_MS);
     await new Promise((r) => setTimeout(r, 2000));
     assert.ok(!server.requests.some((r) => r.path === '/bootstate'), 'metal.callback=skip posts nothing');
     assert.match(await fs.readFile(host.serialLogPath, 'utf8'), /metal\.callback=skip/);
 
-    // Same device: a QMP system_reset of the running VM, which boots again.
-    await host.reset('None' satisfies BootDevice);
-    assert.equal(host.pid, nonePid, 'same boot device: no restart');
+    // Hdd: a device change restarts QEMU, and the VM stays on the empty disk: nothing reaches the
+    // network in twice the time the None boot took to its first request (at least 15 s).
+    await host.reset('Hdd');
+    assert.notEqual(host.pid, nonePid, 'a boot device change restarts QEMU');
+    const hddPid = host.pid;
+    const mark = server.requests.length;
+    await new Promise((r) => setTimeout(r, Math.max(15_000, 2 * toNetworkMs)));
+    assert.equal(host.powerState(), 'On');
+    assert.equal(server.requests.length, mark, `unexpected requests: ${server.summary()}`);
+
+    // Back to None (a restart again), then the same device: a QMP system_reset of the running VM,
+    // which boots again.
+    await host.reset('None');
+    assert.notEqual(host.pid, hddPid, 'a boot device change restarts QEMU');
+    const againPid = host.pid;
     await server.waitFor(() => ignitionFetches() === 2, BOOT_TIMEOUT_MS);
+    await host.reset('None' satisfies BootDevice);
+    assert.equal(host.pid, againPid, 'same boot device: no restart');
+    await server.waitFor(() => ignitionFetches() === 3, BOOT_TIMEOUT_MS);
 
     await host.forceOff();
     assert.equal(host.powerState(), 'Off');
