@@ -36,7 +36,7 @@
  */
 import type { Server } from '../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
-import { parseDuration } from '../src/controllers/duration.js';
+import { parseDuration } from '../src/controllers/common/duration.js';
 
 export const INVARIANTS = [
   'power-outside-attempt',

@@ -117,7 +117,7 @@ export const ConditionType = {
   Released: 'Released',
   // Server
   Discovered: 'Discovered',
-  /** The cleanup boot after the last release erased the disks (src/controllers/cleanup.ts). */
+  /** The cleanup boot after the last release erased the disks (src/controllers/server/cleanup.ts). */
   Cleaned: 'Cleaned',
   PowerActionPending: 'PowerActionPending',
   /**
@@ -137,7 +137,7 @@ export const ConditionType = {
   FetchRefused: 'FetchRefused',
   // BMC
   SystemsDiscovered: 'SystemsDiscovered',
-  // BMC and Server: a system UUID another Server owns (controllers/system-ownership.ts)
+  // BMC and Server: a system UUID another Server owns (controllers/common/system-ownership.ts)
   DuplicateSystemUUID: 'DuplicateSystemUUID',
 } as const;
 
@@ -167,7 +167,7 @@ export const DuplicateReason = {
   SystemUUIDsUnique: 'SystemUUIDsUnique',
 } as const;
 
-/** Why a claim lost its Server, and how an unclaimed Server enters and leaves Maintenance (controllers/taints.ts). */
+/** Why a claim lost its Server, and how an unclaimed Server enters and leaves Maintenance (controllers/server/taints.ts). */
 export const TaintReason = {
   /** Claim `Bound`/`Booted` reason and Event reason: an untolerated `Evict` taint released it. */
   Evicted: 'Evicted',
@@ -233,7 +233,7 @@ export const BootConfigurationReason = {
   InvalidIgnition: 'InvalidIgnition',
   /** hack/ignition-tools could not run (missing, timed out): an installation fault, rechecked. */
   IgnitionToolsUnavailable: 'IgnitionToolsUnavailable',
-  // OCI images (src/oci/, src/controllers/boot-image-resolution.ts)
+  // OCI images (src/oci/, src/controllers/serverbootconfiguration/boot-image-resolution.ts)
   InvalidImageReference: 'InvalidImageReference',
   RegistryNotAllowed: 'RegistryNotAllowed',
   RegistryUnavailable: 'RegistryUnavailable',
@@ -261,7 +261,7 @@ export const DiscoveredReason = {
 
 /** Reasons of the Server's `PowerActionPending` condition (besides the BMC failure reasons). */
 /**
- * Reasons of the Server's `Cleaned` condition (the cleanup boot on release, src/controllers/cleanup.ts;
+ * Reasons of the Server's `Cleaned` condition (the cleanup boot on release, src/controllers/server/cleanup.ts;
  * metal3's automated cleaning, MAAS's erase on release). False while the Server must not be bound.
  */
 export const CleanedReason = {

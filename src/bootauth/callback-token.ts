@@ -17,6 +17,7 @@
  * `invalid`. Comparison is constant-time over the MAC bytes.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 
 /** Longest token accepted for comparison; anything longer is `invalid` without hashing it. */
 export const MAX_TOKEN_LENGTH = 256;
@@ -88,4 +89,17 @@ export class CallbackKey {
     if (attempt === subject.attempt) return 'current';
     return attempt < subject.attempt ? 'stale' : 'ahead';
   }
+}
+
+/** The callback token of an SBC's current attempt. */
+export interface AttemptToken {
+  /** `spec.bootAttempt` (default 1). */
+  attempt: number;
+  token: string;
+}
+
+/** The token of `sbc`'s current attempt; `undefined` for an SBC not stored yet (no uid). */
+export function attemptToken(key: CallbackKey, sbc: ServerBootConfiguration): AttemptToken | undefined {
+  const subject = tokenSubject(sbc);
+  return subject ? { attempt: subject.attempt, token: key.tokenFor(subject) } : undefined;
 }

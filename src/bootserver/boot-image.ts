@@ -11,8 +11,8 @@ import { isDiscoveryBootConfiguration } from '../api/boot-configuration-names.js
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { CAPABILITY_PARAM, type LayerGrant, layerCapability } from '../bootauth/layer-capability.js';
 import { HttpError } from '../bootsignals/http-error.js';
+import type { ImageCatalog, ImageEntry } from '../oci/image-catalog.js';
 import { formatReference, parseReference } from '../oci/reference.js';
-import type { ImageCatalog, ImageEntry } from './image-catalog.js';
 
 /** Seconds the firmware is told to wait while the attempt's image is not resolved yet. */
 const UNRESOLVED_RETRY_AFTER_S = 5;

@@ -38,7 +38,7 @@ import type { Logger } from 'pino';
 import type { Server } from '../api/v1alpha1/server.js';
 import { clientAddress } from '../bootsignals/client-address.js';
 import { HttpError } from '../bootsignals/http-error.js';
-import { bmcMacs } from '../bootsignals/machine-identity.js';
+import { bmcMacs } from '../inventory/machine-identity.js';
 import type { Informer } from '../runtime/informer.js';
 import type { AddressMacSource } from './address-source.js';
 

@@ -32,12 +32,12 @@ import type { PowerIntentGate } from '../bootsignals/power-intent.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import { BLOB_SIZE_MISMATCH, type BlobCache, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
+import type { ImageCatalog } from '../oci/image-catalog.js';
 import { parseReference } from '../oci/reference.js';
 import { RegistryError } from '../oci/registry-client.js';
 import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
-import type { ImageCatalog } from './image-catalog.js';
 import { attemptKernelArgs } from './ipxe-script.js';
 import { type UkiBuilder, UkiBusy, type UkiLease } from './uki.js';
 

@@ -7,13 +7,13 @@
  * when the config is at fault, 503 + `Retry-After` when the tools cannot run or the API is down.
  */
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
-import { apiFailure, type SecretObject } from '../bootsignals/boot-target.js';
+import { apiFailure } from '../bootsignals/boot-target.js';
 import { HttpError } from '../bootsignals/http-error.js';
 import type { BootstateHook } from '../ignition/bootstate-hook.js';
 import { IgnitionError, type IgnitionRenderer } from '../ignition/served-ignition.js';
 import { secretUse } from '../ignition/validated-secrets.js';
 import type { KubeClient } from '../runtime/client.js';
-import { Resources } from '../runtime/resource.js';
+import { Resources, type SecretObject } from '../runtime/resource.js';
 
 /** Seconds the host is told to wait when the ignition tools cannot run. */
 const TOOLS_RETRY_AFTER_S = 30;

@@ -8,7 +8,7 @@
  * with a squashfs layer also gardenlinux's `gl.ovl`, `gl.url`, `gl.live` (see {@link liveRootArgs}).
  */
 import { HttpError } from '../bootsignals/http-error.js';
-import type { ImageEntry } from './image-catalog.js';
+import type { ImageEntry } from '../oci/image-catalog.js';
 
 /** Longest image command line served, in bytes (as the resolver's bound for OCI images, N6/N12). */
 export const MAX_IMAGE_CMDLINE_BYTES = 1024;

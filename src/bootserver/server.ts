@@ -52,6 +52,7 @@ import {
   AUTHENTICATED,
   createHttpApp,
   listen,
+  type RunningServer,
   type SignalServerOptions,
   UNSERVED_BUDGETED,
 } from '../bootsignals/http-app.js';
@@ -63,7 +64,7 @@ import { IgnitionTools } from '../ignition/ignition-tools.js';
 import { IgnitionRenderer } from '../ignition/served-ignition.js';
 import type { BlobCache } from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
-import type { RunningServer } from '../registry/server.js';
+import type { ImageCatalog } from '../oci/image-catalog.js';
 import type { Informer } from '../runtime/informer.js';
 import type { AddressMacSource } from './address-source.js';
 import {
@@ -77,7 +78,6 @@ import { ClientIdentity, type ClientIdentityMode } from './client-identity.js';
 import { FetchRefusals, isFetchRefusal } from './fetch-refusal.js';
 import { registerHttpBootRoute } from './http-boot.js';
 import { servedIgnition } from './ignition.js';
-import type { ImageCatalog } from './image-catalog.js';
 import { attemptScript, chainScript, localBootScript } from './ipxe-script.js';
 import { UkiBuilder } from './uki.js';
 import { VirtualMediaIsoBuilder } from './vmedia-iso.js';

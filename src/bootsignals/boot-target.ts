@@ -30,7 +30,14 @@ import { byteSwappedSystemUUID, canonicalSystemUUID } from '../api/system-uuid.j
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { ConditionType, countsForCurrentAttempt, EventReason } from '../api/vocabulary.js';
-import { type CallbackKey, type TokenVerdict, tokenSubject } from '../bootauth/callback-token.js';
+import {
+  type AttemptToken,
+  attemptToken,
+  type CallbackKey,
+  type TokenVerdict,
+  tokenSubject,
+} from '../bootauth/callback-token.js';
+import { SERVER_UUID_INDEX } from '../inventory/server-index.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
@@ -38,20 +45,6 @@ import { type KObject, Resources } from '../runtime/resource.js';
 import { badRequest, HttpError, unavailable } from './http-error.js';
 import { SingleFlight } from './single-flight.js';
 import { UUIDAliasRecorder } from './uuid-alias.js';
-
-/** Informer index of Servers by canonical `spec.systemUUID`. */
-export const SERVER_UUID_INDEX = 'systemUUID';
-
-/** Indexer for {@link SERVER_UUID_INDEX}; register it on the Server informer. */
-export function serverUUIDIndexer(server: Server): string[] {
-  const uuid = canonicalSystemUUID(server.spec?.systemUUID);
-  return uuid ? [uuid] : [];
-}
-
-export interface SecretObject extends KObject {
-  data?: Record<string, string>;
-  type?: string;
-}
 
 export interface BootTarget {
   uuid: string;
@@ -61,19 +54,6 @@ export interface BootTarget {
   sbc: ServerBootConfiguration | undefined;
   /** The current attempt's token (what the boot server renders); undefined without an SBC. */
   callback: AttemptToken | undefined;
-}
-
-/** The callback token of an SBC's current attempt. */
-export interface AttemptToken {
-  /** `spec.bootAttempt` (default 1). */
-  attempt: number;
-  token: string;
-}
-
-/** The token of `sbc`'s current attempt; `undefined` for an SBC not stored yet (no uid). */
-export function attemptToken(key: CallbackKey, sbc: ServerBootConfiguration): AttemptToken | undefined {
-  const subject = tokenSubject(sbc);
-  return subject ? { attempt: subject.attempt, token: key.tokenFor(subject) } : undefined;
 }
 
 export interface BootTargetSources {

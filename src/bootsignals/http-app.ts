@@ -267,6 +267,13 @@ function statusReason(status: number, code: string | undefined): string {
 
 export type HttpApp = ReturnType<typeof createHttpApp>;
 
+/** A listening signal server (registry or boot server): its base URL, port and how to stop it. */
+export interface RunningServer {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
 /** Binds `app` and resolves its base URL (`http://host:port`). */
 export async function listen(
   app: HttpApp,

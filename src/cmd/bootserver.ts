@@ -6,15 +6,15 @@ import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
-import { ImageCatalog } from '../bootserver/image-catalog.js';
-import { startSignalStack } from '../bootsignals/signal-stack.js';
+import { ImageCatalog } from '../oci/image-catalog.js';
 import { KubeClient } from '../runtime/client.js';
+import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { newLogger } from '../runtime/logger.js';
 import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
-import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { serveUntilSignal, tlsFiles } from './signal-process.js';
+import { startSignalStack } from './signal-stack.js';
 import { NotWritableError } from './writable-dir.js';
 
 const cmd = addImageOptions(new Command('bootserver'))
@@ -36,7 +36,7 @@ const cmd = addImageOptions(new Command('bootserver'))
   .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
   .option('--url <url>', 'URL hosts use to reach this boot server (default: the listen address)')
   .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
-  .option('--image-catalog <file>', 'YAML image catalog (see src/bootserver/image-catalog.ts)')
+  .option('--image-catalog <file>', 'YAML image catalog (see src/oci/image-catalog.ts)')
   .option('--no-pin-script-client', 'serve an attempt script to any client, not only the first')
   .addOption(
     new Option(

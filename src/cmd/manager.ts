@@ -25,17 +25,20 @@ import {
 import { CALLBACK_KEY_SECRET_NAME, ensureCallbackKey } from '../bootauth/callback-key-secret.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { startBootServer } from '../bootserver/server.js';
-import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/config.js';
-import { formatDuration, parseDuration } from '../controllers/duration.js';
-import { type ConfigMapObject, ImageCatalogSource } from '../controllers/image-catalog-source.js';
+import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/common/config.js';
+import { formatDuration, parseDuration } from '../controllers/common/duration.js';
+import {
+  type ConfigMapObject,
+  ImageCatalogSource,
+} from '../controllers/serverbootconfiguration/image-catalog-source.js';
 import { setupControllers } from '../controllers/setup.js';
 import { type CallbackAuth, startRegistry } from '../registry/server.js';
+import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
 import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
-import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { assertManagerNamespace, ManagerNamespaceError } from './manager-namespace.js';
 import { NotWritableError } from './writable-dir.js';
@@ -265,7 +268,7 @@ function command(): Command {
       'refuse ServerClaims with neither spec.serverRef nor spec.serverSelector (Bound=False, reason ServerSelectionRequired) instead of binding any Available Server as upstream does',
       false,
     )
-    .option('--image-catalog <file>', 'YAML image catalog file (see src/bootserver/image-catalog.ts)')
+    .option('--image-catalog <file>', 'YAML image catalog file (see src/oci/image-catalog.ts)')
     .option(
       '--image-catalog-configmap <ns/name>',
       'ConfigMap holding the image catalog under key images.yaml (followed live)',

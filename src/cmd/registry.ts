@@ -4,11 +4,11 @@
  */
 import { Command, Option } from 'commander';
 import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
-import { startSignalStack } from '../bootsignals/signal-stack.js';
+import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { newLogger } from '../runtime/logger.js';
-import { loadKubeConfig } from './kubeconfig.js';
 import { splitAddr } from './listen-address.js';
 import { serveUntilSignal, tlsFiles } from './signal-process.js';
+import { startSignalStack } from './signal-stack.js';
 
 const cmd = new Command('registry')
   .description(

@@ -5,9 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { collectDefaultMetrics } from 'prom-client';
-import type { SignalStack } from '../bootsignals/signal-stack.js';
 import { startHealthServer } from '../runtime/health.js';
 import { splitAddr } from './listen-address.js';
+import type { SignalStack } from './signal-stack.js';
 
 /** Serves health and metrics (when `metricsAddr` is set) until SIGTERM/SIGINT, then closes and exits 0. */
 export async function serveUntilSignal(stack: SignalStack, metricsAddr: string | undefined): Promise<void> {

@@ -13,28 +13,31 @@ import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfigur
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import type { ServerReadinessRule } from '../api/v1alpha1/serverreadinessrule.js';
 import type { CallbackKey } from '../bootauth/callback-token.js';
-import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../bootsignals/boot-target.js';
-import { cachedServer } from '../bootsignals/signal-stack.js';
 import type { IgnitionRenderer } from '../ignition/served-ignition.js';
+import { cachedServer, SERVER_UUID_INDEX, serverUUIDIndexer } from '../inventory/server-index.js';
 import type { BootImages } from '../oci/boot-images.js';
 import type { Informer } from '../runtime/informer.js';
 import type { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
-import { bmcIndexers, newBmcController } from './bmc.js';
-import { BmcDownReports } from './bmc-availability.js';
-import { BmcConnections, type BmcFactory } from './bmc-connections.js';
-import { newBmcUserController } from './bmcuser.js';
-import { BootConfigurations } from './boot-configuration.js';
-import { type ControllerConfig, selectorOf } from './config.js';
-import { DuplicateServers } from './duplicate-servers.js';
-import type { ImageCatalogSource } from './image-catalog-source.js';
-import { BootMetrics } from './metrics.js';
-import { PowerActions } from './power.js';
-import { newReadinessControllers } from './readiness-rules.js';
-import { discoveryBootConfigurationName, newServerController } from './server.js';
-import { newServerBootConditionController } from './server-boot-condition.js';
-import { newServerBootConfigurationController } from './serverbootconfiguration.js';
-import { newServerClaimController, SERVER_BY_CLAIM_INDEX, serverByClaimIndexer } from './serverclaim.js';
+import { bmcIndexers, newBmcController } from './bmc/bmc.js';
+import { BmcDownReports } from './bmc-actions/bmc-availability.js';
+import { BmcConnections, type BmcFactory } from './bmc-actions/bmc-connections.js';
+import { PowerActions } from './bmc-actions/power.js';
+import { newBmcUserController } from './bmcuser/bmcuser.js';
+import { BootConfigurations } from './common/boot-configuration.js';
+import { type ControllerConfig, selectorOf } from './common/config.js';
+import { BootMetrics } from './common/metrics.js';
+import { DuplicateServers } from './server/duplicate-servers.js';
+import { newReadinessControllers } from './server/readiness-rules.js';
+import { discoveryBootConfigurationName, newServerController } from './server/server.js';
+import { newServerBootConditionController } from './server/server-boot-condition.js';
+import type { ImageCatalogSource } from './serverbootconfiguration/image-catalog-source.js';
+import { newServerBootConfigurationController } from './serverbootconfiguration/serverbootconfiguration.js';
+import {
+  newServerClaimController,
+  SERVER_BY_CLAIM_INDEX,
+  serverByClaimIndexer,
+} from './serverclaim/serverclaim.js';
 
 export interface ControllerSetup {
   servers: Informer<Server>;

@@ -24,7 +24,7 @@ import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { RedfishAuthError } from '../bmc/errors.js';
 import { RedfishClient } from '../bmc/redfish-client.js';
-import { BmcAccessError, bmcSecretCredentials } from '../controllers/bmc-connections.js';
+import { BmcAccessError, bmcSecretCredentials } from '../controllers/bmc-actions/bmc-connections.js';
 import type { KubeClient } from '../runtime/client.js';
 import { Resources } from '../runtime/resource.js';
 import { bmcOfServer, ConsoleError, checkKnownHost, consoleEntry, EscapeFilter } from './console-logic.js';

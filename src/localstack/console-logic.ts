@@ -1,7 +1,7 @@
 /**
  * The decisions behind `metalctl console SERVER`, apart from their I/O (console-command.ts):
  * - {@link bmcOfServer}: Server → BMC address, Redfish endpoint, BMCSecret name and BMC console port,
- *   as the manager resolves them (src/controllers/bmc-connections.ts; upstream
+ *   as the manager resolves them (src/controllers/bmc-actions/bmc-connections.ts; upstream
  *   `internal/cmd/console/console.go`: inline `spec.bmc` or `spec.bmcRef`).
  * - {@link consoleEntry}: the SSH port and the command to run there, from the system's Redfish
  *   `SerialConsole.SSH` (ComputerSystem.v1_13_0+ `HostSerialConsole`), else the BMC's
@@ -14,7 +14,7 @@ import { createHmac } from 'node:crypto';
 import type { BMC } from '../api/v1alpha1/bmc.js';
 import type { Endpoint } from '../api/v1alpha1/endpoint.js';
 import type { Server } from '../api/v1alpha1/server.js';
-import { endpointUrl } from '../controllers/bmc-connections.js';
+import { endpointUrl } from '../controllers/bmc-actions/bmc-connections.js';
 
 /** A reason `metalctl console` cannot go on; the message is printed as is (it never holds a credential). */
 export class ConsoleError extends Error {

@@ -3,7 +3,7 @@
  * controllers honour, so that kubectl can do the same (`kubectl patch`, `kubectl annotate`).
  *
  * - cordon: taint `metal.ironcore.dev/maintenance[=reason]:NoBind|Evict` on a Server (no new claims;
- *   an unclaimed Server goes to `Maintenance`; `Evict` also releases its claim): src/controllers/taints.ts.
+ *   an unclaimed Server goes to `Maintenance`; `Evict` also releases its claim): src/controllers/server/taints.ts.
  * - uncordon: removes that taint (back to `Available`).
  * - retry: annotation `metal.ironcore.dev/operation=retry` on a ServerClaim (a new series of boot
  *   attempts) or a Server (discovery starts again from Error; the cleanup boot, when its
@@ -25,7 +25,7 @@ import {
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { ConditionType } from '../api/vocabulary.js';
-import { MAINTENANCE_TAINT_KEY, taintText, withMaintenanceTaint } from '../controllers/taints.js';
+import { MAINTENANCE_TAINT_KEY, taintText, withMaintenanceTaint } from '../controllers/server/taints.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import { findCondition } from '../runtime/conditions.js';
 import { Resources } from '../runtime/resource.js';

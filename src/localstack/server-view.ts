@@ -18,7 +18,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { CleanedReason, ConditionType, currentAttemptCondition } from '../api/vocabulary.js';
-import { MAINTENANCE_TAINT_KEY, taintText } from '../controllers/taints.js';
+import { MAINTENANCE_TAINT_KEY, taintText } from '../controllers/server/taints.js';
 
 /** A core/v1 Event as `describe` shows it. */
 export interface EventView {

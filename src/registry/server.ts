@@ -7,13 +7,13 @@
  *   answer, with the source address seen (`clientAddress`; the boot server tells a NAT from it,
  *   bootserver/client-identity.ts), and `RegistrationReceived` is set on the current SBC. 409
  *   `UnknownNICs` and nothing stored when a NIC with an address has a MAC the Server's BMC does not
- *   report (`status.bmcNetworkInterfaces`; bootsignals/machine-identity.ts), with the Server's
+ *   report (`status.bmcNetworkInterfaces`; inventory/machine-identity.ts), with the Server's
  *   `MachineIdentity` condition and a Warning Event `RegistrationRefused` saying who and what. A claim attempt's token is refused
  *   (403 `NotDiscovery`): a tenant cannot rewrite the inventory (S11). Bodies over 64 KiB are 413,
  *   `data` nested deeper than {@link MAX_REGISTRATION_DEPTH} is 400 `TooDeep`.
  * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none),
  *   read from the API server (the Server cache holds only a projection of it, see
- *   bootsignals/registration-cache.ts).
+ *   inventory/registration-cache.ts).
  * - `DELETE /delete/{uuid}` + Bearer token of the current discovery attempt → 200; removes the
  *   stored payload. (Both need the token since S5; the controllers never call them.)
  * - `POST /bootstate` `{"systemUUID", "booted": bool}` + `Authorization: Bearer <token>` → 200 once
@@ -38,12 +38,13 @@ import type { Server } from '../api/v1alpha1/server.js';
 import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
 import { apiFailure, type BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
+import type { RunningServer } from '../bootsignals/http-app.js';
 import { AUTHENTICATED, createHttpApp, listen, type SignalServerOptions } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
-import { checkRegistrationMacs, registrationRefusedCondition } from '../bootsignals/machine-identity.js';
 import { isDiscoveryAttempt } from '../bootsignals/power-intent.js';
-import { isProjection, registrationDigest } from '../bootsignals/registration-cache.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
+import { checkRegistrationMacs, registrationRefusedCondition } from '../inventory/machine-identity.js';
+import { isProjection, registrationDigest } from '../inventory/registration-cache.js';
 import { applyCondition } from '../runtime/condition-writer.js';
 import { Resources } from '../runtime/resource.js';
 
@@ -52,12 +53,6 @@ export type CallbackAuth = 'required' | 'optional';
 
 export interface RegistryOptions extends SignalServerOptions {
   callbackAuth: CallbackAuth;
-}
-
-export interface RunningServer {
-  url: string;
-  port: number;
-  close(): Promise<void>;
 }
 
 /** Field-manager prefix of the registry's condition writes. */
@@ -153,7 +148,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
   /**
    * 409 `UnknownNICs` (nothing stored; the Server's `MachineIdentity` condition and a Warning Event
    * `RegistrationRefused` say who and what) when the payload reports a NIC with an address whose MAC
-   * the Server's BMC does not report (bootsignals/machine-identity.ts). The condition write is best
+   * the Server's BMC does not report (inventory/machine-identity.ts). The condition write is best
    * effort: an API failure is logged, the 409 stands.
    */
   async function refuseForeignNics(server: Server, data: unknown, from: string, log: FastifyBaseLogger) {

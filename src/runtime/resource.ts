@@ -112,3 +112,9 @@ export function resourcePath(
   if (subresource) p += `/${subresource}`;
   return p;
 }
+
+/** A core/v1 Secret as this project reads it (`data` values are base64, per the Kubernetes API). */
+export interface SecretObject extends KObject {
+  data?: Record<string, string>;
+  type?: string;
+}

@@ -19,7 +19,7 @@ import {
   bmcSecretCredentials,
   classifyBmcFailure,
   defaultBmcFactory,
-} from '../../src/controllers/bmc-connections.js';
+} from '../../src/controllers/bmc-actions/bmc-connections.js';
 import { writeSelfSignedCertificate } from '../../src/localstack/control-plane.js';
 import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
 import { SimHost } from '../../src/virtualbmc/sim.js';

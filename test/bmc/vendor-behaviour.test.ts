@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isBmcBusy, RedfishBudgetExceededError, RedfishHttpError } from '../../src/bmc/errors.js';
 import { isTransientMessageId, TRANSIENT_MESSAGES } from '../../src/bmc/vendor.js';
-import { classifyBmcFailure } from '../../src/controllers/bmc-connections.js';
+import { classifyBmcFailure } from '../../src/controllers/bmc-actions/bmc-connections.js';
 import { resolveProfile, VENDOR_PROFILES, type VendorProfileName } from '../../src/virtualbmc/profile.js';
 import type { RequestRecord } from '../../src/virtualbmc/server.js';
 import { SUPPORTED_BOOT_TARGETS } from '../../src/virtualbmc/system.js';

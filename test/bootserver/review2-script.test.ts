@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ImageEntry } from '../../src/bootserver/image-catalog.js';
 import { attemptKernelArgs, attemptScript } from '../../src/bootserver/ipxe-script.js';
+import type { ImageEntry } from '../../src/oci/image-catalog.js';
 
 const input = (cmdline: string) => ({
   image: { name: 'os', kernel: '/k', initrd: '/i', cmdline, mode: 'os' } as ImageEntry,

@@ -8,7 +8,7 @@ import { request as httpRequest } from 'node:http';
 import { after, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
-import { registrationDigest } from '../../src/bootsignals/registration-cache.js';
+import { registrationDigest } from '../../src/inventory/registration-cache.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { releaseSharedCluster } from '../harness/shared.js';

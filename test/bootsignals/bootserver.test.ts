@@ -7,8 +7,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, describe, it } from 'node:test';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import { Resources } from '../../src/runtime/resource.js';
+import { Resources, type SecretObject } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {

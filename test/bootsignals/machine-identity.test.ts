@@ -1,5 +1,5 @@
 /**
- * The registration rule of issue 28 (src/bootsignals/machine-identity.ts, pure): every NIC of a
+ * The registration rule of issue 28 (src/inventory/machine-identity.ts, pure): every NIC of a
  * `/register` payload that carries an address must have a MAC the BMC reports; unchecked (and said)
  * where the BMC's NICs were never read or it reports none.
  */
@@ -10,7 +10,7 @@ import {
   checkRegistrationMacs,
   nicInventoryCondition,
   registrationRefusedCondition,
-} from '../../src/bootsignals/machine-identity.js';
+} from '../../src/inventory/machine-identity.js';
 
 const server = (macs: string[] | undefined): Server => ({
   metadata: { name: 's' },

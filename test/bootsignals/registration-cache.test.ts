@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
+import { hardwareFromRegistration } from '../../src/controllers/server/registration.js';
 import {
   isProjection,
   registrationDigest,
   slimRegistration,
-} from '../../src/bootsignals/registration-cache.js';
-import { cachedServer } from '../../src/bootsignals/signal-stack.js';
-import { hardwareFromRegistration } from '../../src/controllers/registration.js';
+} from '../../src/inventory/registration-cache.js';
+import { cachedServer } from '../../src/inventory/server-index.js';
 import { registrationData } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';
 

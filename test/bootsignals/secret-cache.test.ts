@@ -8,8 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import { Resources } from '../../src/runtime/resource.js';
+import { Resources, type SecretObject } from '../../src/runtime/resource.js';
 import { bearer, postJson, seedBootTarget, type TestStack, useSignalStack, waitCached } from './fixture.js';
 
 describe('callback Secret cache', () => {

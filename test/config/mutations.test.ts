@@ -79,7 +79,7 @@ function expectPasses(repo: string, testFile: string): void {
 
 describe('the configuration tests fail on the defects they guard against', () => {
   it('prometheus.test.ts: a rule metric renamed in the registered metrics', () => {
-    const rel = 'dist/src/controllers/metrics.js';
+    const rel = 'dist/src/controllers/common/metrics.js';
     const original = readFileSync(join(REPO_ROOT, rel), 'utf8');
     const repo = copy('metric');
     expectPasses(repo, 'config/prometheus.test.js');

@@ -14,7 +14,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { parse, parseAllDocuments } from 'yaml';
 import { createHttpApp } from '../../src/bootsignals/http-app.js';
-import { BootMetrics } from '../../src/controllers/metrics.js';
+import { BootMetrics } from '../../src/controllers/common/metrics.js';
 import { REPO_ROOT } from '../../src/localstack/control-plane.js';
 import { RuntimeMetrics } from '../../src/runtime/metrics.js';
 

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { DEFAULT_CONTROLLER_CONFIG } from '../../src/controllers/config.js';
+import { DEFAULT_CONTROLLER_CONFIG } from '../../src/controllers/common/config.js';
 import { sharedCluster } from '../harness/shared.js';
 
 const run = promisify(execFile);

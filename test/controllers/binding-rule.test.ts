@@ -12,7 +12,7 @@ import { after, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { SERVER_SELECTION_REQUIRED_REASON } from '../../src/controllers/server-selection.js';
+import { SERVER_SELECTION_REQUIRED_REASON } from '../../src/controllers/common/server-selection.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { type KObject, Resources, type ResourceType } from '../../src/runtime/resource.js';
 import { releaseSharedCluster, sharedCluster } from '../harness/shared.js';

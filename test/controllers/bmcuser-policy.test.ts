@@ -1,5 +1,5 @@
 /**
- * The pure BMCUser logic (src/controllers/bmcuser-policy.ts): password length within the Redfish
+ * The pure BMCUser logic (src/controllers/bmcuser/bmcuser-policy.ts): password length within the Redfish
  * AccountService policy, generated passwords, and the rotation decision. No control plane.
  */
 import assert from 'node:assert/strict';
@@ -9,7 +9,7 @@ import {
   generatePassword,
   PREFERRED_PASSWORD_LENGTH,
   passwordLength,
-} from '../../src/controllers/bmcuser-policy.js';
+} from '../../src/controllers/bmcuser/bmcuser-policy.js';
 
 describe('passwordLength / generatePassword', () => {
   it('clamps the preferred length into [Min, Max]', () => {

@@ -1,5 +1,5 @@
 /**
- * The BMCUser controller (src/controllers/bmcuser.ts) against the real API server and the virtual
+ * The BMCUser controller (src/controllers/bmcuser/bmcuser.ts) against the real API server and the virtual
  * BMC's AccountService with lockout on (AccountLockoutThreshold 3): the account is created and its
  * generated password lands in the owned BMCSecret; rotate-credentials rotates once (new password
  * works, old refused, annotation gone); an expired password (PasswordChangeRequired) is rotated; a
@@ -17,7 +17,7 @@ import {
   CRASH_AFTER_BMC_WRITE_ENV,
   PENDING_PASSWORD_KEY,
   PENDING_TRIED_KEY,
-} from '../../src/controllers/bmcuser.js';
+} from '../../src/controllers/bmcuser/bmcuser.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import { API, b64, cond, eventually, type Stack, startStack } from './fixture.js';

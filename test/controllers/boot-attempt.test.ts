@@ -15,12 +15,13 @@ import {
   RedfishBudgetExceededError,
   RedfishHttpError,
 } from '../../src/bmc/errors.js';
-import { bmcRetryDelay, stableFailureMessage } from '../../src/controllers/bmc.js';
+import { bmcRetryDelay, stableFailureMessage } from '../../src/controllers/bmc/bmc.js';
 import {
   type BmcFailure,
   classifyBmcFailure,
   MAX_BMC_RETRY_AFTER_MS,
-} from '../../src/controllers/bmc-connections.js';
+} from '../../src/controllers/bmc-actions/bmc-connections.js';
+import type { BootActionResult } from '../../src/controllers/bmc-actions/power.js';
 import {
   type AttemptBook,
   type AttemptPower,
@@ -37,9 +38,8 @@ import {
   stepFor,
   type Wording,
 } from '../../src/controllers/boot-attempt/index.js';
-import { DEFAULT_CONTROLLER_CONFIG } from '../../src/controllers/config.js';
-import type { BootActionResult } from '../../src/controllers/power.js';
-import { claimBootSettings } from '../../src/controllers/serverclaim.js';
+import { DEFAULT_CONTROLLER_CONFIG } from '../../src/controllers/common/config.js';
+import { claimBootSettings } from '../../src/controllers/serverclaim/serverclaim.js';
 import { WorkQueue } from '../../src/runtime/queue.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');

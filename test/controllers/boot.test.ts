@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { attemptSignals } from '../../src/controllers/boot-configuration.js';
+import { attemptSignals } from '../../src/controllers/common/boot-configuration.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {

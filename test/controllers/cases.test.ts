@@ -6,9 +6,8 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { OPERATION_ANNOTATION } from '../../src/api/v1alpha1/boot-policy.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import { attemptSignals } from '../../src/controllers/boot-configuration.js';
-import { Resources } from '../../src/runtime/resource.js';
+import { attemptSignals } from '../../src/controllers/common/boot-configuration.js';
+import { Resources, type SecretObject } from '../../src/runtime/resource.js';
 import { managerCallbackKey } from '../harness/callback-token.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {

@@ -18,10 +18,9 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import { attemptSignals } from '../../src/controllers/boot-configuration.js';
+import { attemptSignals } from '../../src/controllers/common/boot-configuration.js';
 import { Informer } from '../../src/runtime/informer.js';
-import { Resources } from '../../src/runtime/resource.js';
+import { Resources, type SecretObject } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
   availableServers,

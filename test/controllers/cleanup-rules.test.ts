@@ -1,12 +1,12 @@
 /**
- * The pure rules of the cleanup boot (src/controllers/cleanup.ts, taints.ts): when a release runs
+ * The pure rules of the cleanup boot (src/controllers/server/cleanup.ts, taints.ts): when a release runs
  * one, what counts as a cleanup still owed, and that leaving Maintenance cannot skip it.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { cleanupPending, cleanupPlan } from '../../src/controllers/cleanup.js';
-import { maintenanceTransition } from '../../src/controllers/taints.js';
+import { cleanupPending, cleanupPlan } from '../../src/controllers/server/cleanup.js';
+import { maintenanceTransition } from '../../src/controllers/server/taints.js';
 
 const at = '2026-01-01T00:00:00Z';
 const server = (

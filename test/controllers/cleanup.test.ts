@@ -1,5 +1,5 @@
 /**
- * The cleanup boot on release (src/controllers/cleanup.ts) against the real API server with
+ * The cleanup boot on release (src/controllers/server/cleanup.ts) against the real API server with
  * simulated hosts: a released Server runs the cleanup image through the boot-attempt engine and is
  * Available (and bindable by a waiting claim) only after its completion signal; a cleanup image that
  * never reports leaves the Server in Error, unclaimable, with the reason shown by `metalctl get

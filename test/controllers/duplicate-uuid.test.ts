@@ -103,7 +103,7 @@ test('S14: a BMC listing more systems than --bmc-max-systems gets Servers for th
     assert.equal(cond(bmc, 'SystemsDiscovered')?.status, 'False');
     assert.match(cond(bmc, 'SystemsDiscovered')!.message, /3 system\(s\).*limit 2/);
     // No wait: one reconcile creates the Servers of its scan (awaited) before it writes this condition
-    // (src/controllers/bmc.ts scanSystems, then reportSystems), so a Server beyond the limit would
+    // (src/controllers/bmc/bmc.ts scanSystems, then reportSystems), so a Server beyond the limit would
     // already be there; the two within it are the positive control.
     assert.equal((await servers(s)).length, 2);
     await eventMatching(

@@ -12,10 +12,9 @@ import { after, test } from 'node:test';
 import { parse } from 'yaml';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
-import { attemptSignals } from '../../src/controllers/boot-configuration.js';
-import { MAINTENANCE_TAINT_KEY } from '../../src/controllers/taints.js';
-import { Resources } from '../../src/runtime/resource.js';
+import { attemptSignals } from '../../src/controllers/common/boot-configuration.js';
+import { MAINTENANCE_TAINT_KEY } from '../../src/controllers/server/taints.js';
+import { Resources, type SecretObject } from '../../src/runtime/resource.js';
 import { callbackTokenOf } from '../harness/callback-token.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {

@@ -4,8 +4,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CommanderError } from 'commander';
 import { managerHelp, parseManagerConfig } from '../../src/cmd/manager.js';
-import { formatDuration, parseDuration } from '../../src/controllers/duration.js';
-import { managerBootMethod } from '../../src/controllers/netboot-via.js';
+import { managerBootMethod } from '../../src/controllers/bmc-actions/netboot-via.js';
+import { formatDuration, parseDuration } from '../../src/controllers/common/duration.js';
 
 test('manager flags: defaults', () => {
   const c = parseManagerConfig([]);

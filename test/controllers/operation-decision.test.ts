@@ -1,18 +1,18 @@
 /**
- * The pure decision of the Server operation annotation (src/controllers/server-operations.ts) and
+ * The pure decision of the Server operation annotation (src/controllers/server/server-operations.ts) and
  * the claim side's (claim-operations.ts): every value in every state, no control plane.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { claimOperation, serverHold } from '../../src/controllers/claim-operations.js';
 import {
   claimPower,
   decideOperation,
   needsClaim,
   type OperationFacts,
-} from '../../src/controllers/server-operations.js';
+} from '../../src/controllers/server/server-operations.js';
+import { claimOperation, serverHold } from '../../src/controllers/serverclaim/claim-operations.js';
 
 const f = (x: Partial<OperationFacts>): OperationFacts => ({
   op: undefined,

@@ -1,12 +1,12 @@
 /**
- * The pure rule evaluation of src/controllers/readiness-rules.ts (upstream's
+ * The pure rule evaluation of src/controllers/server/readiness-rules.ts (upstream's
  * serverreadinessruleserver_controller.go semantics), no control plane.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerReadinessRule } from '../../src/api/v1alpha1/serverreadinessrule.js';
-import { evaluate, sameTaint } from '../../src/controllers/readiness-rules.js';
+import { evaluate, sameTaint } from '../../src/controllers/server/readiness-rules.js';
 
 const rule = (mode: 'Continuous' | 'BootstrapOnly', extra: Partial<ServerReadinessRule['metadata']> = {}) =>
   ({

@@ -9,7 +9,10 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerReadinessRule } from '../../src/api/v1alpha1/serverreadinessrule.js';
-import { BOOTSTRAP_COMPLETED_PREFIX, READINESS_FINALIZER } from '../../src/controllers/readiness-rules.js';
+import {
+  BOOTSTRAP_COMPLETED_PREFIX,
+  READINESS_FINALIZER,
+} from '../../src/controllers/server/readiness-rules.js';
 import { applyCondition } from '../../src/runtime/condition-writer.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';

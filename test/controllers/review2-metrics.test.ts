@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { BootMetrics } from '../../src/controllers/metrics.js';
+import { BootMetrics } from '../../src/controllers/common/metrics.js';
 
 describe('second security review: metrics', () => {
   it('N14: 500 External<Name> signals make one signal="external" series, not 500', async () => {

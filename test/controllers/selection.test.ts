@@ -3,13 +3,13 @@ import { test } from 'node:test';
 import { binarySIQuantity } from '../../src/api/quantity.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { hardwareFromRegistration } from '../../src/controllers/registration.js';
 import {
   candidates,
   ineligibility,
   selectorMatches,
   tolerates,
-} from '../../src/controllers/server-selection.js';
+} from '../../src/controllers/common/server-selection.js';
+import { hardwareFromRegistration } from '../../src/controllers/server/registration.js';
 import { registrationData } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';
 

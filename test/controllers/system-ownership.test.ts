@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { duplicatesText, systemsVerdict } from '../../src/controllers/bmc.js';
-import { bmcDownReport } from '../../src/controllers/bmc-availability.js';
-import { candidates } from '../../src/controllers/server-selection.js';
-import { duplicatesIn, ownedElsewhere, uuidOwner } from '../../src/controllers/system-ownership.js';
+import { duplicatesText, systemsVerdict } from '../../src/controllers/bmc/bmc.js';
+import { bmcDownReport } from '../../src/controllers/bmc-actions/bmc-availability.js';
+import { candidates } from '../../src/controllers/common/server-selection.js';
+import { duplicatesIn, ownedElsewhere, uuidOwner } from '../../src/controllers/common/system-ownership.js';
 
 const U = '11111111-2222-3333-4444-555555555555';
 const srv = (name: string, created: string, uuid = U, bmc = 'bmc-a'): Server => ({

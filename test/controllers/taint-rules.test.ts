@@ -1,4 +1,4 @@
-/** Unit tests of the taint rules (pure functions of src/controllers/taints.ts). */
+/** Unit tests of the taint rules (pure functions of src/controllers/server/taints.ts). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
@@ -9,7 +9,7 @@ import {
   maintenanceTransition,
   taintText,
   withMaintenanceTaint,
-} from '../../src/controllers/taints.js';
+} from '../../src/controllers/server/taints.js';
 
 const server = (taints: Server['spec']['taints'], extra: Partial<Server> = {}): Server => ({
   metadata: { name: 's' },

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { ImageCatalog } from '../../src/bootserver/image-catalog.js';
-import { unboundExplanation } from '../../src/controllers/server-selection.js';
+import { unboundExplanation } from '../../src/controllers/common/server-selection.js';
+import { ImageCatalog } from '../../src/oci/image-catalog.js';
 
 let n = 0;
 const server = (

@@ -15,7 +15,7 @@ import { after, test } from 'node:test';
 import { request } from 'undici';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerClaim } from '../../src/api/v1alpha1/serverclaim.js';
-import { attemptSignals } from '../../src/controllers/boot-configuration.js';
+import { attemptSignals } from '../../src/controllers/common/boot-configuration.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { callbackTokenOf } from '../harness/callback-token.js';
 import { stablePorts } from '../harness/ports.js';

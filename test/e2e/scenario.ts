@@ -181,7 +181,7 @@ export async function assertBootedAttempt1(
 /**
  * Each of `conditions` is True on `sbc` and was observed at or after the generation its current
  * attempt began (`status.attemptGeneration`, or `metadata.generation` on an SBC not stamped yet:
- * the SBC contract in src/controllers/boot-configuration.ts). Both generations must be there: a
+ * the SBC contract in src/controllers/common/boot-configuration.ts). Both generations must be there: a
  * condition without `observedGeneration` proves nothing about which attempt it belongs to.
  */
 export function assertConditionsOfCurrentAttempt(

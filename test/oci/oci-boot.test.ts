@@ -19,11 +19,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import { layerCapability } from '../../src/bootauth/layer-capability.js';
-import type { SecretObject } from '../../src/bootsignals/boot-target.js';
 import { OciRegistry } from '../../src/localstack/oci-registry.js';
 import { PULL_SECRET_ANNOTATION } from '../../src/oci/boot-images.js';
 import { type PushTarget, pushBootImage, pushIndex } from '../../src/oci/push.js';
-import { Resources } from '../../src/runtime/resource.js';
+import { Resources, type SecretObject } from '../../src/runtime/resource.js';
 import {
   availableServers,
   cond,

@@ -1,5 +1,5 @@
 /**
- * BMCUser (deprecated upstream): a user account on a BMC, kept by src/controllers/bmcuser.ts (account
+ * BMCUser (deprecated upstream): a user account on a BMC, kept by src/controllers/bmcuser/bmcuser.ts (account
  * created and updated through the BMC's Redfish AccountService, generated password in a BMCSecret,
  * rotation). `status.conditions` is this project's addition (`Ready`: the account and its Secret
  * agree, or why not).

@@ -2,8 +2,8 @@
  * The values of the operation annotation `metal.ironcore.dev/operation` (upstream metal-operator
  * `api/v1alpha1/constants.go`: `OperationAnnotation*`, the power operations of
  * `AnnotationToRedfishMapping`, `ParkedAnnotation`) and this project's one bookkeeping annotation
- * of its own. What each one does on which kind: src/controllers/server-operations.ts (Server) and
- * src/controllers/claim-operations.ts (ServerClaim).
+ * of its own. What each one does on which kind: src/controllers/server/server-operations.ts (Server) and
+ * src/controllers/serverclaim/claim-operations.ts (ServerClaim).
  */
 export { OPERATION_ANNOTATION, OPERATION_RETRY } from './boot-policy.js';
 

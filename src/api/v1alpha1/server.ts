@@ -6,7 +6,7 @@
  * (the discovery attempt and its deadline, so bounded discovery survives manager restarts),
  * `spec.automatedCleaningMode` (metal3's BareMetalHost field and values: `metadata` | `disabled`),
  * the state `Cleaning` and `status.cleanup` (the cleanup boot run on release, bookkept like
- * discovery; src/controllers/cleanup.ts).
+ * discovery; src/controllers/server/cleanup.ts).
  */
 
 import { Protocol } from './bmc.js';
@@ -35,7 +35,7 @@ export const SERVER_STATES = [
   'Maintenance',
   // Upstream: out of the claim lifecycle for day-2 work (operation `park`, server-operations.ts).
   'Parked',
-  // Not upstream: the cleanup boot after a release (src/controllers/cleanup.ts).
+  // Not upstream: the cleanup boot after a release (src/controllers/server/cleanup.ts).
   'Cleaning',
 ] as const;
 export type ServerState = (typeof SERVER_STATES)[number];

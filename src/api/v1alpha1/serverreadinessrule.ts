@@ -1,6 +1,6 @@
 /**
  * ServerReadinessRule: taints servers whose conditions do not meet a requirement (controller:
- * src/controllers/readiness-rules.ts).
+ * src/controllers/server/readiness-rules.ts).
  */
 import {
   Conditions,

@@ -5,7 +5,7 @@
  * (run.ts) carries a step out; the controllers say where its bookkeeping lives.
  */
 import { BootedReason, EventReason } from '../../api/vocabulary.js';
-import { formatDuration } from '../duration.js';
+import { formatDuration } from '../common/duration.js';
 import { closeRecord } from './history.js';
 import {
   type AttemptBook,

@@ -8,7 +8,7 @@
 import type { ServerBootConfiguration } from '../../api/v1alpha1/serverbootconfiguration.js';
 import { currentAttemptCondition } from '../../api/vocabulary.js';
 import type { PowerState } from '../../bmc/bmc.js';
-import { attemptSignals, type Readiness } from '../boot-configuration.js';
+import { attemptSignals, type Readiness } from '../common/boot-configuration.js';
 import { type HandlerInput, type Outcome, type Step, stepFor, type Wording } from './handlers.js';
 import { recordProgress } from './history.js';
 import { type AttemptBook, type AttemptSettings, type Phase, phaseOf } from './phase.js';

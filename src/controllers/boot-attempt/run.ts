@@ -7,8 +7,8 @@
  */
 import type { PowerState } from '../../bmc/bmc.js';
 import { isTransitionalPowerState } from '../../bmc/bmc.js';
-import { classifyBmcFailure } from '../bmc-connections.js';
-import type { BootActionResult, PowerProgress } from '../power.js';
+import { classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
+import type { BootActionResult, PowerProgress } from '../bmc-actions/power.js';
 import type { AttemptEvent, Outcome, PermanentRefusal, Step } from './handlers.js';
 import { type AttemptBook, AttemptPhase } from './phase.js';
 

@@ -1,0 +1,451 @@
+/**
+ * BMCUser controller (upstream metal-operator `bmcuser_controller.go`): keeps a local account on the
+ * BMC of `spec.bmcRef` through its Redfish AccountService, with the password in a BMCSecret.
+ *
+ * Contract:
+ * - The account (`spec.userName`) is created, or updated to `spec.roleID` and enabled. Its password
+ *   comes from `spec.bmcSecretRef` when that Secret is the user's own (not controlled by this
+ *   BMCUser); otherwise it is generated (bmcuser-policy.ts, within the BMC's Min/MaxPasswordLength)
+ *   into the BMCSecret `bmcuser-<name>` this BMCUser controls, and `spec.bmcSecretRef` is pointed at
+ *   it (as upstream does).
+ * - Rotation (decideRotation): on `spec.rotationPeriod`, on the annotation
+ *   `metal.ironcore.dev/operation: rotate-credentials` (removed when the rotation is done, so it is
+ *   consumed once), and when the BMC reports the password expired (`PasswordChangeRequired`, or a
+ *   past `PasswordExpiration`; an account in sync is read again every {@link EXPIRY_CHECK_MS}).
+ * - Crash-safe between the BMC write and the Secret write: the new password is written as the key
+ *   `pending-password` of the owned Secret *before* the BMC is changed, and promoted to `password`
+ *   in one patch after. A pending password found at the start of a reconcile (the manager stopped in
+ *   between, or the BMC's answer was lost) is tried once as the user (the key `pending-tried` is
+ *   written before that try, so a second crash never tries it again); accepted → promoted; refused
+ *   or already tried → set again through the administrator account (which needs no old password)
+ *   and promoted. So at most one wrong password per rotation ever reaches the BMC, far below any
+ *   `AccountLockoutThreshold` ≥ 2; the old password is never tried.
+ * - Refusals (the BMC rejects the password policy or role, no AccountService, the BMC object or its
+ *   credentials missing) are the condition `Ready` False with the reason and a Warning Event; the
+ *   reconcile backs off. Deleting the BMCUser deletes the account (finalizer
+ *   `metal.ironcore.dev/bmcuser`); a BMC already gone does not block the deletion.
+ * - Differences from upstream: one Secret per BMCUser, patched on rotation (upstream creates a new
+ *   immutable Secret each time), and the pending-password protocol (upstream writes the Secret, then
+ *   the BMC, with nothing to resume from).
+ */
+import type pino from 'pino';
+import type { BMC as BMCObject } from '../../api/v1alpha1/bmc.js';
+import type { BMCSecret } from '../../api/v1alpha1/bmcsecret.js';
+import type { BMCUser } from '../../api/v1alpha1/bmcuser.js';
+import {
+  OPERATION_ANNOTATION,
+  OPERATION_IGNORE,
+  OPERATION_ROTATE_CREDENTIALS,
+} from '../../api/v1alpha1/operations.js';
+import type { BMC, ManagerAccountInfo } from '../../bmc/bmc.js';
+import type { KubeClient } from '../../runtime/client.js';
+import { type Condition, setCondition } from '../../runtime/conditions.js';
+import { Controller, type Request, type Result } from '../../runtime/controller.js';
+import type { EventRecorder } from '../../runtime/events.js';
+import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/finalizers.js';
+import type { Informer } from '../../runtime/informer.js';
+import type { RuntimeMetrics } from '../../runtime/metrics.js';
+import { controllerOwnerReference, isControlledBy } from '../../runtime/ownerrefs.js';
+import { Resources } from '../../runtime/resource.js';
+import { rfc3339 } from '../../runtime/time.js';
+import {
+  type BmcConnections,
+  bmcSecretCredentials,
+  classifyBmcFailure,
+} from '../bmc-actions/bmc-connections.js';
+import { decideRotation, generatePassword } from './bmcuser-policy.js';
+
+export const BMCUSER_FINALIZER = 'metal.ironcore.dev/bmcuser';
+/** Key of the owned BMCSecret holding a password written to the BMC but not yet promoted. */
+export const PENDING_PASSWORD_KEY = 'pending-password';
+/** Set (value `1`) before the pending password is tried as the user: it is never tried twice. */
+export const PENDING_TRIED_KEY = 'pending-tried';
+/** Why the pending rotation started (`Initial`, `Requested`, ...): `Requested` consumes the annotation. */
+export const PENDING_REASON_KEY = 'pending-reason';
+/**
+ * Test seam, off by default: with this environment variable set to `1` the manager kills itself
+ * (SIGKILL) right after the BMC accepted a new password and before the Secret is promoted.
+ */
+export const CRASH_AFTER_BMC_WRITE_ENV = 'METAL_TEST_BMCUSER_CRASH_AFTER_BMC_WRITE';
+export const READY_CONDITION = 'Ready';
+/** How often an account in sync is read again for `PasswordChangeRequired` / `PasswordExpiration`, ms. */
+export const EXPIRY_CHECK_MS = 10 * 60_000;
+
+export interface BmcUserControllerOptions {
+  client: KubeClient;
+  users: Informer<BMCUser>;
+  bmcs: Informer<BMCObject>;
+  connections: BmcConnections;
+  events: EventRecorder;
+  log: pino.Logger;
+  metrics?: RuntimeMetrics;
+  now?: () => number;
+}
+
+/** Name of the BMCSecret a BMCUser controls (cluster-scoped, like the BMCUser). */
+export function ownedSecretName(user: BMCUser): string {
+  return `bmcuser-${user.metadata.name ?? ''}`.slice(0, 253);
+}
+
+const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
+const unb64 = (s: string | undefined) =>
+  s === undefined ? undefined : Buffer.from(s, 'base64').toString('utf8');
+
+class Refusal extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+    readonly retryAfterMs = 30_000,
+  ) {
+    super(message);
+  }
+}
+
+export function newBmcUserController(o: BmcUserControllerOptions): Controller {
+  const log = o.log.child({ controller: 'bmcuser' });
+  const c = new Controller('bmcuser', {
+    reconcile: (req) => reconcile(o, req, log),
+    log: o.log,
+    metrics: o.metrics,
+  });
+  c.watches(o.users);
+  // A BMC that appears (or changes address/credentials) lets waiting users proceed.
+  c.watches(o.bmcs, (bmc) =>
+    o.users
+      .list()
+      .filter((u) => u.spec.bmcRef?.name === bmc.metadata.name)
+      .map((u) => ({ name: u.metadata.name ?? '' })),
+  );
+  return c;
+}
+
+async function reconcile(o: BmcUserControllerOptions, req: Request, baseLog: pino.Logger): Promise<Result> {
+  const user = await o.client.get<BMCUser>(Resources.BMCUser, req.name);
+  if (!user) return {};
+  const log = baseLog.child({ name: req.name, bmc: user.spec.bmcRef?.name, userName: user.spec.userName });
+  if (user.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_IGNORE) return {};
+  try {
+    if (user.metadata.deletionTimestamp) return await finalize(o, user, log);
+    return await sync(o, user, log);
+  } catch (err) {
+    let reason: string;
+    let message: string;
+    let retryAfterMs: number;
+    if (err instanceof Refusal) ({ reason, message, retryAfterMs } = err);
+    else {
+      let f: ReturnType<typeof classifyBmcFailure>;
+      try {
+        f = classifyBmcFailure(err);
+      } catch {
+        throw err;
+      }
+      ({ reason, message, retryAfterMs } = f);
+    }
+    log.warn({ reason, err: message }, 'BMCUser not in sync');
+    o.events.event(withKind(user), 'Warning', reason, message);
+    await patchStatus(o, user, {}, { status: 'False', reason, message }).catch(() => undefined);
+    return { requeueAfterMs: retryAfterMs, backoff: true };
+  }
+}
+
+function withKind(user: BMCUser): BMCUser {
+  return { ...user, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'BMCUser' };
+}
+
+async function finalize(o: BmcUserControllerOptions, user: BMCUser, log: pino.Logger): Promise<Result> {
+  if (!hasFinalizer(user, BMCUSER_FINALIZER)) return {};
+  const bmcObj = user.spec.bmcRef?.name ? o.bmcs.get(user.spec.bmcRef.name) : undefined;
+  if (bmcObj) {
+    const admin = accountsClient(o.connections.forBmc(bmcObj));
+    const acct = (await admin.listAccounts!()).find((a) => a.userName === user.spec.userName);
+    if (acct) {
+      await admin.deleteAccount!(acct.uri);
+      log.info({ accountId: acct.id }, 'BMC account deleted');
+    }
+  }
+  await removeFinalizer(o.client, Resources.BMCUser, user, BMCUSER_FINALIZER);
+  return {};
+}
+
+function accountsClient(
+  bmc: BMC,
+): Required<
+  Pick<BMC, 'getAccountService' | 'listAccounts' | 'createAccount' | 'updateAccount' | 'deleteAccount'>
+> {
+  if (
+    !bmc.getAccountService ||
+    !bmc.listAccounts ||
+    !bmc.createAccount ||
+    !bmc.updateAccount ||
+    !bmc.deleteAccount
+  )
+    throw new Refusal('AccountsNotSupported', 'this BMC client cannot manage accounts', 5 * 60_000);
+  return bmc as never;
+}
+
+async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logger): Promise<Result> {
+  const ref = user0.spec.bmcRef?.name;
+  if (!ref) throw new Refusal('NoBMCRef', 'spec.bmcRef is not set', 5 * 60_000);
+  const bmcObj = o.bmcs.get(ref);
+  if (!bmcObj) throw new Refusal('BMCNotFound', `BMC ${ref} does not exist`);
+  const user = await addFinalizer(o.client, Resources.BMCUser, user0, BMCUSER_FINALIZER);
+  const admin = accountsClient(o.connections.forBmc(bmcObj));
+  const now = (o.now ?? Date.now)();
+  const secretName = ownedSecretName(user);
+  let owned = await o.client.get<BMCSecret>(Resources.BMCSecret, secretName);
+  if (owned && !isControlledBy(owned, user))
+    throw new Refusal(
+      'BMCSecretConflict',
+      `BMCSecret ${secretName} exists and is not controlled by this BMCUser`,
+      5 * 60_000,
+    );
+
+  const findAccount = async () => (await admin.listAccounts()).find((a) => a.userName === user.spec.userName);
+  let acct = await findAccount();
+
+  // 1. A pending password first: the last rotation stopped between the BMC write and the promotion.
+  const pending = unb64(owned?.data?.[PENDING_PASSWORD_KEY]);
+  if (owned && pending !== undefined) {
+    let how: string;
+    if (acct === undefined) {
+      acct = await admin.createAccount({
+        userName: user.spec.userName,
+        password: pending,
+        roleId: user.spec.roleID,
+        enabled: true,
+      });
+      how = 'account created with it';
+    } else if (owned.data?.[PENDING_TRIED_KEY] === undefined) {
+      await o.client.mergePatch(Resources.BMCSecret, secretName, undefined, {
+        data: { [PENDING_TRIED_KEY]: b64('1') },
+      });
+      const verdict = await o.connections.probeCredentials(bmcObj, user.spec.userName, pending, acct.uri);
+      if (verdict === 'refused') await admin.updateAccount(acct.uri, { password: pending });
+      how = verdict === 'accepted' ? 'the BMC had it' : 'refused once, set again by the administrator';
+    } else {
+      await admin.updateAccount(acct.uri, { password: pending });
+      how = 'already tried once, set again by the administrator';
+    }
+    const reason = unb64(owned.data?.[PENDING_REASON_KEY]) ?? 'Initial';
+    await promote(o, user, owned, pending, reason, acct, now);
+    log.info({ how, reason }, 'pending BMCUser password recovered');
+    o.events.event(
+      withKind(user),
+      'Normal',
+      'PendingPasswordRecovered',
+      `a rotation interrupted before its Secret write was completed (${how})`,
+    );
+    return { requeueAfterMs: 1 };
+  }
+
+  // 2. A password the user supplies in a Secret of their own.
+  const specRef = user.spec.bmcSecretRef?.name;
+  const supplied =
+    specRef && specRef !== secretName
+      ? await o.client.get<BMCSecret>(Resources.BMCSecret, specRef)
+      : undefined;
+  if (specRef && specRef !== secretName && !supplied)
+    throw new Refusal('BMCSecretNotFound', `BMCSecret ${specRef} does not exist`);
+  if (supplied && user.status?.effectiveBMCSecretRef?.name !== specRef) {
+    const { password } = bmcSecretCredentials(supplied);
+    if (acct === undefined)
+      acct = await admin.createAccount({
+        userName: user.spec.userName,
+        password,
+        roleId: user.spec.roleID,
+        enabled: true,
+      });
+    else await admin.updateAccount(acct.uri, { password, roleId: user.spec.roleID, enabled: true });
+    await patchStatus(
+      o,
+      user,
+      { id: acct.id, lastRotation: rfc3339(new Date(now)), effectiveBMCSecretRef: { name: specRef! } },
+      ready('AccountSynced', `account ${acct.id} uses the password of BMCSecret ${specRef}`),
+    );
+    o.events.event(
+      withKind(user),
+      'Normal',
+      'AccountSynced',
+      `account ${acct.id} set from BMCSecret ${specRef}`,
+    );
+    return { requeueAfterMs: 1 };
+  }
+
+  // 3. Role and enabled.
+  if (acct && (acct.roleId !== user.spec.roleID || acct.enabled === false)) {
+    await admin.updateAccount(acct.uri, { roleId: user.spec.roleID, enabled: true });
+    log.info({ accountId: acct.id, roleId: user.spec.roleID }, 'BMC account role/enabled updated');
+  }
+
+  // 4. Rotation.
+  const annotated = user.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_ROTATE_CREDENTIALS;
+  const lastRotation = user.status?.lastRotation ? Date.parse(user.status.lastRotation) : undefined;
+  const expiration = acct?.passwordExpiration ? Date.parse(acct.passwordExpiration) : undefined;
+  let decision: ReturnType<typeof decideRotation>;
+  try {
+    decision = decideRotation({
+      now,
+      ...(user.spec.rotationPeriod ? { rotationPeriod: user.spec.rotationPeriod } : {}),
+      ...(acct === undefined ? {} : lastRotation === undefined ? {} : { lastRotation }),
+      annotated,
+      ...(expiration !== undefined ? { bmcExpiration: expiration } : {}),
+      changeRequired: acct?.passwordChangeRequired === true,
+    });
+  } catch (err) {
+    throw new Refusal('InvalidRotationPeriod', (err as Error).message, 5 * 60_000);
+  }
+  if (!decision.rotate) {
+    await patchStatus(
+      o,
+      user,
+      acct ? { id: acct.id } : {},
+      ready('AccountSynced', `account ${acct?.id} is in sync`),
+    );
+    // The BMC may expire the password on its own clock: look again at least every EXPIRY_CHECK_MS.
+    return {
+      requeueAfterMs: Math.max(1_000, Math.min(decision.requeueAfterMs ?? EXPIRY_CHECK_MS, EXPIRY_CHECK_MS)),
+    };
+  }
+
+  const policy = await admin.getAccountService();
+  let password: string;
+  try {
+    password = generatePassword(policy);
+  } catch (err) {
+    throw new Refusal(
+      'InvalidPasswordPolicy',
+      `the BMC's AccountService policy: ${(err as Error).message}`,
+      5 * 60_000,
+    );
+  }
+  // Write the pending password before the BMC learns it.
+  const pendingData = {
+    [PENDING_PASSWORD_KEY]: b64(password),
+    [PENDING_REASON_KEY]: b64(decision.reason),
+    [PENDING_TRIED_KEY]: null,
+  };
+  if (!owned) {
+    owned = await o.client.create<BMCSecret>(Resources.BMCSecret, {
+      apiVersion: 'metal.ironcore.dev/v1alpha1',
+      kind: 'BMCSecret',
+      metadata: {
+        name: secretName,
+        ...(user.metadata.labels ? { labels: user.metadata.labels } : {}),
+        ownerReferences: [controllerOwnerReference(user, Resources.BMCUser)],
+      },
+      data: {
+        username: b64(user.spec.userName),
+        [PENDING_PASSWORD_KEY]: b64(password),
+        [PENDING_REASON_KEY]: b64(decision.reason),
+      },
+    });
+  } else {
+    owned = await o.client.mergePatch<BMCSecret>(Resources.BMCSecret, secretName, undefined, {
+      data: pendingData,
+    });
+  }
+  try {
+    if (acct === undefined)
+      acct = await admin.createAccount({
+        userName: user.spec.userName,
+        password,
+        roleId: user.spec.roleID,
+        enabled: true,
+      });
+    else await admin.updateAccount(acct.uri, { password, roleId: user.spec.roleID, enabled: true });
+  } catch (err) {
+    const f = (() => {
+      try {
+        return classifyBmcFailure(err);
+      } catch {
+        return undefined;
+      }
+    })();
+    // Certainly not applied (a refusal): the pending password is dropped. Maybe applied: kept, and
+    // the next reconcile recovers it as after a crash.
+    if (f && !f.maybeApplied)
+      await o.client.mergePatch(Resources.BMCSecret, secretName, undefined, {
+        data: { [PENDING_PASSWORD_KEY]: null, [PENDING_REASON_KEY]: null, [PENDING_TRIED_KEY]: null },
+      });
+    throw err;
+  }
+  if (process.env[CRASH_AFTER_BMC_WRITE_ENV] === '1') {
+    log.warn('test seam: killing the manager after the BMC write, before the Secret write');
+    process.kill(process.pid, 'SIGKILL');
+  }
+  await promote(o, user, owned, password, decision.reason, acct, now);
+  log.info({ accountId: acct.id, reason: decision.reason }, 'BMCUser password rotated');
+  o.events.event(
+    withKind(user),
+    'Normal',
+    'PasswordRotated',
+    `password of account ${acct.id} set (${decision.reason})`,
+  );
+  return { requeueAfterMs: 1 };
+}
+
+/** Pending → password in one patch; then the BMCUser: spec ref, annotation consumed, status. */
+async function promote(
+  o: BmcUserControllerOptions,
+  user: BMCUser,
+  owned: BMCSecret,
+  password: string,
+  reason: string,
+  acct: ManagerAccountInfo,
+  now: number,
+): Promise<void> {
+  const secretName = owned.metadata.name ?? '';
+  await o.client.mergePatch(Resources.BMCSecret, secretName, undefined, {
+    data: {
+      password: b64(password),
+      [PENDING_PASSWORD_KEY]: null,
+      [PENDING_REASON_KEY]: null,
+      [PENDING_TRIED_KEY]: null,
+    },
+  });
+  const consume =
+    reason === 'Requested' &&
+    user.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_ROTATE_CREDENTIALS;
+  if (consume || user.spec.bmcSecretRef?.name !== secretName) {
+    await o.client.mergePatch(Resources.BMCUser, user.metadata.name ?? '', undefined, {
+      ...(consume ? { metadata: { annotations: { [OPERATION_ANNOTATION]: null } } } : {}),
+      ...(user.spec.bmcSecretRef?.name !== secretName
+        ? { spec: { bmcSecretRef: { name: secretName } } }
+        : {}),
+    });
+  }
+  await patchStatus(
+    o,
+    user,
+    { id: acct.id, lastRotation: rfc3339(new Date(now)), effectiveBMCSecretRef: { name: secretName } },
+    ready('PasswordRotated', `account ${acct.id}: password in BMCSecret ${secretName} (${reason})`),
+  );
+}
+
+function ready(reason: string, message: string): Omit<Condition, 'type' | 'lastTransitionTime'> {
+  return { status: 'True', reason, message };
+}
+
+async function patchStatus(
+  o: BmcUserControllerOptions,
+  user: BMCUser,
+  fields: Partial<NonNullable<BMCUser['status']>>,
+  cond: Omit<Condition, 'type' | 'lastTransitionTime'>,
+): Promise<void> {
+  const { conditions, changed } = setCondition(user.status?.conditions as Condition[] | undefined, {
+    type: READY_CONDITION,
+    ...cond,
+  });
+  const fieldChanged = Object.entries(fields).some(
+    ([k, v]) =>
+      JSON.stringify(user.status?.[k as keyof NonNullable<BMCUser['status']>]) !== JSON.stringify(v),
+  );
+  if (!changed && !fieldChanged) return;
+  await o.client.mergePatch(
+    Resources.BMCUser,
+    user.metadata.name ?? '',
+    undefined,
+    { status: { ...fields, conditions } },
+    { subresource: 'status' },
+  );
+}

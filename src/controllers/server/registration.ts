@@ -1,0 +1,111 @@
+/**
+ * From the probe agent's registration (upstream metalprobe `RegistrationPayload.data`, stored by the
+ * registry in `Server.status.registration.data`) to the Server status fields upstream fills:
+ * network interfaces, processors, memory and storage.
+ *
+ * Two agent dialects exist and both are read: the busybox agent (`hack/vm/init`) writes lower-case
+ * storage keys (`name`, `sizeBytes`, `rotational`), the simulated host (`src/virtualbmc/sim.ts`)
+ * Go's default field names (`Name`, `Size`, `Rotational`), as upstream's `BlockDevice` has no JSON tags.
+ * Anything malformed is skipped, never thrown: a bad payload must not wedge discovery.
+ * The Server caches hold only the projection of the payload this reads (`READ` in
+ * src/inventory/registration-cache.ts): a key read here must be added there too
+ * (test/bootsignals/registration-cache.test.ts compares the two results for every dialect).
+ */
+import { isIP } from 'node:net';
+import { binarySIQuantity } from '../../api/quantity.js';
+import type { ServerStatus } from '../../api/v1alpha1/server.js';
+
+type Json = Record<string, unknown>;
+
+export type HardwareStatus = Pick<
+  ServerStatus,
+  'networkInterfaces' | 'processors' | 'totalSystemMemory' | 'storages'
+> & {
+  sku?: string;
+  biosVersion?: string;
+};
+
+const obj = (v: unknown): Json | undefined =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined;
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+const int = (v: unknown): number | undefined =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined;
+/** First present key of `o` among `keys` (case dialects). */
+const pick = (o: Json, ...keys: string[]): unknown => keys.map((k) => o[k]).find((v) => v !== undefined);
+const INT32_MAX = 2 ** 31 - 1;
+const int32 = (v: unknown): number | undefined => {
+  const n = int(v);
+  return n !== undefined && n <= INT32_MAX ? n : undefined;
+};
+
+/** Maps registration data to Server status fields; absent or malformed parts are left out. */
+export function hardwareFromRegistration(data: unknown): HardwareStatus {
+  const d = obj(data) ?? {};
+  const out: HardwareStatus = {};
+
+  const nics = arr(d.networkInterfaces)
+    .map(obj)
+    .filter((n): n is Json => !!n && !!str(n.name) && !!str(n.macAddress))
+    .map((n) => {
+      const ips = arr(n.ipAddresses).filter((ip): ip is string => typeof ip === 'string' && isIP(ip) !== 0);
+      return {
+        name: str(n.name) as string,
+        macAddress: (str(n.macAddress) as string).toLowerCase(),
+        ...(ips.length ? { ips, ip: ips[0] } : {}),
+        ...(str(n.carrierStatus) ? { carrierStatus: str(n.carrierStatus) } : {}),
+      };
+    });
+  if (nics.length) out.networkInterfaces = nics;
+
+  const cpus = arr(d.cpu)
+    .map(obj)
+    .filter((c): c is Json => !!c)
+    .map((c, i) => ({
+      id: String(int(c.id) ?? i),
+      type: 'CPU',
+      ...(str(c.vendor) ? { manufacturer: str(c.vendor) } : {}),
+      ...(str(c.model) ? { model: str(c.model) } : {}),
+      ...(int32(c.totalCores) !== undefined ? { totalCores: int32(c.totalCores) } : {}),
+      ...(int32(c.totalHardwareThreads) !== undefined ? { totalThreads: int32(c.totalHardwareThreads) } : {}),
+    }));
+  if (cpus.length) out.processors = cpus;
+
+  const memory = arr(d.memory)
+    .map(obj)
+    .reduce((sum, m) => sum + (int(m?.size) ?? 0), 0);
+  // A Quantity string, as upstream stores it (kubectl prints `16Gi`, not the byte count).
+  if (memory > 0 && Number.isSafeInteger(memory)) out.totalSystemMemory = binarySIQuantity(memory);
+
+  const storages = arr(d.storage)
+    .map(obj)
+    .filter((s): s is Json => !!s && !!str(pick(s, 'name', 'Name')))
+    .map((s) => {
+      const name = str(pick(s, 'name', 'Name')) as string;
+      const size = int(pick(s, 'sizeBytes', 'Size', 'size'));
+      const rotational = pick(s, 'rotational', 'Rotational');
+      const removable = pick(s, 'removable', 'Removable');
+      const vendor = str(pick(s, 'vendor', 'Vendor'));
+      const model = str(pick(s, 'model', 'Model'));
+      return {
+        name,
+        drives: [
+          {
+            name,
+            ...(size !== undefined ? { capacity: size } : {}),
+            ...(typeof rotational === 'boolean' ? { mediaType: rotational ? 'HDD' : 'SSD' } : {}),
+            ...(typeof removable === 'boolean' ? { type: removable ? 'Removable' : 'Fixed' } : {}),
+            ...(vendor ? { vendor } : {}),
+            ...(model ? { model } : {}),
+          },
+        ],
+      };
+    });
+  if (storages.length) out.storages = storages;
+
+  const sys = obj(obj(d.systemInfo)?.systemInformation);
+  if (str(sys?.skuNumber)) out.sku = str(sys?.skuNumber);
+  const bios = obj(obj(d.systemInfo)?.biosInformation);
+  if (str(bios?.version)) out.biosVersion = str(bios?.version);
+  return out;
+}
