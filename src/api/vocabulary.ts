@@ -259,7 +259,6 @@ export const DiscoveredReason = {
   Registered: 'Registered',
 } as const;
 
-/** Reasons of the Server's `PowerActionPending` condition (besides the BMC failure reasons). */
 /**
  * Reasons of the Server's `Cleaned` condition (the cleanup boot on release, src/controllers/server/cleanup.ts;
  * metal3's automated cleaning, MAAS's erase on release). False while the Server must not be bound.
@@ -280,6 +279,7 @@ export const CleanedReason = {
   CleanupDisabled: 'CleanupDisabled',
 } as const;
 
+/** Reasons of the Server's `PowerActionPending` condition (besides the BMC failure reasons). */
 export const PowerReason = {
   WaitingForPowerOn: 'WaitingForPowerOn',
   WaitingForPowerOff: 'WaitingForPowerOff',

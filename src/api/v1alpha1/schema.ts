@@ -10,7 +10,7 @@
 import Type, { type Static, type TSchema } from 'typebox';
 import type { KObject } from '../../runtime/resource.js';
 
-export type { Static } from 'typebox';
+export type { Static, TProperties } from 'typebox';
 export { Type };
 
 /** A `type: string` node restricted to `values` (TypeBox's own Enum omits `type`, which Kubernetes requires). */

@@ -22,6 +22,7 @@ import {
   Quantity,
   type Static,
   StringEnum,
+  type TProperties,
   Type,
 } from './schema.js';
 
@@ -177,6 +178,30 @@ const Storage = Type.Object({
   ),
 });
 
+/**
+ * The bookkeeping of a Server-side boot series (`status.discovery`, `status.cleanup`): one shape for
+ * both flows (controllers/server/server-boot-flow.ts writes them), `extra` for what a flow adds.
+ * Kubernetes API conventions: timestamps as RFC 3339 strings.
+ */
+function bootProgress<P extends TProperties>(noun: string, word: string, extra: P, description: string) {
+  return Type.Object(
+    {
+      attempt: Type.Integer({ minimum: 0, description: `${noun} attempt number, starting at 1.` }),
+      attemptStartedAt: Type.Optional(DateTime()),
+      poweredOnAt: Type.Optional(DateTime({ description: 'When the current attempt was powered on.' })),
+      netbootDeadline: Type.Optional(
+        DateTime({ description: 'When the current attempt must have fetched its script.' }),
+      ),
+      deadline: Type.Optional(DateTime({ description: `When the current ${word} attempt times out.` })),
+      ...extra,
+      phase: Type.Optional(
+        Type.String({ description: 'Phase of the attempt (see ServerClaim status.boot.phase).' }),
+      ),
+    },
+    { description },
+  );
+}
+
 export const ServerStatus = Type.Object(
   {
     manufacturer: Type.Optional(
@@ -251,45 +276,18 @@ export const ServerStatus = Type.Object(
           'The system UUID as the host itself reports it, when that is spec.systemUUID with fields 1-3 byte-reversed (SMBIOS 2.6 and later store them little-endian). Set by the registry or boot server when a request matched through that alias (also a Warning Event SystemUUIDByteSwapped); lower-case 8-4-4-4-12.',
       }),
     ),
-    discovery: Type.Optional(
-      Type.Object(
-        {
-          attempt: Type.Integer({ minimum: 0, description: 'Discovery attempt number, starting at 1.' }),
-          attemptStartedAt: Type.Optional(DateTime()),
-          poweredOnAt: Type.Optional(DateTime({ description: 'When the current attempt was powered on.' })),
-          netbootDeadline: Type.Optional(
-            DateTime({ description: 'When the current attempt must have fetched its script.' }),
-          ),
-          deadline: Type.Optional(DateTime({ description: 'When the current discovery attempt times out.' })),
-          phase: Type.Optional(
-            Type.String({ description: 'Phase of the attempt (see ServerClaim status.boot.phase).' }),
-          ),
-        },
-        { description: 'Progress of bounded discovery.' },
-      ),
-    ),
+    discovery: Type.Optional(bootProgress('Discovery', 'discovery', {}, 'Progress of bounded discovery.')),
     cleanup: Type.Optional(
-      Type.Object(
+      bootProgress(
+        'Cleanup',
+        'cleanup',
         {
-          attempt: Type.Integer({ minimum: 0, description: 'Cleanup attempt number, starting at 1.' }),
-          attemptStartedAt: Type.Optional(DateTime()),
-          poweredOnAt: Type.Optional(DateTime({ description: 'When the current attempt was powered on.' })),
-          netbootDeadline: Type.Optional(
-            DateTime({ description: 'When the current attempt must have fetched its script.' }),
-          ),
-          deadline: Type.Optional(DateTime({ description: 'When the current cleanup attempt times out.' })),
           completedAt: Type.Optional(
             DateTime({ description: 'When the cleanup image reported completion.' }),
           ),
           image: Type.Optional(Type.String({ description: 'The cleanup image booted.' })),
-          phase: Type.Optional(
-            Type.String({ description: 'Phase of the attempt (see ServerClaim status.boot.phase).' }),
-          ),
         },
-        {
-          description:
-            'Progress of the cleanup boot after the last release (state Cleaning); kept once done, replaced at the next release.',
-        },
+        'Progress of the cleanup boot after the last release (state Cleaning); kept once done, replaced at the next release.',
       ),
     ),
   },

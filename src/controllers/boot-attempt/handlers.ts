@@ -17,10 +17,36 @@ import {
   type Phase,
 } from './phase.js';
 
+/**
+ * What an outcome means, independent of any flow's wording: an adapter maps a kind to its own
+ * condition reason (discovery's `DiscoveryTimedOut`, cleanup's `CleanupTimedOut`) instead of reading
+ * the engine's reason or message.
+ */
+export type OutcomeKind =
+  | 'booting'
+  | 'waitingForConfiguration'
+  | 'timedOut'
+  | 'netbootNotObserved'
+  | 'exhausted'
+  | 'completed'
+  | 'poweredOff'
+  | 'refused';
+
+/** An attempt condition as the engine words it; `kind` says what it means (not stored). */
 export interface Outcome {
   status: 'True' | 'False' | 'Unknown';
+  kind: OutcomeKind;
+  /** The engine's reason (the claim's `Booted` reasons, api/vocabulary.ts BootedReason). */
   reason: string;
   message: string;
+}
+
+/** A condition as stored: what the engine reads back from an earlier step. */
+export type StoredOutcome = Pick<Outcome, 'status' | 'reason' | 'message'>;
+
+/** An outcome as a condition's fields (the kind is the engine's, not the API's). */
+export function conditionFields(o: Outcome): StoredOutcome {
+  return { status: o.status, reason: o.reason, message: o.message };
 }
 
 export interface AttemptEvent {
@@ -60,18 +86,27 @@ export interface HandlerInput extends AttemptView {
   /** Signals of {@link Wording.signalOrder} that count for the current attempt. */
   seen: string[];
   /** The stored attempt condition (a TimedOut reason is kept while the next attempt runs). */
-  previous?: Outcome;
+  previous?: StoredOutcome;
 }
 
-const booting = (i: HandlerInput, message: string): Outcome => {
+const booting = (
+  i: HandlerInput,
+  message: string,
+  kind: 'booting' | 'waitingForConfiguration' = 'booting',
+): Outcome => {
   const keep =
     i.previous?.reason === BootedReason.TimedOut || i.previous?.reason === BootedReason.NetbootNotObserved;
   const prefix = keep ? timedOutPrefix(i.previous?.message) : '';
-  return {
-    status: 'False',
-    reason: keep && prefix ? (i.previous?.reason ?? BootedReason.Booting) : BootedReason.Booting,
-    message: `${prefix}${message}`,
-  };
+  if (keep && prefix) {
+    const netboot = i.previous?.reason === BootedReason.NetbootNotObserved;
+    return {
+      status: 'False',
+      kind: netboot ? 'netbootNotObserved' : 'timedOut',
+      reason: i.previous?.reason ?? BootedReason.TimedOut,
+      message: `${prefix}${message}`,
+    };
+  }
+  return { status: 'False', kind, reason: BootedReason.Booting, message };
 };
 
 const text = (i: HandlerInput) => i.wording.attempt(i.book, i.settings.maxAttempts);
@@ -83,7 +118,11 @@ function waitingForConfiguration(
   return {
     phase: AttemptPhase.WaitingForConfiguration,
     book: { ...i.book, phase: AttemptPhase.WaitingForConfiguration },
-    outcome: booting(i, `${text(i)}: waiting for the boot configuration (${p.reason}: ${p.message})`),
+    outcome: booting(
+      i,
+      `${text(i)}: waiting for the boot configuration (${p.reason}: ${p.message})`,
+      'waitingForConfiguration',
+    ),
     events: [],
   };
 }
@@ -161,7 +200,12 @@ function deadlineReached(i: HandlerInput, p: Extract<Phase, { kind: 'DeadlineRea
     return {
       phase: AttemptPhase.DeadlineReached,
       book: next,
-      outcome: { status: 'False', reason, message: `${what}; starting ${nextText}; ${clue}` },
+      outcome: {
+        status: 'False',
+        kind: netboot ? 'netbootNotObserved' : 'timedOut',
+        reason,
+        message: `${what}; starting ${nextText}; ${clue}`,
+      },
       events: [
         {
           type: 'Warning',
@@ -177,6 +221,7 @@ function deadlineReached(i: HandlerInput, p: Extract<Phase, { kind: 'DeadlineRea
     book: { ...i.book, phase: AttemptPhase.Exhausted, history },
     outcome: {
       status: 'False',
+      kind: 'exhausted',
       reason: BootedReason.AttemptsExhausted,
       message: `${what}; all ${i.settings.maxAttempts} attempt(s) used, no further power actions; ${clue}`,
     },
@@ -211,6 +256,7 @@ function completed(i: HandlerInput, p: Extract<Phase, { kind: 'Completed' }>): S
     },
     outcome: {
       status: 'True',
+      kind: 'completed',
       reason: BootedReason.BootCompleted,
       message: `${text(i)} completed: ${arrived}`,
     },
@@ -231,6 +277,7 @@ function poweredOff(i: HandlerInput): Step {
       ? undefined
       : {
           status: 'False',
+          kind: 'poweredOff',
           reason: BootedReason.PoweredOff,
           message: 'power is Off; a new series of attempts begins at power On',
         },
@@ -273,7 +320,7 @@ export function refusedStep(
   return {
     phase: AttemptPhase.Refused,
     book: { ...rest, phase: AttemptPhase.Refused, history: closeRecord(book, now, reason) },
-    outcome: { status: 'False', reason, message },
+    outcome: { status: 'False', kind: 'refused', reason, message },
     events: [
       {
         type: 'Warning',

@@ -9,13 +9,14 @@ import type { ServerBootConfiguration } from '../../api/v1alpha1/serverbootconfi
 import { currentAttemptCondition } from '../../api/vocabulary.js';
 import type { PowerState } from '../../bmc/bmc.js';
 import { attemptSignals, type Readiness } from '../common/boot-configuration.js';
-import { type HandlerInput, type Outcome, type Step, stepFor, type Wording } from './handlers.js';
+import { type HandlerInput, type Step, type StoredOutcome, stepFor, type Wording } from './handlers.js';
 import { recordProgress } from './history.js';
 import { type AttemptBook, type AttemptSettings, type Phase, phaseOf } from './phase.js';
 
 export * from './handlers.js';
 export * from './history.js';
 export * from './phase.js';
+export * from './progress-only.js';
 export * from './run.js';
 export * from './series.js';
 
@@ -29,7 +30,7 @@ export interface DecideInput {
   netbootSignals: readonly string[];
   wantOff?: boolean;
   completionEvidence?: boolean;
-  previous?: Outcome;
+  previous?: StoredOutcome;
   power?: PowerState;
   now: number;
 }

@@ -9,7 +9,7 @@ import type { PowerState } from '../../bmc/bmc.js';
 import { isTransitionalPowerState } from '../../bmc/bmc.js';
 import { classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
 import type { BootActionResult, PowerProgress } from '../bmc-actions/power.js';
-import type { AttemptEvent, Outcome, PermanentRefusal, Step } from './handlers.js';
+import type { AttemptEvent, Outcome, PermanentRefusal, Step, StoredOutcome } from './handlers.js';
 import { type AttemptBook, AttemptPhase } from './phase.js';
 
 /** The BMC of the attempt's server, as the runner uses it. */
@@ -29,8 +29,8 @@ export interface CarryOut {
   power: AttemptPower;
   /** A power state read earlier in this reconcile. */
   observed?: PowerState;
-  /** The attempt condition saying a power action is pending (`detail`: why). */
-  pending(detail: string): Outcome;
+  /** The attempt condition saying a power action is pending (`detail`: why); its kind is `booting`. */
+  pending(detail: string): StoredOutcome;
   /** Writes bookkeeping and outcome: the reconcile's status write. */
   write(book: AttemptBook, outcome: Outcome | undefined): Promise<void>;
   /**
@@ -99,12 +99,12 @@ async function boot(c: CarryOut): Promise<Carried> {
       observed = await c.power.observe();
     } catch (err) {
       const f = classifyBmcFailure(err);
-      await c.write(waiting, c.pending(`power-on pending: ${f.reason}: ${f.message}`));
+      await c.write(waiting, pending(c, `power-on pending: ${f.reason}: ${f.message}`));
       return retry(f.retryAfterMs);
     }
   }
   if (isTransitionalPowerState(observed)) {
-    await c.write(waiting, c.pending(`power-on pending: BMC reports ${observed}`));
+    await c.write(waiting, pending(c, `power-on pending: BMC reports ${observed}`));
     return { ...retry(2_000), failed: false };
   }
   // Commit point: the intent is stored before the BMC is asked.
@@ -119,11 +119,16 @@ async function boot(c: CarryOut): Promise<Carried> {
     }
     await c.write(
       f.maybeApplied ? c.step.book : waiting,
-      c.pending(`power-on pending: ${f.reason}: ${f.message}`),
+      pending(c, `power-on pending: ${f.reason}: ${f.message}`),
     );
     return retry(f.retryAfterMs);
   }
   return { events: c.step.events, requeueAfterMs: c.step.requeueAfterMs, done: true };
+}
+
+/** The adapter's power-pending words as an outcome: still booting, whatever the flow calls it. */
+function pending(c: CarryOut, detail: string): Outcome {
+  return { ...c.pending(detail), kind: 'booting' };
 }
 
 /**

@@ -4,23 +4,13 @@
  * States (`status.state`): Initial → Discovery → Available ⇄ Reserved; Error; Maintenance (left
  * alone; entered and left through the taint `metal.ironcore.dev/maintenance`, see taints.ts). A
  * Server whose system UUID another Server owns is left alone entirely (system-ownership.ts).
- * - Initial: a discovery SBC (namespace `managerNamespace`, image `probeImage`, owned by the Server)
- *   (its callback token derived, nothing stored); `spec.bootConfigurationRef` points at it. Once the SBC is Ready: the
- *   system read from the BMC (manufacturer, model, serial, power state) and, in the same status
- *   write, state Discovery with the first attempt's power-on intent; then one-time network boot
- *   override and power on (a power cycle when already on). The SBC's boot method is
- *   `--discovery-boot-method` (netboot-via.ts `managerBootMethod`): PXE, or VirtualMedia (the
- *   attempt's ISO inserted first, override `Cd`; the CD ejected when discovery completed or gave up).
- * - Discovery: the attempts on that SBC (a timed-out attempt bumps its `spec.bootAttempt`). Done when
- *   `RegistrationReceived` is True for the current attempt and `status.registration` exists: hardware
- *   copied into the status, state Available, the SBC deleted, the reference cleared, powered off.
- *   Each attempt has a deadline in `status.discovery` (so a restarted manager continues where it
- *   was); after `discoveryMaxAttempts` timed-out attempts: state Error, condition `Discovered`
- *   False `DiscoveryAttemptsExhausted`. The annotation `metal.ironcore.dev/operation: retry` on a
- *   Server in Error starts discovery again.
+ * - Initial, Discovery: discovery.ts (the probe image's boot until its registration arrives; state
+ *   Error after `discoveryMaxAttempts` timed-out attempts). The annotation
+ *   `metal.ironcore.dev/operation: retry` on a Server in Error starts it again.
  * - Available: kept powered off.
  * - Cleaning: after a release, when the cleanup boot applies (cleanup.ts): Available only after the
  *   cleanup image reported completion; exhausted attempts: state Error (`Cleaned=False`).
+ *   Discovery and cleanup are one boot flow through the engine (server-boot-flow.ts), configured twice.
  * - Parked, and the operation annotation (ignore, park/unpark, power operations): server-operations.ts,
  *   handled before everything below.
  * - Reserved: while `spec.serverClaimRef` is set; the ServerClaim controller drives power. The
@@ -28,28 +18,12 @@
  *   of its own: so an Available-state power-off can never race a claim's power-on.
  */
 
-import { isDeepStrictEqual } from 'node:util';
 import type pino from 'pino';
 import { discoveryBootConfigurationName } from '../../api/boot-configuration-names.js';
 import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../api/v1alpha1/serverbootconfiguration.js';
-import {
-  BootedReason,
-  BootSignal,
-  ConditionType,
-  DISCOVERY_SIGNALS,
-  DiscoveredReason,
-  EventReason,
-  NETBOOT_SIGNALS,
-} from '../../api/vocabulary.js';
-import type { BMC as BmcSeam, EthernetInterfaceInfo, PowerState } from '../../bmc/bmc.js';
-import { RedfishHttpError } from '../../bmc/errors.js';
-import {
-  type BmcNetworkInterface,
-  bmcNetworkInterfaces,
-  nicInventoryCondition,
-} from '../../inventory/machine-identity.js';
+import { ConditionType, EventReason } from '../../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../../runtime/client.js';
 import { conditionTransition } from '../../runtime/condition-writer.js';
 import { type Condition, findCondition } from '../../runtime/conditions.js';
@@ -59,39 +33,20 @@ import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/final
 import type { Informer } from '../../runtime/informer.js';
 import type { RuntimeMetrics } from '../../runtime/metrics.js';
 import { Resources } from '../../runtime/resource.js';
-import { type BmcConnections, classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
-import {
-  ejectAfterVirtualMedia,
-  managerBootMethod,
-  netbootViaOrFailure,
-} from '../bmc-actions/netboot-via.js';
+import type { BmcConnections } from '../bmc-actions/bmc-connections.js';
 import { type PowerActions, powerRetry } from '../bmc-actions/power.js';
-import {
-  type AttemptBook,
-  AttemptPhase,
-  type AttemptSettings,
-  carryOut,
-  decide,
-  type Outcome,
-  resultOf,
-  type Step,
-  type Wording,
-} from '../boot-attempt/index.js';
-import {
-  type BootConfigurations,
-  bootConfigurationReadiness,
-  NOT_EVALUATED,
-} from '../common/boot-configuration.js';
+import type { BootConfigurations } from '../common/boot-configuration.js';
 import type { ControllerConfig } from '../common/config.js';
 import type { BootMetrics } from '../common/metrics.js';
 import { applyOwnedCondition, type OwnedCondition } from '../common/owned-conditions.js';
 import { CleanupActions, cleanupPending } from './cleanup.js';
+import { DiscoveryActions } from './discovery.js';
 import type { DuplicateServers } from './duplicate-servers.js';
-import { hardwareFromRegistration } from './registration.js';
+import { eventObject } from './server-boot-flow.js';
 import { ServerOperations } from './server-operations.js';
 import { TaintActions } from './taints.js';
 
-export const DISCOVERED_CONDITION = ConditionType.Discovered;
+export { DISCOVERED_CONDITION } from './discovery.js';
 /**
  * Finalizer on a claimed Server (written with the binding, removed once it is released): a
  * `kubectl delete server` of a claimed machine waits for the release instead of letting the BMC
@@ -118,16 +73,13 @@ export interface ServerControllerOptions {
   duplicates: DuplicateServers;
 }
 
-type Discovery = NonNullable<NonNullable<Server['status']>['discovery']>;
-
-const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' });
-
 /** The Server controller's reconciler: one method per state, none of them long. */
 class ServerReconciler {
   private readonly cfg: ControllerConfig;
   private readonly baseLog: pino.Logger;
   private readonly taints: TaintActions;
   private readonly cleanup: CleanupActions;
+  private readonly discovery: DiscoveryActions;
   /** uids of deleted, still claimed Servers whose held deletion was told (one Event each). */
   private readonly deletionHeld = new Set<string>();
   private readonly operations: ServerOperations;
@@ -135,10 +87,9 @@ class ServerReconciler {
   constructor(private readonly o: ServerControllerOptions) {
     this.taints = new TaintActions(o);
     this.operations = new ServerOperations({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
-    this.cleanup = new CleanupActions({
-      ...o,
-      patchStatus: (s, status, cond) => this.patchStatus(s, status, cond),
-    });
+    const flowOptions = { ...o, patchStatus: this.patchStatus.bind(this) };
+    this.cleanup = new CleanupActions(flowOptions);
+    this.discovery = new DiscoveryActions(flowOptions);
     this.cfg = o.config;
     this.baseLog = o.log.child({ controller: 'server' });
   }
@@ -239,15 +190,6 @@ class ServerReconciler {
     }
   }
 
-  private discovered(s: Server, status: 'True' | 'False', reason: string, message: string): Promise<boolean> {
-    return applyOwnedCondition(this.o.client, Resources.Server, s, {
-      type: DISCOVERED_CONDITION,
-      status,
-      reason,
-      message,
-    });
-  }
-
   async reconcile(req: Request): Promise<Result | undefined> {
     const server = this.o.servers.get(req.name);
     if (!server) {
@@ -277,9 +219,9 @@ class ServerReconciler {
 
     switch (state) {
       case 'Initial':
-        return this.initial(server, log);
+        return this.discovery.initial(server, log);
       case 'Discovery':
-        return this.discovery(server, log);
+        return this.discovery.discovery(server, log);
       case 'Cleaning':
         return this.cleanup.run(server, log);
       case 'Available':
@@ -355,7 +297,7 @@ class ServerReconciler {
       log.info({ claim: `${ref?.namespace}/${ref?.name}` }, 'reserved');
       return undefined;
     }
-    await this.removeDiscoveryConfiguration(server);
+    await this.discovery.flow.removeConfiguration(server);
     await this.cleanup.removeConfiguration(server);
     return undefined;
   }
@@ -364,7 +306,7 @@ class ServerReconciler {
     if (state === 'Error' && cleanupPending(server)) {
       await this.cleanup.retry(server, log);
     } else if (state === 'Error' || state === 'Discovery') {
-      await this.removeDiscoveryConfiguration(server);
+      await this.discovery.flow.removeConfiguration(server);
       await this.patchStatus(server, { state: 'Initial', discovery: null });
       log.info('retry requested: discovery starts again');
       this.o.events.event(
@@ -380,314 +322,11 @@ class ServerReconciler {
     return undefined;
   }
 
-  /**
-   * State Initial: the discovery SBC first; once the SBC controller has evaluated it, the system's
-   * facts from the BMC and one status write (state Discovery, the facts, the attempt's power-on
-   * intent and `Discovered`) right before the power-on. While the SBC is merely pending nothing is
-   * written: its status change brings the next pass (upstream, too, makes the boot configuration in
-   * Initial). A pending that lasts is said: after {@link INITIAL_SILENT_WAIT_MS} the attempt is
-   * written with its WaitingForBootConfiguration condition.
-   */
-  private async initial(server: Server, log: pino.Logger): Promise<Result | undefined> {
-    const synced = await this.syncDiscoveryConfiguration(server, 1);
-    const startedAt = synced.sbc.metadata.creationTimestamp ?? new Date().toISOString();
-    const waited = Math.max(0, Date.now() - Date.parse(startedAt));
-    const readiness = bootConfigurationReadiness(synced.sbc);
-    if (readiness.reason === NOT_EVALUATED.reason && waited < INITIAL_SILENT_WAIT_MS)
-      return { requeueAfterMs: INITIAL_SILENT_WAIT_MS - waited };
-    let facts: Record<string, unknown>;
-    let nics: BmcNetworkInterface[];
-    try {
-      const h = this.o.connections.forServer(server);
-      const sys = await h.bmc.getSystem(h.systemUri);
-      // The machine's NICs before its first power-on: a registration is checked against them.
-      nics = bmcNetworkInterfaces(await readEthernetInterfaces(h.bmc, h.systemUri));
-      facts = {
-        ...(sys.manufacturer ? { manufacturer: sys.manufacturer } : {}),
-        ...(sys.model ? { model: sys.model } : {}),
-        ...(sys.serialNumber ? { serialNumber: sys.serialNumber } : {}),
-        powerState: sys.powerState,
-        bmcNetworkInterfaces: nics,
-      };
-    } catch (err) {
-      const f = classifyBmcFailure(err);
-      log.warn({ reason: f.reason, error: f.message }, 'cannot read the system');
-      await this.discovered(server, 'False', f.reason, `reading the system from its BMC: ${f.message}`);
-      return { requeueAfterMs: f.retryAfterMs, backoff: true };
-    }
-    this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
-    // No Event of its own: the attempt's power-on Event (BootStarted) names the discovery attempt.
-    log.info({ attempt: 1 }, 'discovery started');
-    const d: Discovery = { attempt: 1, attemptStartedAt: startedAt };
-    if (nics.length === 0)
-      log.warn('the BMC reports no NIC: registrations and boot files go unchecked by MAC');
-    // The MachineIdentity condition rides in the attempt's first write (writeAttempt).
-    return this.runAttempt(synced.server, d, synced.sbc, log, { ...facts, state: 'Discovery' });
-  }
-
-  /** Discovery through the boot-attempt engine; the bookkeeping lives in `status.discovery`. */
-  private async discovery(server: Server, log: pino.Logger): Promise<Result | undefined> {
-    const d = server.status?.discovery;
-    if (!d) {
-      await this.patchStatus(server, {
-        discovery: { attempt: 1, attemptStartedAt: new Date().toISOString() },
-      });
-      return undefined;
-    }
-    const synced = await this.syncDiscoveryConfiguration(server, d.attempt);
-    return this.runAttempt(synced.server, d, synced.sbc, log);
-  }
-
-  /**
-   * One engine step of discovery attempt `d`. `start`: status fields of the Initial pass (state
-   * Discovery, the BMC facts) that ride in the step's first write.
-   */
-  private async runAttempt(
-    server: Server,
-    d: Discovery,
-    sbc: ServerBootConfiguration,
-    log: pino.Logger,
-    start?: Record<string, unknown>,
-  ): Promise<Result | undefined> {
-    const { step } = decide({
-      book: bookOf(d, this.cfg.discoveryTimeoutMs),
-      sbc,
-      readiness: bootConfigurationReadiness(sbc),
-      settings: discoverySettings(this.cfg),
-      wording: discoveryWording,
-      netbootSignals: NETBOOT_SIGNALS,
-      completionEvidence: !!server.status?.registration,
-      now: Date.now(),
-    });
-    if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
-    if (step.phase === AttemptPhase.Exhausted) return this.exhaust(server, step, sbc, log);
-    let current = server;
-    let first = start;
-    const purpose = `discovery ${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}`;
-    const carried = await carryOut({
-      step,
-      before: bookOf(d, this.cfg.discoveryTimeoutMs),
-      // The Initial pass read the power state with the facts: no second read, no write of its own.
-      observed: start?.powerState as PowerState | undefined,
-      power: {
-        observe: () => this.o.power.observe(current),
-        // Attempt 1's power-on is told by the Discovered Event (or the timeout's Warning): one Event
-        // per discovery, not per step; a retry's power-on is news and keeps its BootStarted.
-        boot: async (observed) => {
-          const path = await netbootViaOrFailure(current, sbc, this.cfg, this.o.bootConfigs);
-          if (!path.ok) return path;
-          const via = path.via;
-          // Once, also for VirtualMedia: a lasting `Cd` override would boot the drive emptied after
-          // discovery; every attempt inserts its own ISO and sets the override again.
-          return this.o.power.boot(current, {
-            netboot: true,
-            observed,
-            via,
-            purpose,
-            event: step.book.attempt > 1,
-          });
-        },
-        ensure: (goal, observed) => this.o.power.ensure(current, goal, observed),
-      },
-      pending: (detail) => ({
-        status: 'False',
-        reason: DiscoveredReason.Discovering,
-        message: `${discoveryWording.attempt(step.book, this.cfg.discoveryMaxAttempts)}: ${detail}`,
-      }),
-      write: async (book, outcome) => {
-        const extra = first;
-        first = undefined;
-        current = await this.writeAttempt(current, step, book, outcome, extra);
-      },
-    });
-    for (const e of carried.events) {
-      const reason = DISCOVERY_EVENT[e.reason];
-      if (reason) this.o.events.event(eventObject(current), e.type, reason, `discovery ${e.message}`);
-    }
-    if (step.counts?.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: 'discovery' });
-    if (step.counts?.timedOut) this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
-    if (carried.events.length) log.info({ attempt: step.book.attempt, phase: step.phase }, 'discovery step');
-    return resultOf(carried);
-  }
-
-  /**
-   * The status write of a discovery step: bookkeeping and `Discovered` in one request where the
-   * condition is stored already; with `start` (the Initial pass) always a write. Returns the Server
-   * as stored afterwards.
-   */
-  private async writeAttempt(
-    current: Server,
-    step: Step,
-    book: AttemptBook,
-    outcome: Outcome | undefined,
-    start: Record<string, unknown> | undefined,
-  ): Promise<Server> {
-    const next = discoveryOf(book);
-    if (start) {
-      const cond = outcome && discoveredCondition(step, outcome);
-      const nics = start.bmcNetworkInterfaces as BmcNetworkInterface[] | undefined;
-      return this.patchStatus(
-        current,
-        { ...start, discovery: next },
-        cond,
-        nics && nicInventoryCondition(nics),
-      );
-    }
-    // The phase alone is no reason to write: it rides along with the next real change.
-    const stored = current.status?.discovery;
-    const cur = findCondition(current.status?.conditions, DISCOVERED_CONDITION);
-    const waiting =
-      step.phase === AttemptPhase.AwaitingNetboot || step.phase === AttemptPhase.AwaitingSignals;
-    if (waiting && cur?.reason === DiscoveredReason.Discovering) outcome = undefined; // said at power-on
-    let cond = outcome && discoveredCondition(step, outcome);
-    // Said already: not again just because a bootConfigurationRef patch moved the generation.
-    if (step.phase === AttemptPhase.WaitingForConfiguration && sameWords(cur, cond)) cond = undefined;
-    if (!isDeepStrictEqual({ ...next, phase: undefined }, { ...stored, phase: undefined }))
-      return this.patchStatus(current, { discovery: next }, cond);
-    if (cond) await this.discovered(current, cond.status, cond.reason, cond.message);
-    return current;
-  }
-
-  /**
-   * The discovery SBC of attempt `attempt` (`spec.bootAttempt` = the attempt), and the reference to
-   * it; returns the SBC and the Server as stored after the reference patch.
-   */
-  private async syncDiscoveryConfiguration(
-    server: Server,
-    attempt: number,
-  ): Promise<{ sbc: ServerBootConfiguration; server: Server }> {
-    const name = server.metadata.name ?? '';
-    const sbcName = discoveryBootConfigurationName(name);
-    const sbc = await this.o.bootConfigs.sync({
-      name: sbcName,
-      namespace: this.cfg.managerNamespace,
-      owner: { obj: server, rt: Resources.Server },
-      serverName: name,
-      image: this.cfg.probeImage,
-      bootPolicy: 'NetBootAlways',
-      bootMethod: managerBootMethod(this.cfg),
-      attemptKey: `d${attempt}`,
-      bootAttempt: attempt,
-      labels: this.cfg.scopeLabels,
-    });
-    const ref = server.spec.bootConfigurationRef;
-    if (ref?.name !== sbcName || ref.namespace !== this.cfg.managerNamespace) {
-      const updated = await this.o.client.mergePatch<Server>(Resources.Server, name, undefined, {
-        spec: { bootConfigurationRef: { name: sbcName, namespace: this.cfg.managerNamespace } },
-      });
-      return { sbc, server: updated };
-    }
-    return { sbc, server };
-  }
-
-  /** The last attempt timed out: state Error, a reason, no boot configuration, powered off. */
-  private async exhaust(
-    server: Server,
-    step: Step,
-    sbc: ServerBootConfiguration,
-    log: pino.Logger,
-  ): Promise<Result | undefined> {
-    const { deadline: _, netbootDeadline: _n, ...rest } = discoveryOf(step.book);
-    const what = step.outcome?.message ?? 'discovery attempts exhausted';
-    const updated = await this.patchStatus(
-      server,
-      { state: 'Error', discovery: rest },
-      {
-        type: DISCOVERED_CONDITION,
-        status: 'False',
-        reason: DiscoveredReason.DiscoveryAttemptsExhausted,
-        message: what,
-      },
-    );
-    this.o.bootMetrics.timeouts.inc({ flow: 'discovery' });
-    this.o.bootMetrics.exhausted.inc({ flow: 'discovery' });
-    log.warn({ attempts: step.book.attempt }, 'discovery failed: attempts exhausted');
-    this.o.events.event(
-      eventObject(server),
-      'Warning',
-      EventReason.DiscoveryAttemptsExhausted,
-      `${what}; giving up (state Error)`,
-    );
-    await this.removeDiscoveryConfiguration(updated);
-    await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, 'discovery');
-    const p = await this.o.power.ensure(updated, 'Off');
-    return p.reached ? undefined : powerRetry(p);
-  }
-
-  private async complete(
-    server: Server,
-    sbc: ServerBootConfiguration,
-    d: Discovery,
-    log: pino.Logger,
-  ): Promise<Result | undefined> {
-    const hw = hardwareFromRegistration(server.status?.registration?.data);
-    // Off before the state says Available, so the one status write carries the PowerState after
-    // the ForceOff. Safe to repeat: a Server in Discovery is nobody's (no claim binds it), and a
-    // pass after a failed write finds it Off and sends nothing.
-    const off = await this.o.power.offForStatusWrite(server);
-    // Condition with the state (or first): whoever sees Available also sees why.
-    const updated = await this.patchStatus(
-      server,
-      {
-        ...hw,
-        ...off.status,
-        state: 'Available',
-        discovery: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
-      },
-      {
-        type: DISCOVERED_CONDITION,
-        status: 'True',
-        reason: DiscoveredReason.Registered,
-        message: `registration received in attempt ${d.attempt}`,
-      },
-    );
-    if (d.deadline) {
-      const poweredOn = Date.parse(d.deadline) - this.cfg.discoveryTimeoutMs;
-      this.o.bootMetrics.completionSeconds.observe(
-        { flow: 'discovery' },
-        Math.max(0, Date.now() - poweredOn) / 1000,
-      );
-      this.o.bootMetrics.observeSignals(
-        'discovery',
-        `${sbc.metadata.uid}/${sbc.spec.bootAttempt}`,
-        [BootSignal.RegistrationReceived],
-        poweredOn,
-      );
-    }
-    log.info(
-      { attempt: d.attempt, nics: hw.networkInterfaces?.length ?? 0, memory: hw.totalSystemMemory },
-      'discovered: Available',
-    );
-    this.o.events.event(
-      eventObject(server),
-      'Normal',
-      EventReason.Discovered,
-      `registration received in attempt ${d.attempt}${sincePowerOn(d)}; Available, ${off.words}`,
-    );
-    await this.removeDiscoveryConfiguration(updated);
-    await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, 'discovery');
-    // The status change brings the Available pass (which sees a power-off through).
-    return undefined;
-  }
-
   private async available(server: Server): Promise<Result | undefined> {
-    await this.removeDiscoveryConfiguration(server);
+    await this.discovery.flow.removeConfiguration(server);
     await this.cleanup.removeConfiguration(server);
     const p = await this.o.power.ensure(server, 'Off');
     return p.reached ? { requeueAfterMs: this.cfg.serverResyncMs } : powerRetry(p);
-  }
-
-  /** Deletes the discovery SBC and clears a reference to it (idempotent, cheap when already gone). */
-  private async removeDiscoveryConfiguration(server: Server): Promise<void> {
-    const name = discoveryBootConfigurationName(server.metadata.name ?? '');
-    const ref = server.spec.bootConfigurationRef;
-    if (ref?.name === name && ref.namespace === this.cfg.managerNamespace) {
-      await this.o.client.mergePatch(Resources.Server, server.metadata.name ?? '', undefined, {
-        spec: { bootConfigurationRef: null },
-      });
-    }
-    if (this.o.bootConfigs.cached(name, this.cfg.managerNamespace))
-      await this.o.bootConfigs.delete(name, this.cfg.managerNamespace);
   }
 }
 
@@ -708,44 +347,6 @@ export function newServerController(o: ServerControllerOptions): Controller {
   return c;
 }
 
-/** Discovery's effective attempt settings. */
-function discoverySettings(cfg: ControllerConfig): AttemptSettings {
-  return {
-    completion: [BootSignal.RegistrationReceived],
-    timeoutMs: cfg.discoveryTimeoutMs,
-    netbootTimeoutMs: cfg.netbootTimeoutMs,
-    maxAttempts: cfg.discoveryMaxAttempts,
-  };
-}
-
-const discoveryWording: Wording = {
-  attempt: (b, max) => `attempt ${b.attempt}/${max}`,
-  timeoutPrefix: 'discovery ',
-  signalOrder: DISCOVERY_SIGNALS,
-};
-
-type DiscoveredCondition = { type: string; status: 'True' | 'False'; reason: string; message: string };
-
-/** The `Discovered` condition saying what an engine step's outcome says. */
-function discoveredCondition(step: Step, outcome: Outcome): DiscoveredCondition {
-  return {
-    type: DISCOVERED_CONDITION,
-    status: outcome.status === 'True' ? 'True' : 'False',
-    reason: discoveryReason(step, outcome),
-    message: outcome.message,
-  };
-}
-
-function sameWords(stored: Condition | undefined, cond: DiscoveredCondition | undefined): boolean {
-  return (
-    !!stored &&
-    !!cond &&
-    stored.status === cond.status &&
-    stored.reason === cond.reason &&
-    stored.message === cond.message
-  );
-}
-
 /**
  * `s`'s conditions with `cond` in place of the stored entry of its type (appended when there is
  * none), stamped with the generation; undefined when the stored one already says the same.
@@ -760,57 +361,6 @@ function conditionsWith(s: Server, cond: OwnedCondition): Condition[] | undefine
   return i < 0 ? [...conds, entry] : conds.map((c, j) => (j === i ? entry : c));
 }
 
-/** Engine outcome reasons → the `Discovered` condition's reasons. */
-function discoveryReason(step: Step, outcome: Outcome): string {
-  if (outcome.reason === BootedReason.TimedOut) return DiscoveredReason.DiscoveryTimedOut;
-  if (outcome.reason === BootedReason.NetbootNotObserved) return DiscoveredReason.NetbootNotObserved;
-  if (outcome.reason !== BootedReason.Booting) return outcome.reason;
-  return step.phase === AttemptPhase.WaitingForConfiguration
-    ? DiscoveredReason.WaitingForBootConfiguration
-    : DiscoveredReason.Discovering;
-}
-
-/** Engine Event reasons → discovery's Event reasons (others are not recorded for discovery). */
-const DISCOVERY_EVENT: Record<string, string> = {
-  [EventReason.BootTimedOut]: EventReason.DiscoveryTimedOut,
-  [EventReason.NetbootNotObserved]: EventReason.NetbootNotObserved,
-};
-
-/** `status.discovery` as engine bookkeeping (older objects have only a deadline: power-on = deadline - timeout). */
-function bookOf(d: Discovery, timeoutMs: number): AttemptBook {
-  const legacyOn =
-    d.deadline && !d.poweredOnAt && d.phase !== AttemptPhase.ReadyToPowerOn
-      ? new Date(Date.parse(d.deadline) - timeoutMs).toISOString()
-      : undefined;
-  return { ...d, ...(legacyOn ? { poweredOnAt: legacyOn } : {}) };
-}
-
-/** Engine bookkeeping as `status.discovery` (no series, no history). */
-function discoveryOf(b: AttemptBook): Discovery {
-  const keys = [
-    'attempt',
-    'attemptStartedAt',
-    'poweredOnAt',
-    'netbootDeadline',
-    'deadline',
-    'phase',
-  ] as const;
-  const out: Record<string, unknown> = {};
-  for (const k of keys) if (b[k] !== undefined) out[k] = b[k];
-  return out as Discovery;
-}
-
-/** ` (12.3 s after power-on)` when the attempt's power-on time is stored, else ''. */
-function sincePowerOn(d: Discovery): string {
-  const on = d.poweredOnAt ? Date.parse(d.poweredOnAt) : Number.NaN;
-  return Number.isFinite(on) ? ` (${(Math.max(0, Date.now() - on) / 1000).toFixed(1)} s after power-on)` : '';
-}
-
-function withoutDeadline(d: Discovery): Discovery {
-  const { deadline: _, netbootDeadline: _n, ...rest } = d;
-  return rest;
-}
-
 /**
  * Whether no controller has written the Server's status yet: `state` absent (stored before the CRD
  * defaulted it) or the CRD's default `Initial` with nothing else of discovery's. Such a write is a
@@ -822,24 +372,4 @@ function firstWrite(s: Server): boolean {
     st?.state === undefined ||
     (st.state === 'Initial' && st.discovery === undefined && !st.conditions?.length)
   );
-}
-
-/**
- * How long a new discovery SBC may stay unevaluated before the Initial pass says so (state
- * Discovery, `Discovered=False WaitingForBootConfiguration`): the SBC controller usually answers in
- * milliseconds, and a status write for that moment would be one request per Server for nothing.
- */
-const INITIAL_SILENT_WAIT_MS = 5_000;
-
-/**
- * The system's NICs from its BMC; `[]` when the service has no EthernetInterfaces collection (404):
- * that BMC reports none. Other failures propagate (the Initial pass retries them as a failed read).
- */
-async function readEthernetInterfaces(bmc: BmcSeam, systemUri: string): Promise<EthernetInterfaceInfo[]> {
-  try {
-    return await bmc.ethernetInterfaces(systemUri);
-  } catch (err) {
-    if (err instanceof RedfishHttpError && err.status === 404) return [];
-    throw err;
-  }
 }

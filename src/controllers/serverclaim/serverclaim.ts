@@ -82,9 +82,11 @@ import {
   attemptsUsed,
   type Carried,
   carryOut,
+  conditionFields,
   decide,
   needsPowerRead,
   type Outcome,
+  onlyProgress,
   refusedStep,
   resultOf,
   type SeriesDecision,
@@ -832,7 +834,7 @@ class ServerClaimReconciler {
     }
     let claim = x.claim;
     const outcomeOf = (out: Outcome | undefined): CondInput[] =>
-      out ? [{ type: BOOTED_CONDITION, ...out }] : [];
+      out ? [{ type: BOOTED_CONDITION, ...conditionFields(out) }] : [];
     const carried = await carryOut({
       step,
       before: x.book,
@@ -983,33 +985,6 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
       .map((cl) => ({ name: cl.metadata.name ?? '', namespace: cl.metadata.namespace }));
   });
   return c;
-}
-
-/** The signal list of a waiting step's message (boot-attempt/handlers.ts `awaiting`). */
-const ARRIVED_LIST = /arrived \[[^\]]*\]/;
-
-/**
- * Whether a waiting step's write would only mirror the SBC: no BMC action, same phase, same
- * bookkeeping apart from the signal history, the same Booted condition apart from the list of
- * signals that arrived. Such a write is left out: every signal is on the SBC with its time, and the
- * history records those times from the SBC's conditions with the attempt's next phase change
- * (netboot observed, completion, timeout), which is written.
- */
-function onlyProgress(
-  step: Step,
-  stored: Boot,
-  book: Boot,
-  booted: Condition | undefined,
-  outcome: Outcome | undefined,
-): boolean {
-  // A step with a BMC action (the power-on) writes its intent and any pending-power message.
-  if (step.action) return false;
-  if (step.phase !== AttemptPhase.AwaitingNetboot && step.phase !== AttemptPhase.AwaitingSignals)
-    return false;
-  if (!booted || !outcome || booted.status !== outcome.status || booted.reason !== outcome.reason)
-    return false;
-  if (booted.message.replace(ARRIVED_LIST, '') !== outcome.message.replace(ARRIVED_LIST, '')) return false;
-  return isDeepStrictEqual({ ...book, history: undefined }, { ...stored, history: undefined });
 }
 
 /** The claim conditions stored with a new series (or an adoption). */
