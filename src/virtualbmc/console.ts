@@ -26,7 +26,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import ssh2 from 'ssh2';
+import ssh2, { type Connection, type ServerChannel, type Session } from 'ssh2';
 import type { Host } from './host.js';
 
 const { Server: SshServer, utils: sshUtils } = ssh2;
@@ -91,110 +91,15 @@ export async function startConsoleServer(opts: ConsoleServerOptions): Promise<Co
   if (parsed instanceof Error) throw new Error(`console host key: ${parsed.message}`);
   const key = Array.isArray(parsed) ? parsed[0]! : parsed;
   const hostPublicKey = `${key.type} ${key.getPublicSSH().toString('base64')}`;
-  const ids = opts.systems.map((s) => s.id);
-  const holders = new Map<number, { remote: string; end: () => void }>();
-  const clients = new Set<{ end: () => void }>();
   const log = opts.log.child({ component: 'virtual-bmc-console' });
+  const consoles = new SerialConsoles(opts.systems, log);
+  const clients = new Set<{ end: () => void }>();
 
   const server = new SshServer({ hostKeys: [hostKey] }, (client, info) => {
     const remote = `${info.ip}:${info.port}`;
     clients.add(client);
     client.on('close', () => clients.delete(client));
-    // A dropped connection or a protocol error ends this client only.
-    client.on('error', (err) => log.debug({ remote, err: err.message }, 'console connection error'));
-    client.on('authentication', (ctx) => {
-      if (ctx.method === 'password' && opts.checkCredentials(ctx.username, ctx.password)) {
-        ctx.accept();
-        return;
-      }
-      if (ctx.method === 'password') log.info({ remote }, 'console login refused: wrong credentials');
-      ctx.reject(['password']);
-    });
-    client.on('ready', () => {
-      client.on('session', (acceptSession) => {
-        const session = acceptSession();
-        // Terminal requests are accepted and ignored: the serial line has no window size.
-        session.on('pty', (accept) => accept?.());
-        session.on('window-change', (accept) => accept?.());
-        session.on('env', (accept) => accept?.());
-        session.on('shell', (accept) => {
-          const ch = accept();
-          ch.stderr.write(
-            `this BMC offers only its serial consoles: run "console N" (N = 1..${ids.length})\r\n`,
-          );
-          ch.exit(CONSOLE_USAGE_EXIT);
-          ch.end();
-        });
-        session.on('exec', (accept, _reject, req) => {
-          const ch = accept();
-          const index = parseConsoleCommand(req.command, ids);
-          if (index === undefined) {
-            ch.stderr.write(
-              `unknown command ${JSON.stringify(req.command)}: use "console N" (N = 1..${ids.length})\r\n`,
-            );
-            ch.exit(CONSOLE_USAGE_EXIT);
-            ch.end();
-            return;
-          }
-          const system = opts.systems[index]!;
-          if (holders.has(index)) {
-            log.info({ systemId: system.id, remote }, 'console session refused: busy');
-            ch.stderr.write(
-              `console ${index + 1} is busy: another session is attached (MaxConcurrentSessions 1); retry once it ends\r\n`,
-            );
-            ch.exit(CONSOLE_BUSY_EXIT);
-            ch.end();
-            return;
-          }
-          let port: Duplex | undefined;
-          let done = false;
-          const finish = (status: number): void => {
-            if (done) return;
-            done = true;
-            if (holders.get(index)?.end === end) holders.delete(index);
-            port?.destroy();
-            try {
-              ch.exit(status);
-              ch.end();
-            } catch {
-              // The channel is already gone (the client disconnected).
-            }
-            log.info({ systemId: system.id, remote }, 'console session ended');
-          };
-          const end = (): void => finish(0);
-          // Claimed before the port opens, so two racing requests cannot both attach.
-          holders.set(index, { remote, end });
-          ch.on('close', end);
-          const open = system.host.openSerial;
-          if (!open) {
-            ch.stderr.write('this system has no serial console\r\n');
-            finish(1);
-            return;
-          }
-          open
-            .call(system.host)
-            .then((p) => {
-              if (done) {
-                p.destroy();
-                return;
-              }
-              port = p;
-              log.info({ systemId: system.id, remote }, 'console session attached');
-              p.on('data', (chunk: Buffer) => ch.write(chunk));
-              p.on('end', end);
-              p.on('close', end);
-              p.on('error', end);
-              ch.on('data', (chunk: Buffer) => p.write(chunk));
-            })
-            .catch((err: unknown) => {
-              ch.stderr.write(
-                `cannot open the serial console: ${err instanceof Error ? err.message : String(err)}\r\n`,
-              );
-              finish(1);
-            });
-        });
-      });
-    });
+    serveClient(client, remote, opts.checkCredentials, consoles, log);
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -210,14 +115,150 @@ export async function startConsoleServer(opts: ConsoleServerOptions): Promise<Co
     port,
     hostPublicKey,
     entryCommand: (index) => `console ${index + 1}`,
-    activeSessions: () => [...holders.keys()].map((i) => ids[i]!),
+    activeSessions: () => consoles.active(),
     close: async () => {
-      for (const h of [...holders.values()]) h.end();
+      consoles.endAll();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const c of [...clients]) c.end();
       await closed;
     },
   };
+}
+
+/** One SSH connection: password login, then sessions whose only command is `console N`. */
+function serveClient(
+  client: Connection,
+  remote: string,
+  checkCredentials: ConsoleServerOptions['checkCredentials'],
+  consoles: SerialConsoles,
+  log: Logger,
+): void {
+  // A dropped connection or a protocol error ends this client only.
+  client.on('error', (err) => log.debug({ remote, err: err.message }, 'console connection error'));
+  client.on('authentication', (ctx) => {
+    if (ctx.method === 'password' && checkCredentials(ctx.username, ctx.password)) {
+      ctx.accept();
+      return;
+    }
+    if (ctx.method === 'password') log.info({ remote }, 'console login refused: wrong credentials');
+    ctx.reject(['password']);
+  });
+  client.on('ready', () => {
+    client.on('session', (acceptSession) => serveSession(acceptSession(), remote, consoles));
+  });
+}
+
+/** One SSH session: terminal requests ignored, a shell refused, `exec` handed to {@link SerialConsoles.attach}. */
+function serveSession(session: Session, remote: string, consoles: SerialConsoles): void {
+  // Terminal requests are accepted and ignored: the serial line has no window size.
+  session.on('pty', (accept) => accept?.());
+  session.on('window-change', (accept) => accept?.());
+  session.on('env', (accept) => accept?.());
+  session.on('shell', (accept) => {
+    const ch = accept();
+    ch.stderr.write(
+      `this BMC offers only its serial consoles: run "console N" (N = 1..${consoles.ids.length})\r\n`,
+    );
+    ch.exit(CONSOLE_USAGE_EXIT);
+    ch.end();
+  });
+  session.on('exec', (accept, _reject, req) => consoles.attach(accept(), req.command, remote));
+}
+
+/** The serial consoles of the systems and which session holds each (at most one per system). */
+class SerialConsoles {
+  readonly ids: string[];
+  private readonly holders = new Map<number, { remote: string; end: () => void }>();
+
+  constructor(
+    private readonly systems: ReadonlyArray<ConsoleSystem>,
+    private readonly log: Logger,
+  ) {
+    this.ids = systems.map((s) => s.id);
+  }
+
+  /** Systems (Ids) with a session attached now. */
+  active(): string[] {
+    return [...this.holders.keys()].map((i) => this.ids[i]!);
+  }
+
+  /** Ends every attached session (exit status 0). */
+  endAll(): void {
+    for (const h of [...this.holders.values()]) h.end();
+  }
+
+  /**
+   * Runs `command` on channel `ch`: attaches it to the named system's serial port, or writes why
+   * not on stderr with the exit status of the module's contract (2 usage, 75 busy, 1 no port).
+   */
+  attach(ch: ServerChannel, command: string, remote: string): void {
+    const { ids, holders, log } = this;
+    const index = parseConsoleCommand(command, ids);
+    if (index === undefined) {
+      ch.stderr.write(
+        `unknown command ${JSON.stringify(command)}: use "console N" (N = 1..${ids.length})\r\n`,
+      );
+      ch.exit(CONSOLE_USAGE_EXIT);
+      ch.end();
+      return;
+    }
+    const system = this.systems[index]!;
+    if (holders.has(index)) {
+      log.info({ systemId: system.id, remote }, 'console session refused: busy');
+      ch.stderr.write(
+        `console ${index + 1} is busy: another session is attached (MaxConcurrentSessions 1); retry once it ends\r\n`,
+      );
+      ch.exit(CONSOLE_BUSY_EXIT);
+      ch.end();
+      return;
+    }
+    let port: Duplex | undefined;
+    let done = false;
+    const finish = (status: number): void => {
+      if (done) return;
+      done = true;
+      if (holders.get(index)?.end === end) holders.delete(index);
+      port?.destroy();
+      try {
+        ch.exit(status);
+        ch.end();
+      } catch {
+        // The channel is already gone (the client disconnected).
+      }
+      log.info({ systemId: system.id, remote }, 'console session ended');
+    };
+    const end = (): void => finish(0);
+    // Claimed before the port opens, so two racing requests cannot both attach.
+    holders.set(index, { remote, end });
+    ch.on('close', end);
+    const open = system.host.openSerial;
+    if (!open) {
+      ch.stderr.write('this system has no serial console\r\n');
+      finish(1);
+      return;
+    }
+    open
+      .call(system.host)
+      .then((p) => {
+        if (done) {
+          p.destroy();
+          return;
+        }
+        port = p;
+        log.info({ systemId: system.id, remote }, 'console session attached');
+        p.on('data', (chunk: Buffer) => ch.write(chunk));
+        p.on('end', end);
+        p.on('close', end);
+        p.on('error', end);
+        ch.on('data', (chunk: Buffer) => p.write(chunk));
+      })
+      .catch((err: unknown) => {
+        ch.stderr.write(
+          `cannot open the serial console: ${err instanceof Error ? err.message : String(err)}\r\n`,
+        );
+        finish(1);
+      });
+  }
 }
 
 /**

@@ -247,6 +247,43 @@ export function qemuHostIdentity(index: number, overrides: Partial<HostIdentity>
   };
 }
 
+/**
+ * The boot-related device properties for booting from `device`: the NIC's option ROM and boot
+ * indexes of NIC, disk and CD (`bootindex=1` boots first). Pure.
+ */
+function bootOrder(
+  device: BootDevice,
+  uefi: boolean,
+  noneBoot: NonNullable<QemuHostOptions['noneBoot']>,
+  rom: string,
+): { nic: string[]; disk: string[]; cd: string[] } {
+  const nic: string[] = [];
+  const disk: string[] = [];
+  const cd: string[] = [];
+  if (device === 'Cd') {
+    // Virtual media: CD first, then disk; no NIC option ROM, so nothing network-boots.
+    nic.push('romfile=');
+    cd.push('bootindex=1');
+    disk.push('bootindex=2');
+  } else if (device === 'Pxe') {
+    nic.push(`romfile=${rom}`, 'bootindex=1');
+    disk.push('bootindex=2');
+  } else if (device === 'UefiHttp' && uefi) {
+    // OVMF's own virtio-net driver and HTTP boot client (its PXE clients are off): the NIC's
+    // only boot option is UEFI HTTP boot.
+    nic.push('romfile=', 'bootindex=1');
+    disk.push('bootindex=2');
+  } else if (device === 'Hdd' || device === 'UefiHttp' || noneBoot === 'disk') {
+    // Without its option ROM the NIC is invisible to the firmware as a boot device.
+    nic.push('romfile=');
+    disk.push('bootindex=1');
+  } else {
+    nic.push(`romfile=${rom}`, 'bootindex=2');
+    disk.push('bootindex=1');
+  }
+  return { nic, disk, cd };
+}
+
 /** QEMU option values escape commas by doubling them. */
 function optValue(value: string): string {
   return value.replaceAll(',', ',,');
@@ -529,31 +566,15 @@ export class QemuHost implements Host {
     const rom = uefi
       ? (this.options.ipxeEfiRom ?? DEFAULT_IPXE_EFI_ROM)
       : (this.options.ipxeRom ?? DEFAULT_IPXE_ROM);
-    const nic = ['virtio-net-pci', 'netdev=n0', `mac=${id.macAddress}`, 'disable-legacy=on'];
-    const disk = ['virtio-blk-pci', 'drive=d0', `serial=${optValue(`D${id.serialNumber}`.slice(0, 20))}`];
-    const noneBoot = this.options.noneBoot ?? 'disk-then-network';
-    const cd = ['ide-cd', 'bus=ide.0', 'drive=cdrive', 'id=cd0'];
-    if (device === 'Cd') {
-      // Virtual media: CD first, then disk; no NIC option ROM, so nothing network-boots.
-      nic.push('romfile=');
-      cd.push('bootindex=1');
-      disk.push('bootindex=2');
-    } else if (device === 'Pxe') {
-      nic.push(`romfile=${rom}`, 'bootindex=1');
-      disk.push('bootindex=2');
-    } else if (device === 'UefiHttp' && uefi) {
-      // OVMF's own virtio-net driver and HTTP boot client (its PXE clients are off): the NIC's
-      // only boot option is UEFI HTTP boot.
-      nic.push('romfile=', 'bootindex=1');
-      disk.push('bootindex=2');
-    } else if (device === 'Hdd' || device === 'UefiHttp' || noneBoot === 'disk') {
-      // Without its option ROM the NIC is invisible to the firmware as a boot device.
-      nic.push('romfile=');
-      disk.push('bootindex=1');
-    } else {
-      nic.push(`romfile=${rom}`, 'bootindex=2');
-      disk.push('bootindex=1');
-    }
+    const order = bootOrder(device, uefi, this.options.noneBoot ?? 'disk-then-network', rom);
+    const nic = ['virtio-net-pci', 'netdev=n0', `mac=${id.macAddress}`, 'disable-legacy=on', ...order.nic];
+    const disk = [
+      'virtio-blk-pci',
+      'drive=d0',
+      `serial=${optValue(`D${id.serialNumber}`.slice(0, 20))}`,
+      ...order.disk,
+    ];
+    const cd = ['ide-cd', 'bus=ide.0', 'drive=cdrive', 'id=cd0', ...order.cd];
     const smbios = [
       'type=1',
       `manufacturer=${optValue(id.manufacturer)}`,
@@ -661,6 +682,28 @@ export class QemuHost implements Host {
       assertQemuPrerequisites(this.options);
       this.prerequisitesChecked = true;
     }
+    await this.prepareFiles();
+    this.accelVerdict ??= await chooseAccel(this.options.accel ?? accelFromEnv(), {
+      ...(this.options.qemuBinary ? { qemuBinary: this.options.qemuBinary } : {}),
+      ...(this.options.probeGuest ? { guest: this.options.probeGuest } : {}),
+    });
+    if (device === 'UefiHttp') this.options.onHttpBootUri?.(this.httpBootUri);
+    const args = this.qemuArgs(device);
+    this.lastArgs = args;
+    await fs.appendFile(
+      this.serialLogPath,
+      `\n--- virtual BMC: power on, boot ${device}, accel ${this.accelVerdict.accel} at ${new Date().toISOString()} ---\n`,
+    );
+
+    const serialOffset = (await fs.stat(this.serialLogPath)).size;
+    if (this.closing) throw new Error(`host ${this.identity.uuid} is closed`);
+    const { run, aborter } = this.spawnRun(device, args, serialOffset);
+    await this.connectQmp(run, aborter);
+    if (this.run === run) run.phase = 'on';
+  }
+
+  /** The disk (sparse, created once), the UEFI variable store (copied once), no stale sockets. */
+  private async prepareFiles(): Promise<void> {
     await fs.mkdir(this.workDir, { recursive: true });
     const handle = await fs.open(this.diskPath, 'a');
     try {
@@ -679,20 +722,17 @@ export class QemuHost implements Host {
     }
     await fs.rm(this.qmpPath, { force: true });
     await fs.rm(this.serialSocketPath, { force: true });
-    this.accelVerdict ??= await chooseAccel(this.options.accel ?? accelFromEnv(), {
-      ...(this.options.qemuBinary ? { qemuBinary: this.options.qemuBinary } : {}),
-      ...(this.options.probeGuest ? { guest: this.options.probeGuest } : {}),
-    });
-    if (device === 'UefiHttp') this.options.onHttpBootUri?.(this.httpBootUri);
-    const args = this.qemuArgs(device);
-    this.lastArgs = args;
-    await fs.appendFile(
-      this.serialLogPath,
-      `\n--- virtual BMC: power on, boot ${device}, accel ${this.accelVerdict.accel} at ${new Date().toISOString()} ---\n`,
-    );
+  }
 
-    const serialOffset = (await fs.stat(this.serialLogPath)).size;
-    if (this.closing) throw new Error(`host ${this.identity.uuid} is closed`);
+  /**
+   * Spawns QEMU with `args` and makes it {@link run}: its stderr kept (last lines), its end
+   * recorded in {@link exitInfo}; `aborter` is aborted when the process ends.
+   */
+  private spawnRun(
+    device: BootDevice,
+    args: string[],
+    serialOffset: number,
+  ): { run: Run; aborter: AbortController } {
     installExitHook();
     const binary = this.options.qemuBinary ?? DEFAULT_QEMU_BINARY;
     // A tap device is found by name in the opener's network namespace: QEMU runs inside the
@@ -752,7 +792,12 @@ export class QemuHost implements Host {
       finish(null, null);
     });
     this.run = run;
+    return { run, aborter };
+  }
 
+  /** Connects QMP to the starting `run`; on failure the process is gone and the error says why. */
+  private async connectQmp(run: Run, aborter: AbortController): Promise<void> {
+    const { proc } = run;
     try {
       run.qmp = await QmpClient.connect(this.qmpPath, {
         timeoutMs: this.options.startTimeoutMs ?? 15_000,
@@ -771,7 +816,6 @@ export class QemuHost implements Host {
       await withTimeout(run.exited, 5000);
       throw new Error(`QEMU for ${this.identity.uuid} did not open QMP: ${(err as Error).message}`);
     }
-    if (this.run === run) run.phase = 'on';
   }
 
   private async kill(): Promise<void> {

@@ -414,25 +414,7 @@ export class SimHost implements Host {
 export function registrationData(id: HostIdentity): Record<string, unknown> {
   const ip = ipFromMac(id.macAddress);
   return {
-    systemInfo: {
-      biosInformation: { vendor: 'SeaBIOS', version: '1.16.3', date: '04/01/2014' },
-      systemInformation: {
-        manufacturer: id.manufacturer,
-        productName: id.model,
-        version: '1.0',
-        serialNumber: id.serialNumber,
-        uuid: id.uuid.toLowerCase(),
-        skuNumber: '',
-        family: 'sim',
-      },
-      boardInformation: {
-        manufacturer: id.manufacturer,
-        product: id.model,
-        version: '1.0',
-        serialNumber: id.serialNumber,
-        assetTag: '',
-      },
-    },
+    systemInfo: systemInfo(id),
     cpu: [
       {
         id: 0,
@@ -444,42 +426,8 @@ export function registrationData(id: HostIdentity): Record<string, unknown> {
       },
     ],
     networkInterfaces: [{ name: 'eth0', ipAddresses: [ip], macAddress: id.macAddress, carrierStatus: 'up' }],
-    storage: [
-      {
-        path: '/dev/vda',
-        name: 'vda',
-        rotational: false,
-        removable: false,
-        readOnly: false,
-        vendor: '0x1af4',
-        model: 'Virtual disk',
-        serial: `${id.serialNumber}-D0`,
-        wwid: '',
-        physicalBlockSize: 512,
-        logicalBlockSize: 512,
-        hWSectorSize: 512,
-        sizeBytes: 64 * 1024 ** 3,
-        numaNodeID: 0,
-      },
-    ],
-    memory: [
-      {
-        size: id.memoryMiB * 1024 * 1024,
-        deviceSet: '',
-        deviceLocator: 'DIMM 0',
-        bankLocator: '',
-        memoryType: 'RAM',
-        speed: '',
-        vendor: 'Simulated',
-        serialNumber: '',
-        assetTag: '',
-        partNumber: '',
-        configuredMemorySpeed: '',
-        minimumVoltage: '',
-        maximumVoltage: '',
-        configuredVoltage: '',
-      },
-    ],
+    storage: storage(id),
+    memory: memory(id),
     nics: [
       {
         name: 'eth0',
@@ -492,6 +440,73 @@ export function registrationData(id: HostIdentity): Record<string, unknown> {
       },
     ],
   };
+}
+
+/** `systemInfo`: SMBIOS BIOS, system (type 1) and board (type 2) information. */
+function systemInfo(id: HostIdentity): Record<string, unknown> {
+  return {
+    biosInformation: { vendor: 'SeaBIOS', version: '1.16.3', date: '04/01/2014' },
+    systemInformation: {
+      manufacturer: id.manufacturer,
+      productName: id.model,
+      version: '1.0',
+      serialNumber: id.serialNumber,
+      uuid: id.uuid.toLowerCase(),
+      skuNumber: '',
+      family: 'sim',
+    },
+    boardInformation: {
+      manufacturer: id.manufacturer,
+      product: id.model,
+      version: '1.0',
+      serialNumber: id.serialNumber,
+      assetTag: '',
+    },
+  };
+}
+
+/** `storage`: the one virtio disk. */
+function storage(id: HostIdentity): Record<string, unknown>[] {
+  return [
+    {
+      path: '/dev/vda',
+      name: 'vda',
+      rotational: false,
+      removable: false,
+      readOnly: false,
+      vendor: '0x1af4',
+      model: 'Virtual disk',
+      serial: `${id.serialNumber}-D0`,
+      wwid: '',
+      physicalBlockSize: 512,
+      logicalBlockSize: 512,
+      hWSectorSize: 512,
+      sizeBytes: 64 * 1024 ** 3,
+      numaNodeID: 0,
+    },
+  ];
+}
+
+/** `memory`: one DIMM holding all of the host's memory. */
+function memory(id: HostIdentity): Record<string, unknown>[] {
+  return [
+    {
+      size: id.memoryMiB * 1024 * 1024,
+      deviceSet: '',
+      deviceLocator: 'DIMM 0',
+      bankLocator: '',
+      memoryType: 'RAM',
+      speed: '',
+      vendor: 'Simulated',
+      serialNumber: '',
+      assetTag: '',
+      partNumber: '',
+      configuredMemorySpeed: '',
+      minimumVoltage: '',
+      maximumVoltage: '',
+      configuredVoltage: '',
+    },
+  ];
 }
 
 /** A stable private address per host, 10.x.y.z from the MAC's last three bytes. */
