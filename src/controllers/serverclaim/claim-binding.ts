@@ -1,0 +1,177 @@
+/**
+ * Binding a claim to a Server (race-safe): an eligible Server (common/server-selection.ts) is bound
+ * by writing `Server.spec.serverClaimRef` with the resourceVersion it was chosen on; of several
+ * claims racing for one Server exactly one write succeeds (the others get 409, or 422 from the CRD's
+ * immutability rule, and try the next candidate). No candidate: phase Unbound with
+ * `Bound=False` saying why, and a Warning once per change of the explanation (as the scheduler's
+ * FailedScheduling). Other API errors propagate.
+ */
+import type pino from 'pino';
+import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../../api/v1alpha1/boot-policy.js';
+import type { Server } from '../../api/v1alpha1/server.js';
+import type { ServerClaim } from '../../api/v1alpha1/serverclaim.js';
+import { EventReason } from '../../api/vocabulary.js';
+import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../../inventory/server-index.js';
+import { ApiError } from '../../runtime/client.js';
+import { findCondition } from '../../runtime/conditions.js';
+import { Resources } from '../../runtime/resource.js';
+import type { ControllerConfig } from '../common/config.js';
+import { candidates, selectionRefusal, unboundExplanation } from '../common/server-selection.js';
+import { CLAIMED_SERVER_FINALIZER } from '../server/server.js';
+import { BOUND_CONDITION, eventObject, type ServerClaimControllerOptions } from './claim-context.js';
+import type { ClaimStatusWriter } from './claim-status.js';
+
+/** Informer index of Servers by the claim (`namespace/name`) in `spec.serverClaimRef`. */
+export const SERVER_BY_CLAIM_INDEX = 'serverClaim';
+
+export const serverByClaimIndexer = (s: Server): string[] => {
+  const r = s.spec?.serverClaimRef;
+  return r ? [`${r.namespace}/${r.name}`] : [];
+};
+
+/** The claim's binding: finding its Server, binding one. */
+export class ClaimBinding {
+  private readonly cfg: ControllerConfig;
+
+  /**
+   * Claims bound in this process whose binding the Server cache may not show yet (claim key → Server
+   * name). Without it, a reconcile running before the cache caught up could bind a second Server.
+   */
+  private readonly recentBinds = new Map<string, string>();
+
+  constructor(
+    private readonly o: ServerClaimControllerOptions,
+    private readonly status: ClaimStatusWriter,
+  ) {
+    this.cfg = o.config;
+  }
+
+  /** The Server bound to `claim`: from the index, else from the informer (its own-write view shows a binding made right now), else read fresh. */
+  async boundServer(claim: ServerClaim): Promise<Server | undefined> {
+    const key = `${claim.metadata.namespace}/${claim.metadata.name}`;
+    const [indexed] = this.o.servers.byIndex(SERVER_BY_CLAIM_INDEX, key);
+    if (indexed) {
+      this.recentBinds.delete(key);
+      return indexed;
+    }
+    const ref = this.recentBinds.get(key) ?? claim.spec.serverRef?.name;
+    if (!ref) return undefined;
+    // The informer's get() has this process's own binding write even while the watch lags it (and
+    // bindings of an earlier leader came with the first list): only a Server it lacks is read.
+    const known = this.o.servers.get(ref);
+    if (known) {
+      const k = known.spec.serverClaimRef;
+      if (k && `${k.namespace}/${k.name}` === key) return known;
+      this.recentBinds.delete(key);
+      return undefined;
+    }
+    const fresh = await this.o.client.get<Server>(Resources.Server, ref);
+    const r = fresh?.spec.serverClaimRef;
+    if (r && `${r.namespace}/${r.name}` === key) return fresh;
+    this.recentBinds.delete(key);
+    return undefined;
+  }
+
+  /**
+   * The Servers selection reads: for a claim naming its Server, that Server and every cached Server
+   * with its system UUID (the ownership rule compares them), found through the UUID index; else
+   * every cached Server. Why: a fleet of claims with `serverRef` would otherwise scan the whole
+   * cache once per claim (quadratic in the fleet).
+   */
+  private selectionPool(claim: ServerClaim): Server[] {
+    const want = claim.spec.serverRef?.name;
+    if (!want) return this.o.servers.list();
+    const named = this.o.servers.get(want);
+    if (!named) return [];
+    const [uuid] = serverUUIDIndexer(named);
+    const same = uuid ? this.o.servers.byIndex(SERVER_UUID_INDEX, uuid) : [];
+    return [named, ...same.filter((s) => s.metadata.name !== want)];
+  }
+
+  async bind(claim: ServerClaim, log: pino.Logger): Promise<Server | undefined> {
+    const refused = selectionRefusal(claim, this.cfg.requireServerSelection);
+    if (refused) {
+      await this.status.save(claim, {
+        phase: 'Unbound',
+        conditions: [{ type: BOUND_CONDITION, status: 'False', ...refused }],
+      });
+      return undefined;
+    }
+    const pool = this.selectionPool(claim);
+    const list = candidates(claim, pool);
+    for (const s of list) {
+      try {
+        // One write: the binding (guarded by the resourceVersion the Server was chosen on) and the
+        // desired state the claim wants of it (its SBC's name, power). Desired state only: nothing
+        // acts on it before the Server controller has marked the Server Reserved.
+        const bound = await this.o.client.mergePatch<Server>(
+          Resources.Server,
+          s.metadata.name ?? '',
+          undefined,
+          {
+            metadata: {
+              resourceVersion: s.metadata.resourceVersion,
+              // Held while claimed (server.ts): guarded by the resourceVersion, as the list is replaced.
+              finalizers: [
+                ...(s.metadata.finalizers ?? []).filter((f) => f !== CLAIMED_SERVER_FINALIZER),
+                CLAIMED_SERVER_FINALIZER,
+              ],
+            },
+            spec: {
+              serverClaimRef: { name: claim.metadata.name, namespace: claim.metadata.namespace },
+              ...desiredServerSpec(claim),
+            },
+          },
+        );
+        this.recentBinds.set(`${claim.metadata.namespace}/${claim.metadata.name}`, s.metadata.name ?? '');
+        log.info({ server: s.metadata.name, systemUUID: s.spec.systemUUID }, 'bound');
+        // A fresh claim's opening attempt is told, with the binding, by the Event that ends it;
+        // any other claim gets its Bound Event now.
+        if (!this.isFresh(claim))
+          this.o.events.event(
+            eventObject(claim),
+            'Normal',
+            EventReason.Bound,
+            `bound Server ${s.metadata.name}`,
+          );
+        return bound;
+      } catch (err) {
+        // 409: someone else bound it first (or it changed); 422: the CRD refused a second claim reference.
+        if (err instanceof ApiError && (err.status === 409 || err.status === 422)) continue;
+        throw err;
+      }
+    }
+    const { reason, message } = unboundExplanation(claim, pool, list.length);
+    const before = findCondition(claim.status?.conditions, BOUND_CONDITION);
+    await this.status.save(claim, {
+      phase: 'Unbound',
+      conditions: [{ type: BOUND_CONDITION, status: 'False', reason, message }],
+    });
+    // Once per change of the explanation, as the scheduler's FailedScheduling.
+    if (before?.message !== message) this.o.events.event(eventObject(claim), 'Warning', reason, message);
+    return undefined;
+  }
+
+  /**
+   * A claim about to begin its first series (power On, no bookkeeping, no SBC of its name, no retry
+   * asked): its binding is stored with the series, and told by the Event that ends its first attempt.
+   */
+  isFresh(claim: ServerClaim): boolean {
+    return (
+      claim.spec.power === 'On' &&
+      !claim.status?.boot &&
+      claim.metadata.annotations?.[OPERATION_ANNOTATION] !== OPERATION_RETRY &&
+      !this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace)
+    );
+  }
+}
+
+/**
+ * The Server spec fields a claim owns besides `serverClaimRef`. Not `spec.power`: upstream deprecated
+ * it (its Server controller clears it, as server.ts does); the claim's own `spec.power` decides.
+ */
+export function desiredServerSpec(claim: ServerClaim): Pick<Server['spec'], 'bootConfigurationRef'> {
+  return {
+    bootConfigurationRef: { name: claim.metadata.name ?? '', namespace: claim.metadata.namespace ?? '' },
+  };
+}
