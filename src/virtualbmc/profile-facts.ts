@@ -96,79 +96,12 @@ const MANAGERS = '/redfish/v1/Managers';
 export function factsFromTree(tree: ProfileTree, source: string): ProfileFacts {
   const root = tree.get('/redfish/v1/') ?? {};
   const sys = tree.get(tree.systemUri) ?? {};
-  const boot = (sys['Boot'] as Json | undefined) ?? {};
-  const bootFacts: Json = {};
-  for (const [k, v] of Object.entries(boot))
-    if (k.startsWith('BootSourceOverride') || k === 'HttpBootUri') bootFacts[k] = v;
-  const resetAction =
-    ((sys['Actions'] as Json | undefined)?.['#ComputerSystem.Reset'] as Json | undefined) ?? {};
-  let reset: ProfileFacts['system']['reset'] = { advertised: 'none' };
-  const inline = resetAction['ResetType@Redfish.AllowableValues'];
-  const infoUri = resetAction['@Redfish.ActionInfo'];
-  if (typeof infoUri === 'string' && tree.get(infoUri) !== undefined) {
-    const info = tree.get(infoUri)!;
-    const params = Array.isArray(info['Parameters']) ? (info['Parameters'] as Json[]) : [];
-    const p = params.find((x) => x?.['Name'] === 'ResetType');
-    reset = {
-      advertised: 'action-info',
-      actionInfo: resource(info, infoUri),
-      allowable: strings(p?.['AllowableValues']),
-    };
-  } else if (Array.isArray(inline)) reset = { advertised: 'inline', allowable: strings(inline) };
-
-  const subResources: Record<string, ResourceFacts> = {};
-  for (const [k, v] of Object.entries(sys)) {
-    const uri = linkOf(v);
-    if (uri === undefined || !uri.startsWith(`${tree.systemUri}/`) || k === 'EthernetInterfaces') continue;
-    const body = tree.get(uri);
-    if (body === undefined || Array.isArray(body['Members'])) continue;
-    subResources[k] = resource(body, uri);
-  }
   const links = (sys['Links'] as Json | undefined) ?? {};
   const managedBy = Array.isArray(links['ManagedBy'])
     ? (links['ManagedBy'] as unknown[]).map(linkOf).filter((x): x is string => x !== undefined)
     : [];
-
-  const managerUris = members(tree.get(MANAGERS));
-  const managers: ProfileFacts['managers'] = managerUris.flatMap((uri) => {
-    const m = tree.get(uri);
-    if (m === undefined) return [];
-    return [
-      {
-        ...resource(m, uri),
-        ...opt('managerType', m['ManagerType']),
-        ...opt('manufacturer', m['Manufacturer']),
-        ...opt('model', m['Model']),
-        ...opt('firmwareVersion', m['FirmwareVersion']),
-        ...opt('uuid', m['UUID']),
-        ...opt('virtualMediaUri', linkOf(m['VirtualMedia'])),
-      },
-    ];
-  });
-
-  const virtualMedia: ProfileFacts['virtualMedia'] = {};
+  const managers = managerFacts(tree);
   const sysMedia = linkOf(sys['VirtualMedia']);
-  for (const uri of [sysMedia, ...managers.map((m) => m.virtualMediaUri)]) {
-    if (uri === undefined || virtualMedia[uri] !== undefined) continue;
-    const coll = tree.get(uri);
-    if (coll === undefined) continue;
-    const devices: MediaFacts[] = members(coll).flatMap((d) => {
-      const body = tree.get(d);
-      const types = strings(body?.['MediaTypes']);
-      if (body === undefined || !types.some((t) => t === 'CD' || t === 'DVD')) return [];
-      const actions = (body['Actions'] as Json | undefined) ?? {};
-      return [
-        {
-          ...resource(body, d),
-          mediaTypes: types,
-          ...opt('transferProtocolType', body['TransferProtocolType']),
-          ejectAction: actions['#VirtualMedia.EjectMedia'] !== undefined,
-        },
-      ];
-    });
-    virtualMedia[uri] = { odataType: str(coll['@odata.type']), name: str(coll['Name']), members: devices };
-  }
-
   return {
     source,
     serviceRoot: {
@@ -189,19 +122,106 @@ export function factsFromTree(tree: ProfileTree, source: string): ProfileFacts {
       ...opt('powerState', sys['PowerState']),
       ...opt('systemType', sys['SystemType']),
       ...opt('biosVersion', sys['BiosVersion']),
-      boot: bootFacts,
-      reset,
+      boot: bootFacts(sys),
+      reset: resetFacts(tree, sys),
       ...(typeof sys['SerialConsole'] === 'object' && sys['SerialConsole'] !== null
         ? { serialConsole: sys['SerialConsole'] as Json }
         : {}),
-      subResources,
+      subResources: subResourceFacts(tree, sys),
       ...opt('virtualMediaUri', sysMedia),
       managedBy,
     },
     managers,
-    virtualMedia,
+    virtualMedia: mediaFacts(tree, [sysMedia, ...managers.map((m) => m.virtualMediaUri)]),
   };
 }
+
+/** `Boot.BootSourceOverride*` and `HttpBootUri` of a captured system. */
+function bootFacts(sys: Json): Json {
+  const boot = (sys['Boot'] as Json | undefined) ?? {};
+  const out: Json = {};
+  for (const [k, v] of Object.entries(boot))
+    if (k.startsWith('BootSourceOverride') || k === 'HttpBootUri') out[k] = v;
+  return out;
+}
+
+/** How a captured system advertises its reset types: inline, through an ActionInfo the tree has, or not. */
+function resetFacts(tree: ProfileTree, sys: Json): ProfileFacts['system']['reset'] {
+  const action = ((sys['Actions'] as Json | undefined)?.['#ComputerSystem.Reset'] as Json | undefined) ?? {};
+  const inline = action['ResetType@Redfish.AllowableValues'];
+  const infoUri = action['@Redfish.ActionInfo'];
+  const info = typeof infoUri === 'string' ? tree.get(infoUri) : undefined;
+  if (typeof infoUri === 'string' && info !== undefined) {
+    const params = Array.isArray(info['Parameters']) ? (info['Parameters'] as Json[]) : [];
+    const p = params.find((x) => x?.['Name'] === 'ResetType');
+    return {
+      advertised: 'action-info',
+      actionInfo: resource(info, infoUri),
+      allowable: strings(p?.['AllowableValues']),
+    };
+  }
+  return Array.isArray(inline)
+    ? { advertised: 'inline', allowable: strings(inline) }
+    : { advertised: 'none' };
+}
+
+/** The system's links to single resources below it that the tree has (EthernetInterfaces are live). */
+function subResourceFacts(tree: ProfileTree, sys: Json): Record<string, ResourceFacts> {
+  const out: Record<string, ResourceFacts> = {};
+  for (const [k, v] of Object.entries(sys)) {
+    const uri = linkOf(v);
+    if (uri === undefined || !uri.startsWith(`${tree.systemUri}/`) || k === 'EthernetInterfaces') continue;
+    const body = tree.get(uri);
+    if (body !== undefined && !Array.isArray(body['Members'])) out[k] = resource(body, uri);
+  }
+  return out;
+}
+
+function managerFacts(tree: ProfileTree): ProfileFacts['managers'] {
+  return members(tree.get(MANAGERS)).flatMap((uri) => {
+    const m = tree.get(uri);
+    if (m === undefined) return [];
+    return [
+      {
+        ...resource(m, uri),
+        ...opt('managerType', m['ManagerType']),
+        ...opt('manufacturer', m['Manufacturer']),
+        ...opt('model', m['Model']),
+        ...opt('firmwareVersion', m['FirmwareVersion']),
+        ...opt('uuid', m['UUID']),
+        ...opt('virtualMediaUri', linkOf(m['VirtualMedia'])),
+      },
+    ];
+  });
+}
+
+/** The virtual media collections at `uris` (each once) with their CD/DVD-capable devices. */
+function mediaFacts(tree: ProfileTree, uris: Array<string | undefined>): ProfileFacts['virtualMedia'] {
+  const out: ProfileFacts['virtualMedia'] = {};
+  for (const uri of uris) {
+    if (uri === undefined || out[uri] !== undefined) continue;
+    const coll = tree.get(uri);
+    if (coll === undefined) continue;
+    const devices: MediaFacts[] = members(coll).flatMap((d) => {
+      const body = tree.get(d);
+      const types = strings(body?.['MediaTypes']);
+      if (body === undefined || !types.some((t) => t === 'CD' || t === 'DVD')) return [];
+      const actions = (body['Actions'] as Json | undefined) ?? {};
+      return [
+        {
+          ...resource(body, d),
+          mediaTypes: types,
+          ...opt('transferProtocolType', body['TransferProtocolType']),
+          ejectAction: actions['#VirtualMedia.EjectMedia'] !== undefined,
+        },
+      ];
+    });
+    out[uri] = { odataType: str(coll['@odata.type']), name: str(coll['Name']), members: devices };
+  }
+  return out;
+}
+
+type Put = (uri: string, body: Json) => void;
 
 /**
  * The resource model of a named profile: service root, Systems and Managers collections, the system,
@@ -210,15 +230,7 @@ export function factsFromTree(tree: ProfileTree, source: string): ProfileFacts {
  */
 export function treeFromFacts(f: ProfileFacts, dir: string): ProfileTree {
   const docs = new Map<string, Json>();
-  const put = (uri: string, body: Json) => docs.set(normalise(uri), { '@odata.id': uri, ...body });
-  const doc = (r: ResourceFacts, extra: Json = {}): Json => ({
-    '@odata.type': r.odataType,
-    Id: r.id,
-    Name: r.name,
-    ...extra,
-  });
-  const s = f.system;
-  const managersUri = f.managers.length > 0 ? MANAGERS : undefined;
+  const put: Put = (uri, body) => docs.set(normalise(uri), { '@odata.id': uri, ...body });
   put('/redfish/v1/', {
     '@odata.type': f.serviceRoot.odataType,
     Id: f.serviceRoot.id,
@@ -228,10 +240,34 @@ export function treeFromFacts(f: ProfileFacts, dir: string): ProfileTree {
     ...opt('Vendor', f.serviceRoot.vendor),
     ...opt('Product', f.serviceRoot.product),
     Systems: { '@odata.id': SYSTEMS },
-    ...(managersUri ? { Managers: { '@odata.id': managersUri } } : {}),
+    ...(f.managers.length > 0 ? { Managers: { '@odata.id': MANAGERS } } : {}),
     SessionService: { '@odata.id': '/redfish/v1/SessionService' },
     AccountService: { '@odata.id': '/redfish/v1/AccountService' },
   });
+  putSystem(f.system, put);
+  putManagers(f, put);
+  putMedia(f.virtualMedia, put);
+  const folded = new Map<string, Json>();
+  for (const [p, body] of docs) if (!folded.has(p.toLowerCase())) folded.set(p.toLowerCase(), body);
+  return {
+    dir,
+    get: (path) => {
+      const p = normalise(path);
+      return docs.get(p) ?? folded.get(p.toLowerCase());
+    },
+    paths: () => [...docs.keys()].sort(),
+    systemUri: normalise(f.system.uri),
+    managerUri: f.managers[0] ? normalise(f.managers[0].uri) : undefined,
+  };
+}
+
+/** `@odata.type`, `Id` and `Name` of a named resource, with `extra`. */
+function doc(r: ResourceFacts, extra: Json = {}): Json {
+  return { '@odata.type': r.odataType, Id: r.id, Name: r.name, ...extra };
+}
+
+/** The Systems collection, the system, its ActionInfo and its single sub-resources. */
+function putSystem(s: ProfileFacts['system'], put: Put): void {
   put(
     SYSTEMS,
     collection('#ComputerSystemCollection.ComputerSystemCollection', 'Computer System Collection', [s.uri]),
@@ -273,38 +309,46 @@ export function treeFromFacts(f: ProfileFacts, dir: string): ProfileTree {
       Links: { ManagedBy: s.managedBy.map((m) => ({ '@odata.id': m })) },
     }),
   );
-  if (managersUri) {
+}
+
+/** The Managers collection and each Manager (when the tree had any). */
+function putManagers(f: ProfileFacts, put: Put): void {
+  if (f.managers.length === 0) return;
+  put(
+    MANAGERS,
+    collection(
+      '#ManagerCollection.ManagerCollection',
+      'Manager Collection',
+      f.managers.map((m) => m.uri),
+    ),
+  );
+  for (const m of f.managers) {
     put(
-      managersUri,
-      collection(
-        '#ManagerCollection.ManagerCollection',
-        'Manager Collection',
-        f.managers.map((m) => m.uri),
-      ),
+      m.uri,
+      doc(m, {
+        ...opt('ManagerType', m.managerType),
+        ...opt('Manufacturer', m.manufacturer),
+        ...opt('Model', m.model),
+        ...opt('FirmwareVersion', m.firmwareVersion),
+        ...opt('UUID', m.uuid),
+        ...(m.virtualMediaUri ? { VirtualMedia: { '@odata.id': m.virtualMediaUri } } : {}),
+        Links: { ManagerForServers: [{ '@odata.id': f.system.uri }] },
+      }),
     );
-    for (const m of f.managers) {
-      put(
-        m.uri,
-        doc(m, {
-          ...opt('ManagerType', m.managerType),
-          ...opt('Manufacturer', m.manufacturer),
-          ...opt('Model', m.model),
-          ...opt('FirmwareVersion', m.firmwareVersion),
-          ...opt('UUID', m.uuid),
-          ...(m.virtualMediaUri ? { VirtualMedia: { '@odata.id': m.virtualMediaUri } } : {}),
-          Links: { ManagerForServers: [{ '@odata.id': s.uri }] },
-        }),
-      );
-    }
   }
-  for (const [uri, c] of Object.entries(f.virtualMedia)) {
-    put(uri, {
-      ...collection(
+}
+
+/** Virtual media collections and their devices, empty; the virtual BMC layers the live state on. */
+function putMedia(media: ProfileFacts['virtualMedia'], put: Put): void {
+  for (const [uri, c] of Object.entries(media)) {
+    put(
+      uri,
+      collection(
         c.odataType,
         c.name,
         c.members.map((m) => m.uri),
       ),
-    });
+    );
     for (const m of c.members) {
       const actions: Json = {
         '#VirtualMedia.InsertMedia': { target: `${m.uri}/Actions/VirtualMedia.InsertMedia` },
@@ -325,18 +369,6 @@ export function treeFromFacts(f: ProfileFacts, dir: string): ProfileTree {
       );
     }
   }
-  const folded = new Map<string, Json>();
-  for (const [p, body] of docs) if (!folded.has(p.toLowerCase())) folded.set(p.toLowerCase(), body);
-  return {
-    dir,
-    get: (path) => {
-      const p = normalise(path);
-      return docs.get(p) ?? folded.get(p.toLowerCase());
-    },
-    paths: () => [...docs.keys()].sort(),
-    systemUri: normalise(s.uri),
-    managerUri: f.managers[0] ? normalise(f.managers[0].uri) : undefined,
-  };
 }
 
 function collection(odataType: string, name: string, uris: string[]): Json {
