@@ -19,7 +19,12 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RESET_TYPES, type ResetType } from '../bmc/bmc.js';
+import { type ProfileFacts, treeFromFacts } from './profile-facts.js';
 import { loadProfileTree, type ProfileTree } from './profile-tree.js';
+import { DELL } from './profiles/dell.js';
+import { DMTF } from './profiles/dmtf.js';
+import { HPE } from './profiles/hpe.js';
+import { SUPERMICRO } from './profiles/supermicro.js';
 import { type BootOverrideState, type EtagFormat, SUPPORTED_BOOT_TARGETS } from './system.js';
 
 export interface ServiceProfile {
@@ -127,13 +132,17 @@ export const DEFAULT_PROFILE: Readonly<ServiceProfile> = {
 
 export type VendorProfileName = 'dmtf' | 'dell' | 'hpe' | 'supermicro' | 'supermicro-x10';
 
-/** Named profiles: a captured tree (folder under the mockups directory) and the vendor's write behaviour. */
+/**
+ * Named profiles: the facts of a captured tree (`facts`, read from the folder `tree` under the mockups
+ * directory) and the vendor's write behaviour.
+ */
 export const VENDOR_PROFILES: Readonly<
-  Record<VendorProfileName, { tree: string; behaviour: Partial<ServiceProfile> }>
+  Record<VendorProfileName, { tree: string; facts: ProfileFacts; behaviour: Partial<ServiceProfile> }>
 > = {
-  dmtf: { tree: 'dmtf-public-rackmount1', behaviour: { uuidCase: 'lower', resetDelayMs: 300 } },
+  dmtf: { tree: 'dmtf-public-rackmount1', facts: DMTF, behaviour: { uuidCase: 'lower', resetDelayMs: 300 } },
   dell: {
     tree: 'libredfish-dell',
+    facts: DELL,
     behaviour: {
       uuidCase: 'lower',
       etagFormat: 'numeric',
@@ -144,10 +153,12 @@ export const VENDOR_PROFILES: Readonly<
   },
   hpe: {
     tree: 'libredfish-hpe',
+    facts: HPE,
     behaviour: { uuidCase: 'upper', etagFormat: 'weak-hex', postWindowMs: 4_000, resetDelayMs: 300 },
   },
   supermicro: {
     tree: 'libredfish-supermicro',
+    facts: SUPERMICRO,
     behaviour: {
       uuidCase: 'upper',
       etagFormat: 'md5',
@@ -158,6 +169,7 @@ export const VENDOR_PROFILES: Readonly<
   },
   'supermicro-x10': {
     tree: 'libredfish-supermicro',
+    facts: SUPERMICRO,
     behaviour: {
       uuidCase: 'upper',
       etagFormat: 'md5',
@@ -170,7 +182,8 @@ export const VENDOR_PROFILES: Readonly<
 
 /**
  * Where the captured trees live: `$METAL_REDFISH_MOCKUPS`, else `../shared/redfish-mockups` next to
- * the repository (they are reference data and are not copied into the project).
+ * the repository. They are reference data, not part of the project: tests read them (and check the
+ * named profiles' facts against them); named profiles do not need them.
  */
 export function mockupsDir(): string {
   const env = process.env['METAL_REDFISH_MOCKUPS'];
@@ -182,19 +195,25 @@ export function mockupsDir(): string {
 }
 
 /**
- * The profile of a vendor name (`dell`, `hpe`, `supermicro`, `supermicro-x10`, `dmtf`) or of a captured
- * tree folder (generic write behaviour). Throws an `Error` for an unknown name or an unreadable folder.
+ * The profile of a vendor name (`dell`, `hpe`, `supermicro`, `supermicro-x10`, `dmtf`: from the project's
+ * own data, in any clone) or of a captured tree folder (served as captured, generic write behaviour).
+ * Throws an `Error` for an unknown name that is no folder, or a folder that holds no captured tree.
  */
 export function resolveProfile(nameOrDir: string): Partial<ServiceProfile> {
-  const named = VENDOR_PROFILES[nameOrDir as VendorProfileName];
-  const dir = named ? join(mockupsDir(), named.tree) : nameOrDir;
-  if (!named && !existsSync(dir)) {
+  const named = Object.hasOwn(VENDOR_PROFILES, nameOrDir)
+    ? VENDOR_PROFILES[nameOrDir as VendorProfileName]
+    : undefined;
+  if (named) {
+    const tree = treeFromFacts(named.facts, `profile:${nameOrDir}`);
+    return { ...profileFromTree(tree), ...named.behaviour, tree };
+  }
+  if (!existsSync(nameOrDir)) {
     throw new Error(
       `unknown BMC profile ${nameOrDir}: not one of ${Object.keys(VENDOR_PROFILES).join(', ')} nor a folder`,
     );
   }
-  const tree = loadProfileTree(dir);
-  return { ...profileFromTree(tree), ...named?.behaviour, tree };
+  const tree = loadProfileTree(nameOrDir);
+  return { ...profileFromTree(tree), tree };
 }
 
 /** What a captured tree says about the service: reset types and how advertised, boot targets, initial Boot. */

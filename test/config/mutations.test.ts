@@ -1,6 +1,6 @@
 /**
  * Keeps three configuration tests able to fail (issue 34): each runs in a scratch copy of the
- * built repository (dist/, config/, README.md, package.json; node_modules linked) with one
+ * built repository (dist/, config/, docs/, README.md, package.json; node_modules linked) with one
  * deliberate defect, and must fail there with the message that names the defect; the same copy
  * without the defect must pass (so the failure is the defect's, not the copy's):
  * - a metric a Prometheus rule reads is renamed in the built BootMetrics → prometheus.test.ts;
@@ -37,7 +37,7 @@ const SHARED = resolve(process.env.METAL_SHARED_DIR ?? join('..', 'shared'));
 /** A copy of the built repository at `<scratch>/<name>/repo` (without `../shared`). */
 function copy(name: string): string {
   const repo = join(scratch, name, 'repo');
-  for (const p of ['dist', 'src', 'config', 'README.md', 'package.json'])
+  for (const p of ['dist', 'src', 'config', 'docs', 'README.md', 'package.json'])
     cpSync(join(REPO_ROOT, p), join(repo, p), { recursive: true });
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(repo, 'node_modules'));
   return repo;

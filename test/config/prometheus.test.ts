@@ -2,7 +2,7 @@
  * config/prometheus/: the PrometheusRule carries exactly the rule groups that `promtool test rules`
  * checks (rules.yaml), the ServiceMonitor selects the metrics Service of config/manager, and every
  * metric a rule uses is one the operator registers, with the labels the rule selects on, and is
- * listed in the README "Operations" section. The registered set is read from the registries the
+ * listed in docs/OPERATIONS.md (Metrics). The registered set is read from the registries the
  * processes serve at /metrics, built by the same constructors (`RuntimeMetrics`, `BootMetrics`,
  * `createHttpApp`), not from any list: renaming a metric in the source fails here.
  */
@@ -83,10 +83,10 @@ test('every metal_* metric a rule uses is registered, with the labels the rule u
   }
 });
 
-test('every metal_* metric a rule uses is listed in the README', () => {
-  const readme = read('README.md');
+test('every metal_* metric a rule uses is listed in docs/OPERATIONS.md', () => {
+  const readme = read('docs/OPERATIONS.md');
   const used = ruleMetrics(read('config/prometheus/rules.yaml'));
-  for (const m of used.keys()) assert.match(readme, new RegExp(`\`${m}\``), `${m} in the README`);
+  for (const m of used.keys()) assert.match(readme, new RegExp(`\`${m}\``), `${m} in docs/OPERATIONS.md`);
 });
 
 test('every rejection reason an alert matches is one the signal servers answer with (issue 36 item 10)', () => {

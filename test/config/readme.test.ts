@@ -1,5 +1,5 @@
 /**
- * Security review S17: the README states the security model (who can reach what, which token proves
+ * Security review S17: docs/SECURITY.md (linked from the README) states the security model (who can reach what, which token proves
  * what, what an attacker on the boot network can and cannot do, what is by design) and how to turn
  * on TLS; the flags it names exist.
  */
@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { it } from 'node:test';
 import { managerHelp } from '../../src/cmd/manager.js';
 
-it('S17: the README has a Security model section with the facts by design and the TLS flags', () => {
-  const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+it('S17: docs/SECURITY.md has a Security model section with the facts by design and the TLS flags', () => {
+  const readme = readFileSync(join(process.cwd(), 'docs', 'SECURITY.md'), 'utf8');
   const start = readme.indexOf('## Security model');
   assert.ok(start >= 0, 'a "## Security model" section');
   const section = readme.slice(start, readme.indexOf('\n## ', start + 1));

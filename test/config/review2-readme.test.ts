@@ -1,5 +1,5 @@
 /**
- * Second security review (issue 29): the README's security model states what is true.
+ * Second security review (issue 29): the security model (docs/SECURITY.md) states what is true.
  * - N9: it states the Secret access the manifests grant (test/config/rbac.test.ts and deploy.test.ts
  *   check the manifests themselves): no listing or writing of Secrets, the registry only the callback
  *   key, and that the NetworkPolicy's default boot-network ipBlock is every address.
@@ -10,11 +10,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
-const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+const readme = readFileSync(join(process.cwd(), 'docs', 'SECURITY.md'), 'utf8');
 const start = readme.indexOf('## Security model');
 const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
 
-describe('second security review: README security model', () => {
+describe('second security review: docs/SECURITY.md security model', () => {
   it('N9: the Secret access of the manager and the signal servers is stated as the manifests grant it', () => {
     assert.doesNotMatch(section, /ServiceAccounts can read and write only conditions and Events/);
     assert.doesNotMatch(section, /may `update` every Secret/);

@@ -169,7 +169,7 @@ test('a BMC that refuses every boot override (503): retries back off, writes sta
         bootCompletion: { timeout: '40s', maxAttempts: 1 },
       },
     } as ServerClaim);
-    // The attempt's 40 s run from its first power-on request, refused or not (README, attempts).
+    // The attempt's 40 s run from its first power-on request, refused or not (docs/BOOT-ATTEMPTS.md).
     const ended = await eventually('AttemptsExhausted within the attempt timeout', 75_000, async () => {
       const c = await getClaim(s, 'refused');
       return cond(c, 'Booted')?.reason === 'AttemptsExhausted' ? c : undefined;
