@@ -23,7 +23,7 @@ import { hostname } from 'node:os';
 import type pino from 'pino';
 import { ApiError, type KubeClient } from './client.js';
 import { newLogger } from './logger.js';
-import { type KObject, Resources } from './resource.js';
+import { apiVersionOf, type KObject, Resources, type ResourceType } from './resource.js';
 import { microTime, rfc3339 } from './time.js';
 
 /** events.k8s.io series window: repeats within it update the existing Event. */
@@ -82,6 +82,22 @@ export class EventRecorder {
   ) {
     this.log = (opts.log ?? newLogger('events')).child({ component: 'events' });
     this.instance = (opts.instance ?? `${component}-${hostname()}`).slice(0, REPORTING_INSTANCE_LIMIT);
+  }
+
+  /**
+   * Records an Event about `obj` of kind `rt`: the one way controllers name an Event's object
+   * (`involvedObject`/`regarding` take apiVersion and kind from `rt`, not from the cached object,
+   * which informers store without them). Same contract as {@link event}.
+   */
+  record(
+    rt: ResourceType,
+    obj: KObject,
+    type: EventType,
+    reason: string,
+    message: string,
+    opts: { action?: string } = {},
+  ): void {
+    this.event({ ...obj, apiVersion: apiVersionOf(rt), kind: rt.kind }, type, reason, message, opts);
   }
 
   /**

@@ -112,8 +112,6 @@ interface SentAction {
   at: number;
 }
 
-const SERVER_EVENT = { apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' } as const;
-
 export class PowerActions {
   /** Last action sent per Server name; after a restart the pending condition stands in for it. */
   private readonly sent = new Map<string, SentAction>();
@@ -189,8 +187,9 @@ export class PowerActions {
       this.log(server).info({ goal, sent: res.sent, observed: res.observed }, 'power action sent');
       if (res.sent) after = await this.refresh(server, record);
       if (res.sent && opts.event !== false)
-        this.o.events.event(
-          { ...server, ...SERVER_EVENT },
+        this.o.events.record(
+          Resources.Server,
+          server,
           'Normal',
           goal === 'On' ? EventReason.PowerOn : EventReason.PowerOff,
           `${res.sent} sent to the BMC (PowerState was ${res.observed})`,
@@ -314,8 +313,9 @@ export class PowerActions {
         'boot started',
       );
       if (opts.event !== false)
-        this.o.events.event(
-          { ...server, ...SERVER_EVENT },
+        this.o.events.record(
+          Resources.Server,
+          server,
           'Normal',
           EventReason.BootStarted,
           `${opts.purpose ? `${opts.purpose}: ` : ''}${res.sent ?? 'nothing'} sent (PowerState was ${res.observed}); ${how}`,
@@ -397,8 +397,7 @@ export class PowerActions {
     const pending = `${what}: ${f.reason}: ${f.message}; retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
     this.log(server).warn({ reason: f.reason, error: f.message }, `BMC call failed while ${what}`);
     // A busy BMC (e.g. HPE POST window) is waited out with a pending condition: no Warning storm.
-    if (!f.busy)
-      this.o.events.event({ ...server, ...SERVER_EVENT }, 'Warning', f.reason, `${what}: ${f.message}`);
+    if (!f.busy) this.o.events.record(Resources.Server, server, 'Warning', f.reason, `${what}: ${f.message}`);
     await this.setPending(server, { reason: f.reason, message: pending });
     return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending, failed: true };
   }

@@ -298,7 +298,7 @@ class BmcReconciler {
       // One Event and one warn line per change of the BMC's state (reason), not per retry.
       if (prior?.status !== 'False' || prior.reason !== f.reason) {
         l.warn({ reason: f.reason, error: f.message, retryInMs: requeueAfterMs }, 'BMC not usable');
-        o.events.event(asEventObject(bmc), 'Warning', f.reason, message);
+        o.events.record(Resources.BMC, bmc, 'Warning', f.reason, message);
       } else {
         l.debug({ reason: f.reason, failures, retryInMs: requeueAfterMs }, 'BMC still not usable');
       }
@@ -364,8 +364,9 @@ class BmcReconciler {
     if (!created.length) return;
     const named = created.slice(0, MAX_LISTED).join(', ');
     const more = created.length > MAX_LISTED ? ` and ${created.length - MAX_LISTED} more` : '';
-    this.o.events.event(
-      asEventObject(bmc),
+    this.o.events.record(
+      Resources.BMC,
+      bmc,
       'Normal',
       EventReason.ServerCreated,
       `${created.length} Server(s) created: ${named}${more}`,
@@ -389,15 +390,15 @@ class BmcReconciler {
         ? { type: DUPLICATE_SYSTEM_UUID, status: 'True', reason: DUPLICATE_SYSTEM_UUID, message: dup }
         : { type: DUPLICATE_SYSTEM_UUID, status: 'False', reason: NO_DUPLICATE_SYSTEM_UUID, message: '' },
     );
-    const ev = asEventObject(bmc);
     if (scan.listed > o.maxSystems) {
       l.warn({ systems: scan.listed, limit: o.maxSystems }, 'more systems than the per-BMC limit');
-      o.events.event(ev, 'Warning', SYSTEM_LIMIT_EXCEEDED, verdict.message);
+      o.events.record(Resources.BMC, bmc, 'Warning', SYSTEM_LIMIT_EXCEEDED, verdict.message);
     }
     if (scan.withoutUUID.length) {
       l.warn({ systems: scan.withoutUUID }, 'systems without a UUID: no Server created');
-      o.events.event(
-        ev,
+      o.events.record(
+        Resources.BMC,
+        bmc,
         'Warning',
         EventReason.SystemUUIDMissing,
         `no valid UUID reported by ${scan.withoutUUID.join(', ')}; no Server created`,
@@ -408,7 +409,7 @@ class BmcReconciler {
         { duplicates: scan.duplicates.map((d) => ({ systemUUID: d.uuid, owner: d.owner.metadata.name })) },
         'systems whose UUID another Server holds: no Server created, nothing powered',
       );
-      o.events.event(ev, 'Warning', DUPLICATE_SYSTEM_UUID, dup);
+      o.events.record(Resources.BMC, bmc, 'Warning', DUPLICATE_SYSTEM_UUID, dup);
     }
     if (scan.created.length)
       l.info({ created: scan.created.length, systems: scan.listed }, 'servers created');
@@ -421,7 +422,7 @@ class BmcReconciler {
       { server: down.server, reason: down.reason },
       'a Server reports its BMC unusable: re-reading the BMC',
     );
-    this.o.events.event(asEventObject(bmc), 'Warning', down.reason, message);
+    this.o.events.record(Resources.BMC, bmc, 'Warning', down.reason, message);
     await this.setStatus(bmc, {}, { ok: false, reason: down.reason, message });
     // What was just written, so the re-read's own write is compared with it, not with the cache.
     const others = (bmc.status?.conditions ?? []).filter((c) => c.type !== BMC_READY_CONDITION);
@@ -557,10 +558,6 @@ class BmcReconciler {
       message: ready.message,
     });
   }
-}
-
-function asEventObject(b: BMCObject) {
-  return { ...b, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'BMC' };
 }
 
 /** Manager facts. ManagerInfo has no SerialNumber or PowerState, so those come from the raw resource when the client is Redfish. */

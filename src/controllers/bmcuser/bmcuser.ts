@@ -142,14 +142,10 @@ async function reconcile(o: BmcUserControllerOptions, req: Request, baseLog: pin
       ({ reason, message, retryAfterMs } = f);
     }
     log.warn({ reason, err: message }, 'BMCUser not in sync');
-    o.events.event(withKind(user), 'Warning', reason, message);
+    o.events.record(Resources.BMCUser, user, 'Warning', reason, message);
     await patchStatus(o, user, {}, { status: 'False', reason, message }).catch(() => undefined);
     return { requeueAfterMs: retryAfterMs, backoff: true };
   }
-}
-
-function withKind(user: BMCUser): BMCUser {
-  return { ...user, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'BMCUser' };
 }
 
 async function finalize(o: BmcUserControllerOptions, user: BMCUser, log: pino.Logger): Promise<Result> {
@@ -229,8 +225,9 @@ async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logge
     const reason = unb64(owned.data?.[PENDING_REASON_KEY]) ?? 'Initial';
     await promote(o, user, owned, pending, reason, acct, now);
     log.info({ how, reason }, 'pending BMCUser password recovered');
-    o.events.event(
-      withKind(user),
+    o.events.record(
+      Resources.BMCUser,
+      user,
       'Normal',
       'PendingPasswordRecovered',
       `a rotation interrupted before its Secret write was completed (${how})`,
@@ -262,8 +259,9 @@ async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logge
       { id: acct.id, lastRotation: rfc3339(new Date(now)), effectiveBMCSecretRef: { name: specRef! } },
       ready('AccountSynced', `account ${acct.id} uses the password of BMCSecret ${specRef}`),
     );
-    o.events.event(
-      withKind(user),
+    o.events.record(
+      Resources.BMCUser,
+      user,
       'Normal',
       'AccountSynced',
       `account ${acct.id} set from BMCSecret ${specRef}`,
@@ -375,8 +373,9 @@ async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logge
   }
   await promote(o, user, owned, password, decision.reason, acct, now);
   log.info({ accountId: acct.id, reason: decision.reason }, 'BMCUser password rotated');
-  o.events.event(
-    withKind(user),
+  o.events.record(
+    Resources.BMCUser,
+    user,
     'Normal',
     'PasswordRotated',
     `password of account ${acct.id} set (${decision.reason})`,

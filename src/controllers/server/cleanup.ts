@@ -45,7 +45,6 @@ import { applyOwnedCondition } from '../common/owned-conditions.js';
 import { maintenanceTaint, taintText } from '../common/server-selection.js';
 import {
   type BootFlowSpec,
-  eventObject,
   type ServerBootBook,
   ServerBootFlow,
   type ServerBootFlowOptions,
@@ -155,8 +154,9 @@ export class CleanupActions {
       },
     );
     log.info({ image }, 'released: cleanup boot before Available');
-    this.o.events.event(
-      eventObject(server),
+    this.o.events.record(
+      Resources.Server,
+      server,
       'Normal',
       EventReason.CleanupStarted,
       `no longer claimed; ${what} before the Server is Available`,
@@ -181,7 +181,7 @@ export class CleanupActions {
     const t = maintenanceTaint(server);
     const next = t ? `Available, then Maintenance (taint ${taintText(t)}): not claimable` : 'Available';
     log.info(`${why}: ${next}`);
-    this.o.events.event(eventObject(server), 'Normal', EventReason.Released, `${why}; ${next}`);
+    this.o.events.record(Resources.Server, server, 'Normal', EventReason.Released, `${why}; ${next}`);
     return undefined;
   }
 
@@ -190,8 +190,9 @@ export class CleanupActions {
     await this.removeConfiguration(server);
     await this.o.patchStatus(server, { state: 'Cleaning', cleanup: null });
     log.info('retry requested: cleanup starts again');
-    this.o.events.event(
-      eventObject(server),
+    this.o.events.record(
+      Resources.Server,
+      server,
       'Normal',
       EventReason.CleanupRetry,
       'operation annotation retry: cleanup starts again',

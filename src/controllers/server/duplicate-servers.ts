@@ -75,12 +75,7 @@ export class DuplicateServers {
         { name: server.metadata.name, systemUUID: server.spec.systemUUID, owner: owner.metadata.name },
         'duplicate system UUID: Server left alone',
       );
-      this.o.events.event(
-        { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
-        'Warning',
-        DUPLICATE_SYSTEM_UUID,
-        message,
-      );
+      this.o.events.record(Resources.Server, server, 'Warning', DUPLICATE_SYSTEM_UUID, message);
     }
     return true;
   }

@@ -123,12 +123,6 @@ export interface Completion {
   signal: string;
 }
 
-export const eventObject = (s: Server) => ({
-  ...s,
-  apiVersion: 'metal.ironcore.dev/v1alpha1',
-  kind: 'Server',
-});
-
 const BOOK_KEYS = [
   'attempt',
   'attemptStartedAt',
@@ -283,7 +277,8 @@ export class ServerBootFlow {
     });
     for (const e of carried.events) {
       const reason = s.events[e.reason];
-      if (reason) this.o.events.event(eventObject(current), e.type, reason, `${s.eventPrefix}${e.message}`);
+      if (reason)
+        this.o.events.record(Resources.Server, current, e.type, reason, `${s.eventPrefix}${e.message}`);
     }
     if (step.counts?.attemptStarted) this.o.bootMetrics.attempts.inc({ flow: s.flow });
     if (step.counts?.timedOut) this.o.bootMetrics.timeouts.inc({ flow: s.flow });
@@ -356,7 +351,7 @@ export class ServerBootFlow {
       );
     }
     log.info(c.log.fields, c.log.msg);
-    this.o.events.event(eventObject(server), 'Normal', c.event.reason, c.event.message(off.words));
+    this.o.events.record(Resources.Server, server, 'Normal', c.event.reason, c.event.message(off.words));
     await this.removeConfiguration(updated);
     await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, this.spec.flow);
     return undefined;
@@ -390,7 +385,7 @@ export class ServerBootFlow {
     this.o.bootMetrics.timeouts.inc({ flow: s.flow });
     this.o.bootMetrics.exhausted.inc({ flow: s.flow });
     log.warn({ attempts: step.book.attempt }, `${s.flow} failed: attempts exhausted`);
-    this.o.events.event(eventObject(server), 'Warning', s.exhausted.event, s.exhausted.words(what));
+    this.o.events.record(Resources.Server, server, 'Warning', s.exhausted.event, s.exhausted.words(what));
     await this.removeConfiguration(updated);
     await ejectAfterVirtualMedia(this.o.power, updated, sbc, log, s.flow);
     const p = await this.o.power.ensure(updated, 'Off');

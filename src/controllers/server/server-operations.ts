@@ -216,8 +216,6 @@ export interface ServerOperationsOptions {
   patchStatus(s: Server, status: Record<string, unknown>): Promise<Server>;
 }
 
-const eventObject = (s: Server) => ({ ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' });
-
 /** Carries out {@link decideOperation}'s decisions; one instance per Server controller. */
 export class ServerOperations {
   /** In-progress markers this process wrote and finished (a lagging cache may still show them). */
@@ -253,7 +251,7 @@ export class ServerOperations {
     if (d.kind === 'none') return undefined;
     const done = (result?: Result) => ({ result });
     const ev = (type: 'Normal' | 'Warning', reason: string, message: string) =>
-      this.o.events.event(eventObject(server), type, reason, message);
+      this.o.events.record(Resources.Server, server, type, reason, message);
     switch (d.kind) {
       case 'ignore':
         log.debug('operation ignore: not reconciled');
@@ -372,7 +370,13 @@ export class ServerOperations {
     this.o.power.forget(name);
     await this.patchAnnotations(server, { [PARKED_ANNOTATION]: 'true', [OPERATION_ANNOTATION]: null });
     log.info('parked');
-    this.o.events.event(eventObject(server), 'Normal', EventReason.Parked, 'Parked Server, powered off');
+    this.o.events.record(
+      Resources.Server,
+      server,
+      'Normal',
+      EventReason.Parked,
+      'Parked Server, powered off',
+    );
     return undefined;
   }
 
@@ -404,8 +408,9 @@ export class ServerOperations {
       const f = classifyBmcFailure(err);
       words = '';
       log.warn({ operation: op, reason: f.reason, error: f.message }, 'power operation failed');
-      this.o.events.event(
-        eventObject(server),
+      this.o.events.record(
+        Resources.Server,
+        server,
         'Warning',
         EventReason.OperationFailed,
         `operation ${op} failed: ${f.reason}: ${f.message}; not repeated (annotate again to retry)`,
@@ -427,8 +432,9 @@ export class ServerOperations {
       });
     if (words) {
       log.info({ operation: op, sent: words }, 'power operation sent');
-      this.o.events.event(
-        eventObject(server),
+      this.o.events.record(
+        Resources.Server,
+        server,
         'Normal',
         EventReason.PowerOperation,
         `operation ${op}: ${words}`,

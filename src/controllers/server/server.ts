@@ -42,7 +42,6 @@ import { applyOwnedCondition, type OwnedCondition } from '../common/owned-condit
 import { CleanupActions, cleanupPending } from './cleanup.js';
 import { DiscoveryActions } from './discovery.js';
 import type { DuplicateServers } from './duplicate-servers.js';
-import { eventObject } from './server-boot-flow.js';
 import { ServerOperations } from './server-operations.js';
 import { TaintActions } from './taints.js';
 
@@ -243,8 +242,9 @@ class ServerReconciler {
       spec: { power: null },
     });
     log.info({ power: value }, 'cleared the deprecated spec.power');
-    this.o.events.event(
-      eventObject(server),
+    this.o.events.record(
+      Resources.Server,
+      server,
       'Warning',
       EventReason.DeprecatedPowerCleared,
       `spec.power ${JSON.stringify(value)} is deprecated and was not applied; it was removed. Power a claimed Server through its ServerClaim's spec.power, any Server through the ${OPERATION_ANNOTATION} annotation (e.g. force-off-server)`,
@@ -281,7 +281,7 @@ class ServerReconciler {
       this.deletionHeld.add(uid);
       const message = `deletion waits until ServerClaim ${ref.namespace}/${ref.name} releases this Server (delete the claim; the machine keeps running meanwhile)`;
       log.warn({ claim: `${ref.namespace}/${ref.name}` }, 'deletion of a claimed server held');
-      this.o.events.event(eventObject(server), 'Warning', EventReason.ServerDeletionHeld, message);
+      this.o.events.record(Resources.Server, server, 'Warning', EventReason.ServerDeletionHeld, message);
     }
     return undefined;
   }
@@ -309,8 +309,9 @@ class ServerReconciler {
       await this.discovery.flow.removeConfiguration(server);
       await this.patchStatus(server, { state: 'Initial', discovery: null });
       log.info('retry requested: discovery starts again');
-      this.o.events.event(
-        eventObject(server),
+      this.o.events.record(
+        Resources.Server,
+        server,
         'Normal',
         EventReason.DiscoveryRetry,
         'operation annotation retry: discovery starts again',

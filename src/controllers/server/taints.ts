@@ -93,12 +93,6 @@ export interface TaintActionsOptions {
   events: EventRecorder;
 }
 
-const eventObject = <T extends { metadata: object }>(o: T, kind: string) => ({
-  ...o,
-  apiVersion: 'metal.ironcore.dev/v1alpha1',
-  kind,
-});
-
 /** The writes behind the rules above, for the ServerClaim and Server controllers. */
 export class TaintActions {
   constructor(private readonly o: TaintActionsOptions) {}
@@ -122,9 +116,10 @@ export class TaintActions {
     await this.o.bootConfigs.delete(name, namespace);
     await this.markEvicted(claim, why);
     log.warn({ server: serverName, taint: taintText(taint), poweredOff: p.reached }, 'claim evicted');
-    this.o.events.event(eventObject(claim, 'ServerClaim'), 'Warning', EVICTED_REASON, why);
-    this.o.events.event(
-      eventObject(server, 'Server'),
+    this.o.events.record(Resources.ServerClaim, claim, 'Warning', EVICTED_REASON, why);
+    this.o.events.record(
+      Resources.Server,
+      server,
       'Warning',
       EVICTED_REASON,
       `claim ${namespace}/${name} evicted: taint ${taintText(taint)} not tolerated`,
@@ -183,7 +178,7 @@ export class TaintActions {
         ? `taint ${t ? taintText(t) : MAINTENANCE_TAINT_KEY}: state Maintenance (no power actions, no discovery, not claimable)`
         : `taint ${MAINTENANCE_TAINT_KEY} removed: state ${next}`;
     log.info({ from: state, to: next }, 'maintenance');
-    this.o.events.event(eventObject(server, 'Server'), 'Normal', reason, message);
+    this.o.events.record(Resources.Server, server, 'Normal', reason, message);
     return {};
   }
 }

@@ -195,7 +195,6 @@ class ServerBootConfigurationReconciler {
    * of an SBC a claim or Server controls (see {@link ownedByBootFlow}), which its owner's Events tell.
    */
   private recordEvents(sbc: ServerBootConfiguration, v: Verdict, l: pino.Logger): void {
-    const ev = { ...sbc, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerBootConfiguration' };
     const changed = sbc.status?.state !== v.state;
     if (changed) l.info({ state: v.state, reason: v.reason }, 'boot configuration evaluated');
     if (v.image && v.resolvedNow) {
@@ -205,8 +204,9 @@ class ServerBootConfigurationReconciler {
         'image resolved for the attempt',
       );
       const ready = changed && v.state === 'Ready' ? '; boot configuration Ready' : '';
-      this.o.events.event(
-        ev,
+      this.o.events.record(
+        Resources.ServerBootConfiguration,
+        sbc,
         'Normal',
         EventReason.ImageResolved,
         `attempt ${img.bootAttempt}: ${img.reference} resolved to ${img.digest}${ready}`,
@@ -218,8 +218,9 @@ class ServerBootConfigurationReconciler {
     // happen (BootAttemptStarted, BootStarted) follows at once, and the owner's condition says it.
     // Hand-made SBCs and every Error keep their Event.
     if (v.state === 'Ready' && ownedByBootFlow(sbc)) return;
-    this.o.events.event(
-      ev,
+    this.o.events.record(
+      Resources.ServerBootConfiguration,
+      sbc,
       v.state === 'Ready' ? 'Normal' : 'Warning',
       v.state === 'Ready' ? 'BootConfigurationReady' : v.reason,
       v.message,

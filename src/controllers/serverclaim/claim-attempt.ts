@@ -64,7 +64,6 @@ import {
   BOOTED_CONDITION,
   type Boot,
   type CondInput,
-  eventObject,
   type ServerClaimControllerOptions,
 } from './claim-context.js';
 import { bootInputsDiffer, bootsTheSame } from './claim-edits.js';
@@ -380,8 +379,9 @@ export class ClaimAttempts {
     // The first series follows Bound and the Event ending its first attempt says the rest: an Event
     // only for a later series, whose reason (retry, changed configuration, power on) is news.
     if ((book.series ?? 1) <= 1) return;
-    this.o.events.event(
-      eventObject(claim),
+    this.o.events.record(
+      Resources.ServerClaim,
+      claim,
       'Normal',
       EventReason.BootSeriesStarted,
       `series ${book.series} (${why}): ${claimWording.attempt(book, s.maxAttempts)}`,
@@ -393,7 +393,7 @@ export class ClaimAttempts {
       ? `attempt ${book.attempt} had completed and the server is On: adopted as Booted, no new boot`
       : `attempt ${book.attempt} is running (server On): adopted, deadline ${book.deadline}, no power action`;
     log.warn({ attempt: book.attempt, booted }, 'claim without boot bookkeeping adopted');
-    this.o.events.event(eventObject(claim), 'Normal', EventReason.Adopted, what);
+    this.o.events.record(Resources.ServerClaim, claim, 'Normal', EventReason.Adopted, what);
   }
 
   /** The engine's step for the claim, carried out with the claim's status as its bookkeeping. */
@@ -525,7 +525,7 @@ export class ClaimAttempts {
       if (opening && e.reason === EventReason.BootAttemptStarted) continue;
       const on = x.book.poweredOnAt ? `powered on ${x.book.poweredOnAt}; ` : '';
       const message = opening ? `bound Server ${x.server.metadata.name}; ${on}${e.message}` : e.message;
-      this.o.events.event(eventObject(claim), e.type, e.reason, message);
+      this.o.events.record(Resources.ServerClaim, claim, e.type, e.reason, message);
     }
     if (step.phase === AttemptPhase.Completed && x.sbc?.spec.bootMethod === 'VirtualMedia')
       await this.ejectAfterCompletion(x);

@@ -18,7 +18,7 @@ import { Resources } from '../../runtime/resource.js';
 import type { ControllerConfig } from '../common/config.js';
 import { candidates, selectionRefusal, unboundExplanation } from '../common/server-selection.js';
 import { CLAIMED_SERVER_FINALIZER } from '../server/server.js';
-import { BOUND_CONDITION, eventObject, type ServerClaimControllerOptions } from './claim-context.js';
+import { BOUND_CONDITION, type ServerClaimControllerOptions } from './claim-context.js';
 import type { ClaimStatusWriter } from './claim-status.js';
 
 /** Informer index of Servers by the claim (`namespace/name`) in `spec.serverClaimRef`. */
@@ -128,8 +128,9 @@ export class ClaimBinding {
         // A fresh claim's opening attempt is told, with the binding, by the Event that ends it;
         // any other claim gets its Bound Event now.
         if (!this.isFresh(claim))
-          this.o.events.event(
-            eventObject(claim),
+          this.o.events.record(
+            Resources.ServerClaim,
+            claim,
             'Normal',
             EventReason.Bound,
             `bound Server ${s.metadata.name}`,
@@ -148,7 +149,8 @@ export class ClaimBinding {
       conditions: [{ type: BOUND_CONDITION, status: 'False', reason, message }],
     });
     // Once per change of the explanation, as the scheduler's FailedScheduling.
-    if (before?.message !== message) this.o.events.event(eventObject(claim), 'Warning', reason, message);
+    if (before?.message !== message)
+      this.o.events.record(Resources.ServerClaim, claim, 'Warning', reason, message);
     return undefined;
   }
 

@@ -1,6 +1,6 @@
 /**
  * What every part of the ServerClaim controller shares: its options, the claim's condition types,
- * the shapes of `status.boot` and of a condition to set, and the claim as an Event's object.
+ * the shapes of `status.boot` and of a condition to set.
  * Vocabulary only: no I/O.
  */
 import type pino from 'pino';
@@ -46,9 +46,3 @@ export interface ServerClaimControllerOptions {
   /** OCI resolution: an image edit that resolves to the booted manifest does not re-provision. */
   images?: BootImages;
 }
-
-export const eventObject = (c: ServerClaim) => ({
-  ...c,
-  apiVersion: 'metal.ironcore.dev/v1alpha1',
-  kind: 'ServerClaim',
-});

@@ -66,8 +66,9 @@ export async function rejectClaimOperation(
     },
   });
   log.warn({ operation: op }, 'unsupported operation annotation removed');
-  o.events.event(
-    { ...claim, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'ServerClaim' },
+  o.events.record(
+    Resources.ServerClaim,
+    claim,
     'Warning',
     EventReason.UnsupportedOperation,
     `Unsupported operation annotation "${op}" (a ServerClaim takes ${OPERATION_IGNORE} and ${OPERATION_RETRY})`,

@@ -16,7 +16,7 @@ import { Resources } from '../../runtime/resource.js';
 import { type PowerProgress, powerRetry } from '../bmc-actions/power.js';
 import { formatDuration } from '../common/duration.js';
 import type { ClaimBinding } from './claim-binding.js';
-import { eventObject, type ServerClaimControllerOptions } from './claim-context.js';
+import type { ServerClaimControllerOptions } from './claim-context.js';
 import { serverHold } from './claim-operations.js';
 import type { ClaimStatusWriter } from './claim-status.js';
 
@@ -57,8 +57,9 @@ export class ClaimRelease {
         spec: { serverClaimRef: null, power: null, ...(mine ? { bootConfigurationRef: null } : {}) },
       });
       log.info({ server: server.metadata.name }, 'released');
-      this.o.events.event(
-        eventObject(claim),
+      this.o.events.record(
+        Resources.ServerClaim,
+        claim,
         'Normal',
         EventReason.Released,
         `Server ${server.metadata.name} released`,
@@ -81,14 +82,16 @@ export class ClaimRelease {
       { server: server.metadata.name, pending: p.pending },
       'released without power off (force-release)',
     );
-    this.o.events.event(
-      eventObject(claim),
+    this.o.events.record(
+      Resources.ServerClaim,
+      claim,
       'Warning',
       EventReason.ForcedRelease,
       `Server ${server.metadata.name} released by ${FORCE_RELEASE_ANNOTATION}; ${risk}`,
     );
-    this.o.events.event(
-      { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+    this.o.events.record(
+      Resources.Server,
+      server,
       'Warning',
       EventReason.ForcedRelease,
       `released by ServerClaim ${claimName} with ${FORCE_RELEASE_ANNOTATION}; ${risk}`,
@@ -107,7 +110,7 @@ export class ClaimRelease {
     });
     if (prior?.reason !== hold.reason) {
       log.warn(hold, 'release held');
-      this.o.events.event(eventObject(claim), 'Warning', EventReason.ReleaseHeld, hold.message);
+      this.o.events.record(Resources.ServerClaim, claim, 'Warning', EventReason.ReleaseHeld, hold.message);
     }
     return { requeueAfterMs: 30_000 };
   }
@@ -128,8 +131,9 @@ export class ClaimRelease {
     });
     if (prior?.reason !== reason) {
       log.warn({ pending: p.pending }, 'waiting for power off before releasing the server');
-      this.o.events.event(
-        eventObject(claim),
+      this.o.events.record(
+        Resources.ServerClaim,
+        claim,
         late ? 'Warning' : 'Normal',
         EventReason.WaitingForPowerOff,
         message,
@@ -149,8 +153,9 @@ export class ClaimRelease {
     if (this.deletionHeld.size >= 10_000) this.deletionHeld.clear();
     this.deletionHeld.add(key);
     log.warn({ server: server.metadata.name }, 'bound server deleted; held until this claim releases it');
-    this.o.events.event(
-      eventObject(claim),
+    this.o.events.record(
+      Resources.ServerClaim,
+      claim,
       'Warning',
       EventReason.ServerDeletionHeld,
       `Server ${server.metadata.name} was deleted; its deletion waits until this claim is deleted, and the machine keeps running`,
