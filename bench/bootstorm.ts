@@ -18,7 +18,7 @@ import type { ServerBootConfiguration } from '../src/api/v1alpha1/serverbootconf
 import { ControlPlane, freePorts, waitFor } from '../src/localstack/control-plane.js';
 import { KubeClient } from '../src/runtime/client.js';
 import { Resources } from '../src/runtime/resource.js';
-import { type Seeded, seedBootTarget, storeTestCallbackKey } from '../test/bootsignals/fixture.js';
+import { type Seeded, seedBootTarget, storeTestCallbackKey } from '../src/testing/boot-target-seed.js';
 import { pool, printTable, summarize } from './stats.js';
 
 const o = new Command('bootstorm')

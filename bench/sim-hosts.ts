@@ -9,9 +9,9 @@
 
 import { parseArgs } from 'node:util';
 import { RedfishBMC } from '../src/bmc/redfish-bmc.js';
+import { startStandin } from '../src/testing/standin-boot-server.js';
 import { startVirtualBmc } from '../src/virtualbmc/server.js';
 import { createSimFleet } from '../src/virtualbmc/sim-fleet.js';
-import { startStandin } from '../test/virtualbmc/standin-boot-server.js';
 
 const { values } = parseArgs({
   options: {
