@@ -163,6 +163,11 @@ async function finalize(o: BmcUserControllerOptions, user: BMCUser, log: pino.Lo
   return {};
 }
 
+/** The account methods of a BMC client (all optional on {@link BMC}). */
+type AccountsBmc = Required<
+  Pick<BMC, 'getAccountService' | 'listAccounts' | 'createAccount' | 'updateAccount' | 'deleteAccount'>
+>;
+
 function accountsClient(
   bmc: BMC,
 ): Required<
@@ -179,6 +184,24 @@ function accountsClient(
   return bmc as never;
 }
 
+/** What one sync pass has read: the user, its BMC, the accounts client and the owned Secret. */
+interface SyncPass {
+  o: BmcUserControllerOptions;
+  user: BMCUser;
+  bmcObj: BMCObject;
+  admin: AccountsBmc;
+  now: number;
+  secretName: string;
+  owned: BMCSecret | undefined;
+  acct: ManagerAccountInfo | undefined;
+  log: pino.Logger;
+}
+
+/**
+ * One pass, in the order that keeps a password from being lost: 1. a pending password (a rotation
+ * stopped between the BMC write and the promotion) first; 2. a password the user supplies; 3. role
+ * and enabled; 4. rotation when due. Refusals are thrown as {@link Refusal}; BMC and API errors propagate.
+ */
 async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logger): Promise<Result> {
   const ref = user0.spec.bmcRef?.name;
   if (!ref) throw new Refusal('NoBMCRef', 'spec.bmcRef is not set', 5 * 60_000);
@@ -186,103 +209,127 @@ async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logge
   if (!bmcObj) throw new Refusal('BMCNotFound', `BMC ${ref} does not exist`);
   const user = await addFinalizer(o.client, Resources.BMCUser, user0, BMCUSER_FINALIZER);
   const admin = accountsClient(o.connections.forBmc(bmcObj));
-  const now = (o.now ?? Date.now)();
   const secretName = ownedSecretName(user);
-  let owned = await o.client.get<BMCSecret>(Resources.BMCSecret, secretName);
+  const owned = await o.client.get<BMCSecret>(Resources.BMCSecret, secretName);
   if (owned && !isControlledBy(owned, user))
     throw new Refusal(
       'BMCSecretConflict',
       `BMCSecret ${secretName} exists and is not controlled by this BMCUser`,
       5 * 60_000,
     );
-
-  const findAccount = async () => (await admin.listAccounts()).find((a) => a.userName === user.spec.userName);
-  let acct = await findAccount();
-
-  // 1. A pending password first: the last rotation stopped between the BMC write and the promotion.
+  const acct = (await admin.listAccounts()).find((a) => a.userName === user.spec.userName);
+  const x: SyncPass = { o, user, bmcObj, admin, now: (o.now ?? Date.now)(), secretName, owned, acct, log };
   const pending = unb64(owned?.data?.[PENDING_PASSWORD_KEY]);
-  if (owned && pending !== undefined) {
-    let how: string;
-    if (acct === undefined) {
-      acct = await admin.createAccount({
-        userName: user.spec.userName,
-        password: pending,
-        roleId: user.spec.roleID,
-        enabled: true,
-      });
-      how = 'account created with it';
-    } else if (owned.data?.[PENDING_TRIED_KEY] === undefined) {
-      await o.client.mergePatch(Resources.BMCSecret, secretName, undefined, {
-        data: { [PENDING_TRIED_KEY]: b64('1') },
-      });
-      const verdict = await o.connections.probeCredentials(bmcObj, user.spec.userName, pending, acct.uri);
-      if (verdict === 'refused') await admin.updateAccount(acct.uri, { password: pending });
-      how = verdict === 'accepted' ? 'the BMC had it' : 'refused once, set again by the administrator';
-    } else {
-      await admin.updateAccount(acct.uri, { password: pending });
-      how = 'already tried once, set again by the administrator';
-    }
-    const reason = unb64(owned.data?.[PENDING_REASON_KEY]) ?? 'Initial';
-    await promote(o, user, owned, pending, reason, acct, now);
-    log.info({ how, reason }, 'pending BMCUser password recovered');
-    o.events.record(
-      Resources.BMCUser,
-      user,
-      'Normal',
-      'PendingPasswordRecovered',
-      `a rotation interrupted before its Secret write was completed (${how})`,
-    );
-    return { requeueAfterMs: 1 };
-  }
-
-  // 2. A password the user supplies in a Secret of their own.
-  const specRef = user.spec.bmcSecretRef?.name;
-  const supplied =
-    specRef && specRef !== secretName
-      ? await o.client.get<BMCSecret>(Resources.BMCSecret, specRef)
-      : undefined;
-  if (specRef && specRef !== secretName && !supplied)
-    throw new Refusal('BMCSecretNotFound', `BMCSecret ${specRef} does not exist`);
-  if (supplied && user.status?.effectiveBMCSecretRef?.name !== specRef) {
-    const { password } = bmcSecretCredentials(supplied);
-    if (acct === undefined)
-      acct = await admin.createAccount({
-        userName: user.spec.userName,
-        password,
-        roleId: user.spec.roleID,
-        enabled: true,
-      });
-    else await admin.updateAccount(acct.uri, { password, roleId: user.spec.roleID, enabled: true });
-    await patchStatus(
-      o,
-      user,
-      { id: acct.id, lastRotation: rfc3339(new Date(now)), effectiveBMCSecretRef: { name: specRef! } },
-      ready('AccountSynced', `account ${acct.id} uses the password of BMCSecret ${specRef}`),
-    );
-    o.events.record(
-      Resources.BMCUser,
-      user,
-      'Normal',
-      'AccountSynced',
-      `account ${acct.id} set from BMCSecret ${specRef}`,
-    );
-    return { requeueAfterMs: 1 };
-  }
-
-  // 3. Role and enabled.
+  if (owned && pending !== undefined) return recoverPending(x, owned, pending);
+  const supplied = await suppliedSecret(x);
+  if (supplied) return applySupplied(x, supplied);
   if (acct && (acct.roleId !== user.spec.roleID || acct.enabled === false)) {
     await admin.updateAccount(acct.uri, { roleId: user.spec.roleID, enabled: true });
     log.info({ accountId: acct.id, roleId: user.spec.roleID }, 'BMC account role/enabled updated');
   }
+  const decision = rotationDecision(x);
+  if (decision.rotate) return rotate(x, decision.reason);
+  await patchStatus(
+    o,
+    user,
+    acct ? { id: acct.id } : {},
+    ready('AccountSynced', `account ${acct?.id} is in sync`),
+  );
+  // The BMC may expire the password on its own clock: look again at least every EXPIRY_CHECK_MS.
+  return {
+    requeueAfterMs: Math.max(1_000, Math.min(decision.requeueAfterMs ?? EXPIRY_CHECK_MS, EXPIRY_CHECK_MS)),
+  };
+}
 
-  // 4. Rotation.
+/** The account with `password` (created when missing), role and enabled as the spec says. */
+async function setPassword(x: SyncPass, password: string): Promise<ManagerAccountInfo> {
+  const { admin, user } = x;
+  if (x.acct === undefined)
+    return admin.createAccount({
+      userName: user.spec.userName,
+      password,
+      roleId: user.spec.roleID,
+      enabled: true,
+    });
+  await admin.updateAccount(x.acct.uri, { password, roleId: user.spec.roleID, enabled: true });
+  return x.acct;
+}
+
+/** 1. The pending password of an interrupted rotation, made the account's and promoted. */
+async function recoverPending(x: SyncPass, owned: BMCSecret, pending: string): Promise<Result> {
+  const { o, user, admin, secretName } = x;
+  let acct = x.acct;
+  let how: string;
+  if (acct === undefined) {
+    acct = await admin.createAccount({
+      userName: user.spec.userName,
+      password: pending,
+      roleId: user.spec.roleID,
+      enabled: true,
+    });
+    how = 'account created with it';
+  } else if (owned.data?.[PENDING_TRIED_KEY] === undefined) {
+    await o.client.mergePatch(Resources.BMCSecret, secretName, undefined, {
+      data: { [PENDING_TRIED_KEY]: b64('1') },
+    });
+    const verdict = await o.connections.probeCredentials(x.bmcObj, user.spec.userName, pending, acct.uri);
+    if (verdict === 'refused') await admin.updateAccount(acct.uri, { password: pending });
+    how = verdict === 'accepted' ? 'the BMC had it' : 'refused once, set again by the administrator';
+  } else {
+    await admin.updateAccount(acct.uri, { password: pending });
+    how = 'already tried once, set again by the administrator';
+  }
+  const reason = unb64(owned.data?.[PENDING_REASON_KEY]) ?? 'Initial';
+  await promote(o, user, owned, pending, reason, acct, x.now);
+  x.log.info({ how, reason }, 'pending BMCUser password recovered');
+  o.events.record(
+    Resources.BMCUser,
+    user,
+    'Normal',
+    'PendingPasswordRecovered',
+    `a rotation interrupted before its Secret write was completed (${how})`,
+  );
+  return { requeueAfterMs: 1 };
+}
+
+/** 2. The user's own BMCSecret (`spec.bmcSecretRef`) when it is not applied yet; throws when it is missing. */
+async function suppliedSecret(x: SyncPass): Promise<BMCSecret | undefined> {
+  const specRef = x.user.spec.bmcSecretRef?.name;
+  if (!specRef || specRef === x.secretName) return undefined;
+  const supplied = await x.o.client.get<BMCSecret>(Resources.BMCSecret, specRef);
+  if (!supplied) throw new Refusal('BMCSecretNotFound', `BMCSecret ${specRef} does not exist`);
+  return x.user.status?.effectiveBMCSecretRef?.name !== specRef ? supplied : undefined;
+}
+
+async function applySupplied(x: SyncPass, supplied: BMCSecret): Promise<Result> {
+  const { o, user } = x;
+  const specRef = supplied.metadata.name ?? '';
+  const acct = await setPassword(x, bmcSecretCredentials(supplied).password);
+  await patchStatus(
+    o,
+    user,
+    { id: acct.id, lastRotation: rfc3339(new Date(x.now)), effectiveBMCSecretRef: { name: specRef } },
+    ready('AccountSynced', `account ${acct.id} uses the password of BMCSecret ${specRef}`),
+  );
+  o.events.record(
+    Resources.BMCUser,
+    user,
+    'Normal',
+    'AccountSynced',
+    `account ${acct.id} set from BMCSecret ${specRef}`,
+  );
+  return { requeueAfterMs: 1 };
+}
+
+/** 4. Whether the password is due (period, annotation, the BMC's expiry or change-required). */
+function rotationDecision(x: SyncPass): ReturnType<typeof decideRotation> {
+  const { user, acct } = x;
   const annotated = user.metadata.annotations?.[OPERATION_ANNOTATION] === OPERATION_ROTATE_CREDENTIALS;
   const lastRotation = user.status?.lastRotation ? Date.parse(user.status.lastRotation) : undefined;
   const expiration = acct?.passwordExpiration ? Date.parse(acct.passwordExpiration) : undefined;
-  let decision: ReturnType<typeof decideRotation>;
   try {
-    decision = decideRotation({
-      now,
+    return decideRotation({
+      now: x.now,
       ...(user.spec.rotationPeriod ? { rotationPeriod: user.spec.rotationPeriod } : {}),
       ...(acct === undefined ? {} : lastRotation === undefined ? {} : { lastRotation }),
       annotated,
@@ -292,20 +339,15 @@ async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logge
   } catch (err) {
     throw new Refusal('InvalidRotationPeriod', (err as Error).message, 5 * 60_000);
   }
-  if (!decision.rotate) {
-    await patchStatus(
-      o,
-      user,
-      acct ? { id: acct.id } : {},
-      ready('AccountSynced', `account ${acct?.id} is in sync`),
-    );
-    // The BMC may expire the password on its own clock: look again at least every EXPIRY_CHECK_MS.
-    return {
-      requeueAfterMs: Math.max(1_000, Math.min(decision.requeueAfterMs ?? EXPIRY_CHECK_MS, EXPIRY_CHECK_MS)),
-    };
-  }
+}
 
-  const policy = await admin.getAccountService();
+/**
+ * A new password: generated by the BMC's policy, stored as pending in the owned Secret BEFORE the BMC
+ * learns it (a crash in between is recovered by step 1), set on the BMC, then promoted.
+ */
+async function rotate(x: SyncPass, reason: string): Promise<Result> {
+  const { o, user, log } = x;
+  const policy = await x.admin.getAccountService();
   let password: string;
   try {
     password = generatePassword(policy);
@@ -316,71 +358,72 @@ async function sync(o: BmcUserControllerOptions, user0: BMCUser, log: pino.Logge
       5 * 60_000,
     );
   }
-  // Write the pending password before the BMC learns it.
-  const pendingData = {
-    [PENDING_PASSWORD_KEY]: b64(password),
-    [PENDING_REASON_KEY]: b64(decision.reason),
-    [PENDING_TRIED_KEY]: null,
-  };
-  if (!owned) {
-    owned = await o.client.create<BMCSecret>(Resources.BMCSecret, {
-      apiVersion: 'metal.ironcore.dev/v1alpha1',
-      kind: 'BMCSecret',
-      metadata: {
-        name: secretName,
-        ...(user.metadata.labels ? { labels: user.metadata.labels } : {}),
-        ownerReferences: [controllerOwnerReference(user, Resources.BMCUser)],
-      },
-      data: {
-        username: b64(user.spec.userName),
-        [PENDING_PASSWORD_KEY]: b64(password),
-        [PENDING_REASON_KEY]: b64(decision.reason),
-      },
-    });
-  } else {
-    owned = await o.client.mergePatch<BMCSecret>(Resources.BMCSecret, secretName, undefined, {
-      data: pendingData,
-    });
-  }
+  const owned = await writePending(x, password, reason);
+  let acct: ManagerAccountInfo;
   try {
-    if (acct === undefined)
-      acct = await admin.createAccount({
-        userName: user.spec.userName,
-        password,
-        roleId: user.spec.roleID,
-        enabled: true,
-      });
-    else await admin.updateAccount(acct.uri, { password, roleId: user.spec.roleID, enabled: true });
+    acct = await setPassword(x, password);
   } catch (err) {
-    const f = (() => {
-      try {
-        return classifyBmcFailure(err);
-      } catch {
-        return undefined;
-      }
-    })();
-    // Certainly not applied (a refusal): the pending password is dropped. Maybe applied: kept, and
-    // the next reconcile recovers it as after a crash.
-    if (f && !f.maybeApplied)
-      await o.client.mergePatch(Resources.BMCSecret, secretName, undefined, {
-        data: { [PENDING_PASSWORD_KEY]: null, [PENDING_REASON_KEY]: null, [PENDING_TRIED_KEY]: null },
-      });
+    await dropPendingUnlessMaybeApplied(x, err);
     throw err;
   }
   if (process.env[CRASH_AFTER_BMC_WRITE_ENV] === '1') {
     log.warn('test seam: killing the manager after the BMC write, before the Secret write');
     process.kill(process.pid, 'SIGKILL');
   }
-  await promote(o, user, owned, password, decision.reason, acct, now);
-  log.info({ accountId: acct.id, reason: decision.reason }, 'BMCUser password rotated');
+  await promote(o, user, owned, password, reason, acct, x.now);
+  log.info({ accountId: acct.id, reason }, 'BMCUser password rotated');
   o.events.record(
     Resources.BMCUser,
     user,
     'Normal',
     'PasswordRotated',
-    `password of account ${acct.id} set (${decision.reason})`,
+    `password of account ${acct.id} set (${reason})`,
   );
   return { requeueAfterMs: 1 };
+}
+
+/** The pending password in the owned Secret (created, controlled by the BMCUser, when missing). */
+function writePending(x: SyncPass, password: string, reason: string): Promise<BMCSecret> {
+  const { o, user, secretName } = x;
+  if (x.owned)
+    return o.client.mergePatch<BMCSecret>(Resources.BMCSecret, secretName, undefined, {
+      data: {
+        [PENDING_PASSWORD_KEY]: b64(password),
+        [PENDING_REASON_KEY]: b64(reason),
+        [PENDING_TRIED_KEY]: null,
+      },
+    });
+  return o.client.create<BMCSecret>(Resources.BMCSecret, {
+    apiVersion: 'metal.ironcore.dev/v1alpha1',
+    kind: 'BMCSecret',
+    metadata: {
+      name: secretName,
+      ...(user.metadata.labels ? { labels: user.metadata.labels } : {}),
+      ownerReferences: [controllerOwnerReference(user, Resources.BMCUser)],
+    },
+    data: {
+      username: b64(user.spec.userName),
+      [PENDING_PASSWORD_KEY]: b64(password),
+      [PENDING_REASON_KEY]: b64(reason),
+    },
+  });
+}
+
+/**
+ * After a failed BMC write: certainly not applied (a refusal), the pending password is dropped;
+ * maybe applied, it is kept and the next pass recovers it as after a crash.
+ */
+async function dropPendingUnlessMaybeApplied(x: SyncPass, err: unknown): Promise<void> {
+  let f: ReturnType<typeof classifyBmcFailure> | undefined;
+  try {
+    f = classifyBmcFailure(err);
+  } catch {
+    f = undefined;
+  }
+  if (f && !f.maybeApplied)
+    await x.o.client.mergePatch(Resources.BMCSecret, x.secretName, undefined, {
+      data: { [PENDING_PASSWORD_KEY]: null, [PENDING_REASON_KEY]: null, [PENDING_TRIED_KEY]: null },
+    });
 }
 
 /** Pending → password in one patch; then the BMCUser: spec ref, annotation consumed, status. */
