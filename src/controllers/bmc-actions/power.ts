@@ -227,6 +227,32 @@ export class PowerActions {
   }
 
   /**
+   * Inserts the attempt's ISO (Redfish VirtualMedia.InsertMedia). A refusal the BMC answered is
+   * recorded on the Server and returned; other failures are thrown (the boot's own handling).
+   */
+  private async insertMedia(
+    server: Server,
+    h: ReturnType<BmcConnections['forServer']>,
+    via: Extract<NetbootVia, { target: 'Cd' }>,
+  ): Promise<BmcFailure | undefined> {
+    if (!h.bmc.insertMedia) throw new VirtualMediaNotSupportedError(h.systemUri, []);
+    let m: Awaited<ReturnType<NonNullable<typeof h.bmc.insertMedia>>>;
+    try {
+      m = await h.bmc.insertMedia(h.systemUri, via.image);
+    } catch (err) {
+      const refused = insertRefusal(err);
+      if (!refused) throw err;
+      await this.failed(server, 'inserting virtual media', refused);
+      return refused;
+    }
+    this.log(server).info(
+      { media: m.device.uri, ejected: m.ejected, inserted: m.inserted },
+      'virtual media inserted',
+    );
+    return undefined;
+  }
+
+  /**
    * Starts a boot: with `netboot`, a network boot override (`via`, default `Pxe`; `Once`, or
    * `Continuous` with `persistent`) first; then `On`
    * when `observed` is Off, a forced restart when it is On (a power cycle). Returns the BMC failure
@@ -264,37 +290,11 @@ export class PowerActions {
     try {
       const h = this.o.connections.forServer(server);
       if (opts.netboot && via.target === 'Cd') {
-        if (!h.bmc.insertMedia) throw new VirtualMediaNotSupportedError(h.systemUri, []);
-        let m: Awaited<ReturnType<NonNullable<typeof h.bmc.insertMedia>>>;
-        try {
-          m = await h.bmc.insertMedia(h.systemUri, via.image);
-        } catch (err) {
-          const refused = insertRefusal(err);
-          if (!refused) throw err;
-          await this.failed(server, 'inserting virtual media', refused);
-          return { ok: false, failure: refused };
-        }
-        this.log(server).info(
-          { media: m.device.uri, ejected: m.ejected, inserted: m.inserted },
-          'virtual media inserted',
-        );
+        const refused = await this.insertMedia(server, h, via);
+        if (refused) return { ok: false, failure: refused };
       }
       if (opts.netboot) {
-        const override = (enabled: 'Once' | 'Continuous') =>
-          h.bmc.setBootOverride(h.systemUri, {
-            target: via.target,
-            enabled,
-            ...(via.target === 'UefiHttp' ? { httpBootUri: via.httpBootUri } : {}),
-          });
-        enabled = opts.persistent ? 'Continuous' : 'Once';
-        try {
-          await override(enabled);
-        } catch (err) {
-          // Redfish: a value the service does not support is 400 (PropertyValueNotInList).
-          if (!(enabled === 'Continuous' && err instanceof RedfishHttpError && err.status === 400)) throw err;
-          enabled = 'Once';
-          await override(enabled);
-        }
+        enabled = await setNetbootOverride(h, via, opts.persistent === true);
         overrideSet = true;
       }
       const res =
@@ -471,4 +471,31 @@ function waitingFor(goal: PowerGoal): string {
 /** Poll interval while waiting for a power state: a quarter of the time waited so far, 1–15 s. */
 function pollDelay(elapsedMs: number): number {
   return Math.min(15_000, Math.max(1_000, elapsedMs / 4));
+}
+
+/**
+ * Sets the network boot override of `via` (Redfish ComputerSystem Boot: BootSourceOverrideTarget,
+ * BootSourceOverrideEnabled); `persistent` asks for `Continuous`, and a BMC that refuses that value
+ * (400, PropertyValueNotInList) gets `Once`. Returns the value set; other failures are thrown.
+ */
+async function setNetbootOverride(
+  h: ReturnType<BmcConnections['forServer']>,
+  via: NetbootVia,
+  persistent: boolean,
+): Promise<'Once' | 'Continuous'> {
+  const override = (enabled: 'Once' | 'Continuous') =>
+    h.bmc.setBootOverride(h.systemUri, {
+      target: via.target,
+      enabled,
+      ...(via.target === 'UefiHttp' ? { httpBootUri: via.httpBootUri } : {}),
+    });
+  const enabled = persistent ? 'Continuous' : 'Once';
+  try {
+    await override(enabled);
+    return enabled;
+  } catch (err) {
+    if (!(enabled === 'Continuous' && err instanceof RedfishHttpError && err.status === 400)) throw err;
+    await override('Once');
+    return 'Once';
+  }
 }
