@@ -249,6 +249,18 @@ export class ServerOperations {
     const claim = needsClaim(base) ? await this.claimOf(server) : undefined;
     const d = decideOperation({ ...base, claim });
     if (d.kind === 'none') return undefined;
+    return this.execute(server, state, d, base.op, log);
+  }
+
+  /** Carries out decision `d` (never `none`): annotations, state, power, Events. */
+  private async execute(
+    server: Server,
+    state: ServerState,
+    d: Exclude<ReturnType<typeof decideOperation>, { kind: 'none' }>,
+    op: string | undefined,
+    log: pino.Logger,
+  ): Promise<{ result: Result | undefined } | undefined> {
+    const name = server.metadata.name ?? '';
     const done = (result?: Result) => ({ result });
     const ev = (type: 'Normal' | 'Warning', reason: string, message: string) =>
       this.o.events.record(Resources.Server, server, type, reason, message);
@@ -290,7 +302,7 @@ export class ServerOperations {
             EventReason.ParkedOperationDropped,
             `Operation "${d.drop}" dropped because server is parked`,
           );
-        } else if (base.op === OPERATION_PARK) {
+        } else if (op === OPERATION_PARK) {
           await this.patchAnnotations(server, { [OPERATION_ANNOTATION]: null });
         }
         if (server.status?.state !== 'Parked') await this.o.patchStatus(server, { state: 'Parked' });

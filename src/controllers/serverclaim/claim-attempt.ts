@@ -32,6 +32,7 @@ import { netbootViaOrFailure } from '../bmc-actions/netboot-via.js';
 import type { BootActionResult } from '../bmc-actions/power.js';
 import {
   AttemptPhase,
+  type AttemptPower,
   type AttemptSettings,
   attemptsUsed,
   type Carried,
@@ -424,29 +425,7 @@ export class ClaimAttempts {
       step,
       before: x.book,
       observed: x.observed,
-      power: {
-        observe: () => this.o.power.observe(x.server),
-        boot: async (observed) => {
-          const path = await netbootViaOrFailure(x.server, x.sbc, this.cfg, this.o.bootConfigs);
-          if (!path.ok) return path;
-          const via = path.via;
-          const res = await this.o.power.boot(x.server, {
-            netboot: true,
-            observed,
-            via,
-            // NetBootAlways: every boot of the tenant's machine is a network boot, also a reset made
-            // at the BMC (web UI, watchdog, in-band reboot), where the BMC supports `Continuous`.
-            // Not for virtual media: its ISO is ejected after completion, so a lasting `Cd` override
-            // would boot an empty drive; each power-on the operator makes inserts and sets it again.
-            persistent: x.s.policy === 'NetBootAlways' && via.target !== 'Cd',
-            // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
-            event: false,
-          });
-          this.noteInsertOutcome(refusalKey, res);
-          return res;
-        },
-        ensure: (goal, observed) => this.o.power.ensure(x.server, goal, observed),
-      },
+      power: this.attemptPower(x, refusalKey),
       pending: (detail) => ({
         status: 'False',
         reason: BootedReason.Booting,
@@ -478,6 +457,36 @@ export class ClaimAttempts {
     if (step.phase === AttemptPhase.Completed)
       return resultOf({ ...carried, requeueAfterMs: carried.requeueAfterMs ?? this.cfg.serverResyncMs });
     return resultOf(carried);
+  }
+
+  /**
+   * The claim's BMC as the engine uses it: a network boot by the SBC's method (a persistent override
+   * for NetBootAlways, not for virtual media), with the ISO-refusal backoff noted per attempt.
+   */
+  private attemptPower(x: AttemptContext, refusalKey: string): AttemptPower {
+    return {
+      observe: () => this.o.power.observe(x.server),
+      boot: async (observed) => {
+        const path = await netbootViaOrFailure(x.server, x.sbc, this.cfg, this.o.bootConfigs);
+        if (!path.ok) return path;
+        const via = path.via;
+        const res = await this.o.power.boot(x.server, {
+          netboot: true,
+          observed,
+          via,
+          // NetBootAlways: every boot of the tenant's machine is a network boot, also a reset made
+          // at the BMC (web UI, watchdog, in-band reboot), where the BMC supports `Continuous`.
+          // Not for virtual media: its ISO is ejected after completion, so a lasting `Cd` override
+          // would boot an empty drive; each power-on the operator makes inserts and sets it again.
+          persistent: x.s.policy === 'NetBootAlways' && via.target !== 'Cd',
+          // The claim's BootAttemptStarted records this power-on (the tenant reads the claim).
+          event: false,
+        });
+        this.noteInsertOutcome(refusalKey, res);
+        return res;
+      },
+      ensure: (goal, observed) => this.o.power.ensure(x.server, goal, observed),
+    };
   }
 
   /** Records a refused InsertMedia (backoff for {@link insertRefused}) or forgets it after a started boot. */
