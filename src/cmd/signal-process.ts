@@ -1,13 +1,60 @@
 /**
- * The life of a standalone signal server process (registry or boot server): optional
+ * The life of a standalone signal server process (registry or boot server): the flags both share
+ * (`--metrics-addr`, `--kubeconfig`, `--callback-key-secret`, `--tls-cert-file`, `--tls-key-file`,
+ * `--addr`), the callback-key Secret ref (a bad ref exits 1 with one `error:` line), optional
  * `/healthz`, `/readyz`, `/metrics` on `metricsAddr`, a clean stop on SIGTERM/SIGINT, and the
- * optional HTTPS certificate (`--tls-cert-file`, `--tls-key-file`).
+ * optional HTTPS certificate.
  */
 import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
 import { collectDefaultMetrics } from 'prom-client';
+import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
 import { startHealthServer } from '../runtime/health.js';
 import { splitAddr } from './listen-address.js';
 import type { SignalStack } from './signal-stack.js';
+
+/** The values of the flags every signal process has (see {@link addSignalProcessOptions}). */
+export interface SignalProcessFlags {
+  metricsAddr?: string;
+  kubeconfig?: string;
+  callbackKeySecret: string;
+  addr: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+}
+
+/** Adds the shared flags to `cmd`, in help order; `defaultAddr` is this process's `--addr` default. */
+export function addSignalProcessOptions(cmd: Command, defaultAddr: string): Command {
+  return cmd
+    .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
+    .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .option(
+      '--callback-key-secret <namespace/name>',
+      'Secret holding the callback key (created by the manager; this process only reads it)',
+      `metal-system/${CALLBACK_KEY_SECRET_NAME}`,
+    )
+    .option(
+      '--tls-cert-file <path>',
+      'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
+    )
+    .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
+    .option('--addr <host:port>', 'listen address', defaultAddr);
+}
+
+/** Writes `error: <message>` to stderr and exits 1: a start-up mistake the operator fixes by a flag. */
+export function exitWithError(message: string): never {
+  process.stderr.write(`error: ${message}\n`);
+  process.exit(1);
+}
+
+/** The parsed `--callback-key-secret`; exits 1 with the parser's message when it is malformed. */
+export function callbackKeyRef(o: SignalProcessFlags): ReturnType<typeof parseSecretRef> {
+  try {
+    return parseSecretRef(o.callbackKeySecret);
+  } catch (err) {
+    return exitWithError((err as Error).message);
+  }
+}
 
 /** Serves health and metrics (when `metricsAddr` is set) until SIGTERM/SIGINT, then closes and exits 0. */
 export async function serveUntilSignal(stack: SignalStack, metricsAddr: string | undefined): Promise<void> {

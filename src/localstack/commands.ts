@@ -81,6 +81,45 @@ export interface MachineShape {
   inCluster?: boolean;
 }
 
+/** The state file of a started stack (local-state.ts): what `local status`, `console` and `down` read. */
+function writeReadyState(
+  o: { dir: string; servers: number; backend: Backend; bmcProfile?: VendorProfileName } & MachineShape,
+  stack: LocalStack,
+  startedAt: string,
+): void {
+  writeLocalState(o.dir, {
+    pid: process.pid,
+    kubeconfig: stack.kubeconfigPath,
+    backend: o.backend,
+    servers: o.servers,
+    bmcUrl: stack.vbmc.url,
+    registryUrl: stack.registryUrl,
+    bootServerUrl: stack.bootServerUrl,
+    metricsUrl: stack.metricsUrl,
+    managerLog: stack.managerLog,
+    startedAt,
+    osImage: stack.images.osImage,
+    shape: {
+      firmware: o.firmware ?? 'uefi',
+      network: { requested: o.network ?? 'auto', resolved: stack.network ? 'bridge' : 'user' },
+      bootMethod: { requested: o.bootMethod ?? 'auto', resolved: stack.bootMethod },
+      bmcProfile: o.bmcProfile ?? 'none',
+    },
+  });
+}
+
+/** The `FAILED:` progress line of a start that threw (a silent VM also gets its diagnosis first). */
+function sayStartFailure(err: unknown, say: (line: string) => void): void {
+  if (err instanceof SilentVmError) {
+    for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
+    say(
+      `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
+    );
+  } else {
+    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 export async function localServe(
   o: {
     dir: string;
@@ -134,35 +173,10 @@ export async function localServe(
         `discovery: ${servers.map((s) => `${s.metadata.name}=${s.status?.state ?? 'Initial'}`).join(' ') || 'no servers yet'}`,
       ),
     );
-    writeLocalState(o.dir, {
-      pid: process.pid,
-      kubeconfig: stack.kubeconfigPath,
-      backend: o.backend,
-      servers: o.servers,
-      bmcUrl: stack.vbmc.url,
-      registryUrl: stack.registryUrl,
-      bootServerUrl: stack.bootServerUrl,
-      metricsUrl: stack.metricsUrl,
-      managerLog: stack.managerLog,
-      startedAt,
-      osImage: stack.images.osImage,
-      shape: {
-        firmware: o.firmware ?? 'uefi',
-        network: { requested: o.network ?? 'auto', resolved: stack.network ? 'bridge' : 'user' },
-        bootMethod: { requested: o.bootMethod ?? 'auto', resolved: stack.bootMethod },
-        bmcProfile: o.bmcProfile ?? 'none',
-      },
-    });
+    writeReadyState(o, stack, startedAt);
     say('READY');
   } catch (err) {
-    if (err instanceof SilentVmError) {
-      for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
-      say(
-        `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
-      );
-    } else {
-      say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
-    }
+    sayStartFailure(err, say);
     await stack?.stop().catch(() => undefined);
     rmSync(daemonPidPath(o.dir), { force: true });
     process.exit(1);

@@ -179,6 +179,38 @@ interface Target {
   password: string;
 }
 
+/**
+ * Passes `io.stdin` to the remote `stream` through the `~.` escape filter (raw mode on a TTY;
+ * end of input as EOF) and returns the function that detaches stdin and restores the terminal.
+ */
+function bridgeInput(
+  stream: ssh2.ClientChannel,
+  io: ConsoleIo,
+  tty: boolean,
+  finish: (code: number, line?: string) => void,
+): () => void {
+  const filter = new EscapeFilter();
+  const onInput = (chunk: Buffer | string): void => {
+    const { data, exit } = filter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    if (data.length > 0) stream.write(data);
+    if (exit) finish(0, '\r\nmetalctl: console closed (~.)');
+  };
+  const onEnd = (): void => {
+    // As ssh: end of input is passed on as EOF; the session lasts until the BMC ends it.
+    stream.end();
+  };
+  if (tty) io.stdin.setRawMode?.(true);
+  io.stdin.on('data', onInput);
+  io.stdin.on('end', onEnd);
+  io.stdin.resume();
+  return () => {
+    io.stdin.off('data', onInput);
+    io.stdin.off('end', onEnd);
+    if (tty) io.stdin.setRawMode?.(false);
+    io.stdin.pause();
+  };
+}
+
 /** Connects, runs the entry command and bridges `io` until the escape or the BMC's end. */
 function attach(
   t: Target,
@@ -224,26 +256,7 @@ function attach(
           `metalctl: serial console of Server ${ctx.serverName} (BMC ${t.host}:${t.port}, "${t.command}"); type ~. at the start of a line to leave\n`,
         );
         let remoteExit: number | undefined;
-        const filter = new EscapeFilter();
-        const onInput = (chunk: Buffer | string): void => {
-          const { data, exit } = filter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-          if (data.length > 0) stream.write(data);
-          if (exit) finish(0, '\r\nmetalctl: console closed (~.)');
-        };
-        const onEnd = (): void => {
-          // As ssh: end of input is passed on as EOF; the session lasts until the BMC ends it.
-          stream.end();
-        };
-        if (tty) io.stdin.setRawMode?.(true);
-        io.stdin.on('data', onInput);
-        io.stdin.on('end', onEnd);
-        io.stdin.resume();
-        restoreTerminal = () => {
-          io.stdin.off('data', onInput);
-          io.stdin.off('end', onEnd);
-          if (tty) io.stdin.setRawMode?.(false);
-          io.stdin.pause();
-        };
+        restoreTerminal = bridgeInput(stream, io, tty, finish);
         stream.on('data', (d: Buffer) => io.stdout.write(d));
         stream.stderr.on('data', (d: Buffer) => io.stderr.write(d));
         stream.on('exit', (code: number | null) => {

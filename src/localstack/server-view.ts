@@ -209,6 +209,38 @@ export function columns(header: string[], rows: string[][], indent = ''): string
   return [line(header), ...rows.map(line)].join('\n');
 }
 
+/** The `Conditions:` table of `describe server`, indented two spaces; `  <none>` when there are none. */
+function conditionsTable(server: Server, now: number): string {
+  const conditions = server.status?.conditions ?? [];
+  return conditions.length
+    ? columns(
+        ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
+        conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime, now), c.message]),
+        '  ',
+      )
+    : '  <none>';
+}
+
+/** The `Events:` table of `describe server`: the last 10 by time, oldest first; `  <none>` when empty. */
+function eventsTable(events: EventView[], now: number): string {
+  return events.length
+    ? columns(
+        ['TYPE', 'REASON', 'AGE', 'FROM', 'MESSAGE'],
+        [...events]
+          .sort((a, b) => String(a.time).localeCompare(String(b.time)))
+          .slice(-10)
+          .map((e) => [
+            e.type,
+            e.reason,
+            `${age(e.time, now)}${e.count && e.count > 1 ? ` (x${e.count})` : ''}`,
+            e.source ?? '-',
+            e.message,
+          ]),
+        '  ',
+      )
+    : '  <none>';
+}
+
 /** The `describe server` text. `events`: the Server's, any order (the last 10 are shown, oldest first). */
 export function describeServer(
   server: Server,
@@ -267,36 +299,9 @@ export function describeServer(
       ? columns(['NAME', 'MEDIA', 'SIZE', 'MODEL'], diskRows(server), '  ')
       : '  <none>',
     'Conditions:',
-    (st.conditions ?? []).length
-      ? columns(
-          ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-          (st.conditions ?? []).map((c) => [
-            c.type,
-            c.status,
-            c.reason,
-            age(c.lastTransitionTime, now),
-            c.message,
-          ]),
-          '  ',
-        )
-      : '  <none>',
+    conditionsTable(server, now),
     'Events:',
-    events.length
-      ? columns(
-          ['TYPE', 'REASON', 'AGE', 'FROM', 'MESSAGE'],
-          [...events]
-            .sort((a, b) => String(a.time).localeCompare(String(b.time)))
-            .slice(-10)
-            .map((e) => [
-              e.type,
-              e.reason,
-              `${age(e.time, now)}${e.count && e.count > 1 ? ` (x${e.count})` : ''}`,
-              e.source ?? '-',
-              e.message,
-            ]),
-          '  ',
-        )
-      : '  <none>',
+    eventsTable(events, now),
   ];
   return out.join('\n');
 }
