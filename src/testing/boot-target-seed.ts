@@ -88,19 +88,7 @@ export async function seedBootTarget(
   const flow = opts.flow ?? 'discovery';
   const name = `srv-${uuid.toLowerCase().slice(0, 8)}-${randomBytes(2).toString('hex')}`;
   const sbcName = `${name}-boot`;
-  if (opts.withIgnition) {
-    await client.create<SecretObject>(Resources.Secret, {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: `${sbcName}-ignition`, namespace },
-      data: {
-        format: Buffer.from('ignition').toString('base64'),
-        ignition: Buffer.from(
-          JSON.stringify({ ignition: { version: '3.4.0' }, passwd: { users: [{ name: 'core' }] } }),
-        ).toString('base64'),
-      },
-    });
-  }
+  if (opts.withIgnition) await createIgnitionSecret(client, namespace, `${sbcName}-ignition`);
   const server = await client.create<Server>(Resources.Server, {
     apiVersion: API,
     kind: 'Server',
@@ -152,6 +140,21 @@ export async function seedBootTarget(
   const seeded: Seeded = { uuid, server, sbc, token: testToken(sbc, 1), flow, claim };
   if (opts.powerOnRecorded !== false) await recordPowerOn(client, seeded, 1);
   return seeded;
+}
+
+/** The ignition Secret of a seeded SBC: a minimal Ignition 3.4 config with one user. */
+async function createIgnitionSecret(client: KubeClient, namespace: string, name: string): Promise<void> {
+  await client.create<SecretObject>(Resources.Secret, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace },
+    data: {
+      format: Buffer.from('ignition').toString('base64'),
+      ignition: Buffer.from(
+        JSON.stringify({ ignition: { version: '3.4.0' }, passwd: { users: [{ name: 'core' }] } }),
+      ).toString('base64'),
+    },
+  });
 }
 
 /**

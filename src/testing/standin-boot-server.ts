@@ -48,28 +48,17 @@ export interface Standin {
 
 export async function startStandin(opts: StandinOptions = {}): Promise<Standin> {
   const tokens = new Map<string, string>();
-  const tokenFor = (uuid: string): string => {
-    let t = tokens.get(uuid);
-    if (t === undefined) {
-      t = randomBytes(16).toString('hex');
-      tokens.set(uuid, t);
-    }
-    return t;
-  };
+  // One random token per host, made when its script is first rendered.
+  const tokenFor = (uuid: string): string =>
+    tokens.get(uuid) ?? (tokens.set(uuid, randomBytes(16).toString('hex')).get(uuid) as string);
   let failuresLeft = opts.failCallbacks ?? 0;
-  let accepted = 0;
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  const acceptance = new Acceptance();
   const state = {
     ipxePaths: [] as string[],
     ignitionFetched: [] as string[],
     callbacks: [] as Callback[],
   };
   let base = '';
-
-  const send = (res: ServerResponse, status: number, body: string, type = 'text/plain'): void => {
-    res.writeHead(status, { 'content-type': type, ...(status === 503 ? { 'retry-after': '0' } : {}) });
-    res.end(body);
-  };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://standin');
@@ -80,20 +69,7 @@ export async function startStandin(opts: StandinOptions = {}): Promise<Standin> 
       if (uuid === undefined) return send(res, 400, 'not a UUID');
       const mode = opts.mode?.(uuid) ?? 'probe';
       if (mode === 'local') return send(res, 200, '#!ipxe\necho booting from local disk\nexit\n');
-      const token = tokenFor(uuid);
-      const args = [
-        `metal.mode=${mode}`,
-        `metal.registry=${base}`,
-        `metal.uuid=${uuid}`,
-        ...(mode === 'os' ? [`metal.token=${token}`] : []),
-        `ignition.config.url=${base}/ignition/${uuid}?token=${token}`,
-        'console=ttyS0',
-      ];
-      return send(
-        res,
-        200,
-        `#!ipxe\nkernel ${base}/images/vmlinuz initrd=initrd.img ${args.join(' ')}\ninitrd ${base}/images/initrd.img\nboot\n`,
-      );
+      return send(res, 200, ipxeScript(base, uuid, mode, tokenFor(uuid)));
     }
     if (req.method === 'GET' && parts[0] === 'ignition' && parts.length === 2) {
       const uuid = canonicalSystemUUID(parts[1]);
@@ -103,14 +79,8 @@ export async function startStandin(opts: StandinOptions = {}): Promise<Standin> 
       return send(res, 200, JSON.stringify({ ignition: { version: '3.3.0' } }), 'application/json');
     }
     if (req.method === 'POST' && (url.pathname === '/register' || url.pathname === '/bootstate')) {
-      const chunks: Buffer[] = [];
-      for await (const c of req as AsyncIterable<Buffer>) chunks.push(c);
-      let body: Record<string, unknown>;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-      } catch {
-        return send(res, 400, 'bad JSON');
-      }
+      const body = await readJson(req);
+      if (!body) return send(res, 400, 'bad JSON');
       const uuid = canonicalSystemUUID(body['systemUUID']) ?? '';
       const cb: Callback = {
         path: url.pathname,
@@ -125,23 +95,9 @@ export async function startStandin(opts: StandinOptions = {}): Promise<Standin> 
         cb.status = 503;
         return send(res, 503, 'try again');
       }
-      if (opts.callbackStatus !== undefined) cb.status = opts.callbackStatus;
-      else if (uuid === '') cb.status = 400;
-      else if (url.pathname === '/register' && typeof body['data'] !== 'object') cb.status = 400;
-      else if (url.pathname === '/bootstate' && body['booted'] !== true) cb.status = 400;
-      else if (url.pathname === '/bootstate' && req.headers.authorization !== `Bearer ${tokens.get(uuid)}`)
-        cb.status = 401;
-      else cb.status = 200;
+      cb.status = opts.callbackStatus ?? callbackStatus(cb, tokens.get(uuid));
       send(res, cb.status, cb.status === 200 ? '{}' : 'rejected', 'application/json');
-      if (cb.status === 200) {
-        accepted++;
-        for (const w of [...waiters]) {
-          if (accepted >= w.n) {
-            waiters.splice(waiters.indexOf(w), 1);
-            w.resolve();
-          }
-        }
-      }
+      if (cb.status === 200) acceptance.accept();
       return;
     }
     send(res, 404, 'not found');
@@ -159,26 +115,84 @@ export async function startStandin(opts: StandinOptions = {}): Promise<Standin> 
     url: base,
     ...state,
     tokenFor,
-    waitForAccepted: (n, timeoutMs) =>
-      new Promise<void>((resolve, reject) => {
-        if (accepted >= n) return resolve();
-        const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(entry), 1);
-          reject(new Error(`only ${accepted} of ${n} callbacks accepted within ${timeoutMs} ms`));
-        }, timeoutMs);
-        const entry = {
-          n,
-          resolve: () => {
-            clearTimeout(timer);
-            resolve();
-          },
-        };
-        waiters.push(entry);
-      }),
+    waitForAccepted: (n, timeoutMs) => acceptance.wait(n, timeoutMs),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
   };
+}
+
+function send(res: ServerResponse, status: number, body: string, type = 'text/plain'): void {
+  res.writeHead(status, { 'content-type': type, ...(status === 503 ? { 'retry-after': '0' } : {}) });
+  res.end(body);
+}
+
+/** The request body as a JSON object; undefined when it is not JSON. */
+async function readJson(req: IncomingMessage): Promise<Record<string, unknown> | undefined> {
+  const chunks: Buffer[] = [];
+  for await (const c of req as AsyncIterable<Buffer>) chunks.push(c);
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The iPXE script of `uuid` in `mode` (probe or os): kernel, initrd and the agent's arguments. */
+function ipxeScript(base: string, uuid: string, mode: StandinMode, token: string): string {
+  const args = [
+    `metal.mode=${mode}`,
+    `metal.registry=${base}`,
+    `metal.uuid=${uuid}`,
+    ...(mode === 'os' ? [`metal.token=${token}`] : []),
+    `ignition.config.url=${base}/ignition/${uuid}?token=${token}`,
+    'console=ttyS0',
+  ];
+  return `#!ipxe\nkernel ${base}/images/vmlinuz initrd=initrd.img ${args.join(' ')}\ninitrd ${base}/images/initrd.img\nboot\n`;
+}
+
+/** The status a callback gets: 400 for a malformed one, 401 for /bootstate without the host's token, else 200. */
+function callbackStatus(cb: Callback, token: string | undefined): number {
+  if (cb.uuid === '') return 400;
+  if (cb.path === '/register' && typeof cb.body['data'] !== 'object') return 400;
+  if (cb.path === '/bootstate' && cb.body['booted'] !== true) return 400;
+  if (cb.path === '/bootstate' && cb.authorization !== `Bearer ${token}`) return 401;
+  return 200;
+}
+
+/** Counts accepted callbacks and resolves the waiters whose count was reached. */
+class Acceptance {
+  private accepted = 0;
+  private readonly waiters: Array<{ n: number; resolve: () => void }> = [];
+
+  accept(): void {
+    this.accepted++;
+    for (const w of [...this.waiters]) {
+      if (this.accepted >= w.n) {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  }
+
+  /** Resolves once `n` callbacks were accepted; rejects after `timeoutMs`. */
+  wait(n: number, timeoutMs: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.accepted >= n) return resolve();
+      const timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(entry), 1);
+        reject(new Error(`only ${this.accepted} of ${n} callbacks accepted within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const entry = {
+        n,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      this.waiters.push(entry);
+    });
+  }
 }

@@ -329,7 +329,11 @@ test('power operations: each sent once; refused while a boot attempt owns the po
     );
     // poweredOnAt is the intent, written before the BMC is asked: wait for the power-on itself.
     await eventually('busy host On', 10_000, () => hostOf(s, b!).powerState() === 'On');
-    await sleep(500);
+    // The power-on is stored as done (the attempt waits for its signals): no reset of the attempt
+    // itself can follow and be mistaken for one the operation sent.
+    await eventually('attempt awaiting its signals', 15_000, async () =>
+      ['AwaitingNetboot', 'AwaitingSignals'].includes((await getClaim(s, 'busy'))?.status?.boot?.phase ?? ''),
+    );
     const n = resets(s, b!.spec.systemUUID).length;
     await annotate(s, other, { [OPERATION_ANNOTATION]: 'hard-restart-server' });
     const busy = await eventually('refused for the attempt', 15_000, async () =>

@@ -214,7 +214,8 @@ test('QEMU VM booting from disk makes no network request; None falls back to the
     await server.waitFor(() => server.requests.length > 0, BOOT_TIMEOUT_MS);
     const toNetworkMs = server.requests[0]!.at - t0;
     await server.waitFor(() => ignitionFetches() === 1, BOOT_TIMEOUT_MS);
-    await new Promise((r) => setTimeout(r, 2000));
+    // The agent's decision, not a fixed wait: past this line it would have posted /bootstate.
+    await waitForSerial(host, /metal\.callback=skip, not posting \/bootstate/, 60_000);
     assert.ok(!server.requests.some((r) => r.path === '/bootstate'), 'metal.callback=skip posts nothing');
     assert.match(await fs.readFile(host.serialLogPath, 'utf8'), /metal\.callback=skip/);
 
