@@ -19,6 +19,7 @@ COPY src ./src
 COPY test ./test
 COPY bench ./bench
 COPY hack/*.ts ./hack/
+COPY hack/house ./hack/house
 RUN npx tsc -p tsconfig.json && npm prune --omit=dev
 
 FROM ${NODE_IMAGE}

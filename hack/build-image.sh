@@ -112,7 +112,7 @@ if [[ -n "$pause" ]]; then
 fi
 
 inputs=(Dockerfile package.json package-lock.json tsconfig.json src test bench hack/ignition-tools)
-hash=$( (find "${inputs[@]}" hack/*.ts -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-12)
+hash=$( (find "${inputs[@]}" hack/*.ts hack/house -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-12)
 image="localhost/metal-operator:$hash"
 if ! exists "$image"; then
   base_debian

@@ -84,7 +84,10 @@ class ServerReconciler {
   private readonly operations: ServerOperations;
 
   constructor(private readonly o: ServerControllerOptions) {
-    this.taints = new TaintActions(o);
+    this.taints = new TaintActions({
+      events: o.events,
+      patchStatus: (s, status) => this.patchStatus(s, status),
+    });
     this.operations = new ServerOperations({ ...o, patchStatus: (s, status) => this.patchStatus(s, status) });
     const flowOptions = { ...o, patchStatus: this.patchStatus.bind(this) };
     this.cleanup = new CleanupActions(flowOptions);

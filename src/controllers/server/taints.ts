@@ -20,13 +20,10 @@ import type pino from 'pino';
 import type { Server, ServerState } from '../../api/v1alpha1/server.js';
 import type { ServerClaim } from '../../api/v1alpha1/serverclaim.js';
 import { ConditionType, TaintReason } from '../../api/vocabulary.js';
-import { ApiError, type KubeClient } from '../../runtime/client.js';
-import { findCondition, setCondition } from '../../runtime/conditions.js';
+import { findCondition } from '../../runtime/conditions.js';
 import type { Result } from '../../runtime/controller.js';
 import type { EventRecorder } from '../../runtime/events.js';
 import { Resources } from '../../runtime/resource.js';
-import type { PowerActions } from '../bmc-actions/power.js';
-import type { BootConfigurations } from '../common/boot-configuration.js';
 import { MAINTENANCE_TAINT_KEY, maintenanceTaint, taintText, tolerates } from '../common/server-selection.js';
 import { cleanupPending } from './cleanup.js';
 
@@ -87,90 +84,24 @@ export function withMaintenanceTaint(
 }
 
 export interface TaintActionsOptions {
-  client: KubeClient;
-  power: PowerActions;
-  bootConfigs: BootConfigurations;
   events: EventRecorder;
+  /** The Server controller's guarded status write (server.ts): tests the state it was decided on. */
+  patchStatus(s: Server, status: Record<string, unknown>): Promise<Server>;
 }
 
-/** The writes behind the rules above, for the ServerClaim and Server controllers. */
+/** The Server side of the rules above: into and out of Maintenance. The claim side: serverclaim/claim-eviction.ts. */
 export class TaintActions {
   constructor(private readonly o: TaintActionsOptions) {}
 
   /**
-   * Releases `claim` from `server` because of `taint` (see the file comment). Resolves the next
-   * reconcile's result. API errors propagate; an unreachable BMC does not stop the release (the
-   * Server controller keeps an Available Server powered off).
-   */
-  async evict(claim: ServerClaim, server: Server, taint: Taint, log: pino.Logger): Promise<Result> {
-    const serverName = server.metadata.name ?? '';
-    const name = claim.metadata.name ?? '';
-    const namespace = claim.metadata.namespace ?? '';
-    const why = `evicted from Server ${serverName}: taint ${taintText(taint)} not tolerated`;
-    const p = await this.o.power.ensure(server, 'Off');
-    const ref = server.spec.bootConfigurationRef;
-    const mine = ref?.name === name && ref?.namespace === namespace;
-    await this.o.client.mergePatch(Resources.Server, serverName, undefined, {
-      spec: { serverClaimRef: null, power: null, ...(mine ? { bootConfigurationRef: null } : {}) },
-    });
-    await this.o.bootConfigs.delete(name, namespace);
-    await this.markEvicted(claim, why);
-    log.warn({ server: serverName, taint: taintText(taint), poweredOff: p.reached }, 'claim evicted');
-    this.o.events.record(Resources.ServerClaim, claim, 'Warning', EVICTED_REASON, why);
-    this.o.events.record(
-      Resources.Server,
-      server,
-      'Warning',
-      EVICTED_REASON,
-      `claim ${namespace}/${name} evicted: taint ${taintText(taint)} not tolerated`,
-    );
-    return { requeueAfterMs: 1_000 };
-  }
-
-  private async markEvicted(claim: ServerClaim, message: string): Promise<void> {
-    const generation = claim.metadata.generation ?? 0;
-    let conditions = claim.status?.conditions ?? [];
-    for (const type of [ConditionType.Bound, ConditionType.Booted]) {
-      conditions = setCondition(
-        conditions,
-        { type, status: 'False', reason: EVICTED_REASON, message, observedGeneration: generation },
-        new Date(),
-      ).conditions;
-    }
-    await this.o.client.mergePatch(
-      Resources.ServerClaim,
-      claim.metadata.name ?? '',
-      claim.metadata.namespace,
-      { status: { phase: 'Unbound', boot: null, conditions } },
-      { subresource: 'status' },
-    );
-  }
-
-  /**
    * Applies {@link maintenanceTransition} to an unclaimed Server: resolves a result when the state
    * was changed here (the caller returns it), undefined when nothing is to be done. The state write
-   * is guarded by a JSON-patch `test` of the state it was decided on (422/409 → retried quietly).
+   * is the Server controller's guarded write (a `test` of the state it was decided on: 409, retried).
    */
   async maintenance(server: Server, state: ServerState, log: pino.Logger): Promise<Result | undefined> {
     const next = maintenanceTransition(server, state);
     if (!next) return undefined;
-    const ops = [
-      { op: 'test', path: '/status/state', value: server.status?.state },
-      { op: 'replace', path: '/status/state', value: next },
-    ];
-    try {
-      await this.o.client.jsonPatch(Resources.Server, server.metadata.name ?? '', undefined, ops, {
-        subresource: 'status',
-      });
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 422) {
-        throw new ApiError(`Server ${server.metadata.name}: state changed meanwhile`, 409, {
-          reason: 'Conflict',
-          cause: err,
-        });
-      }
-      throw err;
-    }
+    await this.o.patchStatus(server, { state: next });
     const t = maintenanceTaint(server);
     const reason = next === 'Maintenance' ? MAINTENANCE_STARTED_REASON : MAINTENANCE_ENDED_REASON;
     const message =

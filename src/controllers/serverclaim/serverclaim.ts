@@ -2,7 +2,8 @@
  * ServerClaim controller: binds a Server, provisions it through a ServerBootConfiguration, and knows
  * whether the boot completed. This file is the order of concerns; each concern is a part of its own:
  * binding (claim-binding.ts), the boot (claim-attempt.ts), release on deletion (claim-release.ts),
- * the one status writer (claim-status.ts), operations (claim-operations.ts), edits (claim-edits.ts).
+ * the one status writer (claim-status.ts), operations (claim-operations.ts), edits (claim-edits.ts),
+ * eviction by a taint (claim-eviction.ts).
  *
  * Binding (race-safe): an eligible Server (see server-selection.ts) is bound by writing
  * `Server.spec.serverClaimRef` with the resourceVersion it was chosen on; of several claims racing for
@@ -39,10 +40,11 @@ import { BoundReason } from '../../api/vocabulary.js';
 import { Controller, type Request, type Result } from '../../runtime/controller.js';
 import { addFinalizer } from '../../runtime/finalizers.js';
 import { Resources } from '../../runtime/resource.js';
-import { evictingTaint, TaintActions } from '../server/taints.js';
+import { evictingTaint } from '../server/taints.js';
 import { ClaimAttempts } from './claim-attempt.js';
 import { ClaimBinding } from './claim-binding.js';
 import { BOUND_CONDITION, type CondInput, type ServerClaimControllerOptions } from './claim-context.js';
+import { evictClaim } from './claim-eviction.js';
 import { claimOperation, rejectClaimOperation, serverHold } from './claim-operations.js';
 import { CLAIM_FINALIZER, ClaimRelease } from './claim-release.js';
 import { ClaimStatusWriter } from './claim-status.js';
@@ -63,14 +65,12 @@ const UNBOUND_RECHECK_MS = 30_000;
 /** The claim controller's reconciler: the order of concerns; each concern is a part of its own. */
 class ServerClaimReconciler {
   private readonly baseLog: pino.Logger;
-  private readonly taints: TaintActions;
   private readonly status: ClaimStatusWriter;
   private readonly binding: ClaimBinding;
   private readonly release: ClaimRelease;
   private readonly attempts: ClaimAttempts;
 
   constructor(private readonly o: ServerClaimControllerOptions) {
-    this.taints = new TaintActions(o);
     this.baseLog = o.log.child({ controller: 'serverclaim' });
     this.status = new ClaimStatusWriter(o);
     this.binding = new ClaimBinding(o, this.status);
@@ -93,7 +93,7 @@ class ServerClaimReconciler {
     if (serverHold(server)) return undefined; // parked or ignored: claim-operations.ts
     if (server.metadata.deletionTimestamp) this.release.tellDeletionHeld(claim, server, log);
     const evicting = evictingTaint(claim, server);
-    if (evicting) return this.taints.evict(claim, server, evicting, log);
+    if (evicting) return evictClaim(this.o, this.status, { claim, server, taint: evicting, log });
     const serverName = server.metadata.name ?? '';
     log = log.child({ server: serverName, systemUUID: server.spec.systemUUID });
     if (!claim.spec.serverRef?.name) {
