@@ -11,7 +11,7 @@
 import type pino from 'pino';
 import type { Server } from '../../api/v1alpha1/server.js';
 import { BmcFailureReason, ConditionType, EventReason, PowerReason } from '../../api/vocabulary.js';
-import type { PowerState, ResetType } from '../../bmc/bmc.js';
+import type { BMC, PowerState, ResetType } from '../../bmc/bmc.js';
 import { isTransitionalPowerState } from '../../bmc/bmc.js';
 import { RedfishHttpError, VirtualMediaNotSupportedError } from '../../bmc/errors.js';
 import type { KubeClient } from '../../runtime/client.js';
@@ -478,8 +478,8 @@ function pollDelay(elapsedMs: number): number {
  * BootSourceOverrideEnabled); `persistent` asks for `Continuous`, and a BMC that refuses that value
  * (400, PropertyValueNotInList) gets `Once`. Returns the value set; other failures are thrown.
  */
-async function setNetbootOverride(
-  h: ReturnType<BmcConnections['forServer']>,
+export async function setNetbootOverride(
+  h: { bmc: Pick<BMC, 'setBootOverride'>; systemUri: string },
   via: NetbootVia,
   persistent: boolean,
 ): Promise<'Once' | 'Continuous'> {
