@@ -139,6 +139,18 @@ test('an HTTPBoot claim on a BMC without Boot.HttpBootUri ends BootMethodUnsuppo
   }
 });
 
+/**
+ * Start times of the boot tries in a system's request log: each try is one boot call, which reads the
+ * system (GET) and then PATCHes the override (retried inside the call on 503): a PATCH right after a
+ * non-PATCH request starts a try. Counted from the requests themselves, so a loaded machine that
+ * shortens the pauses between calls cannot merge two tries.
+ */
+function callStarts(reqs: { method: string; at: number }[]): number[] {
+  return reqs
+    .filter((r, i) => r.method === 'PATCH' && (i === 0 || reqs[i - 1]!.method !== 'PATCH'))
+    .map((r) => r.at);
+}
+
 /** Start times of the tries in `times` (ms): a pause over `gapMs` begins a new try (retries inside one call are closer). */
 function tries(times: number[], gapMs: number): number[] {
   const starts: number[] = [];
@@ -182,7 +194,7 @@ test('a BMC that refuses every boot override (503): retries back off, writes sta
       .slice(before)
       .filter((r) => r.path.startsWith(sys.uri));
     const patches = reqs.filter((r) => r.method === 'PATCH').map((r) => r.at);
-    const starts = tries(patches, 1_800);
+    const starts = callStarts(reqs);
     const gaps = starts.slice(1).map((t, i) => t - starts[i]!);
     const perMinute = (x: number) => (x * 60_000) / took;
     console.log(
