@@ -15,10 +15,14 @@ import type { Logger } from 'pino';
 import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { ConditionType, EventReason, FetchRefusedReason } from '../api/vocabulary.js';
+import { BootTargetResolver } from '../bootsignals/boot-target.js';
+import { clientAddress } from '../bootsignals/client-address.js';
+import type { HttpApp } from '../bootsignals/http-app.js';
 import type { HttpError } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
 import type { KubeClient } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/events.js';
+import { type KObject, Resources, type ResourceType } from '../runtime/resource.js';
 
 /** Least time between two `FetchRefused` writes on one SBC, in ms. */
 export const REFUSAL_WRITE_INTERVAL_MS = 10_000;
@@ -60,14 +64,14 @@ export class FetchRefusals {
   record(server: Server, sbc: ServerBootConfiguration, what: string, client: string, err: HttpError): void {
     const attempt = sbc.spec.bootAttempt ?? 1;
     const owner = sbc.metadata.ownerReferences?.find((r) => r.kind === 'ServerClaim');
-    const subject = owner
-      ? {
-          apiVersion: 'metal.ironcore.dev/v1alpha1',
-          kind: 'ServerClaim',
-          metadata: { name: owner.name, namespace: sbc.metadata.namespace, uid: owner.uid },
-        }
-      : { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' };
-    this.events.event(
+    const [rt, subject]: [ResourceType, KObject] = owner
+      ? [
+          Resources.ServerClaim,
+          { metadata: { name: owner.name, namespace: sbc.metadata.namespace, uid: owner.uid } },
+        ]
+      : [Resources.Server, server];
+    this.events.record(
+      rt,
       subject,
       'Warning',
       EventReason.FetchRefused,
@@ -90,4 +94,30 @@ export class FetchRefusals {
       this.log.debug({ error: String(e), sbc: sbc.metadata.name }, 'cannot record the refused fetch');
     });
   }
+}
+
+/**
+ * Makes a refused fetch of an attempt's boot file visible on its SBC and claim: an `onError` hook
+ * on `app` that hands a {@link isFetchRefusal} error of the script route (`/ipxe/:uuid`) or an
+ * HTTP-boot route (`/httpboot/…`) to `refusals`. A UUID without a single Server is not recorded.
+ */
+export function recordFetchRefusals(
+  app: HttpApp,
+  resolver: BootTargetResolver,
+  refusals: FetchRefusals,
+): void {
+  app.addHook('onError', async (req, _reply, err) => {
+    if (!isFetchRefusal(err)) return;
+    const route = req.routeOptions.url;
+    const what =
+      route === '/ipxe/:uuid' ? 'script' : route?.startsWith('/httpboot/') ? 'HTTP boot file' : undefined;
+    if (!what) return;
+    try {
+      const target = resolver.resolve(BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid));
+      if (target.sbc)
+        refusals.record(target.server, target.sbc, what, clientAddress(req.socket.remoteAddress), err);
+    } catch {
+      // No single Server for the UUID: nothing to attach the refusal to.
+    }
+  });
 }

@@ -22,9 +22,10 @@
  *   the UKI builds are at their bound (uki.ts, security review N7).
  */
 import { createReadStream } from 'node:fs';
+import type { Logger } from 'pino';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
-import type { BootTargetResolver } from '../bootsignals/boot-target.js';
+import type { BootTarget, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
 import { type HttpApp, type SignalServerOptions, UNSERVED_BUDGETED } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
@@ -105,15 +106,16 @@ export async function localBootFiles(
   }
 }
 
+const params = {
+  type: 'object',
+  properties: {
+    uuid: { type: 'string', maxLength: 16384 },
+    attempt: { type: 'string', pattern: '^[1-9][0-9]{0,8}$' },
+  },
+  required: ['uuid', 'attempt'],
+};
+
 export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): void {
-  const params = {
-    type: 'object',
-    properties: {
-      uuid: { type: 'string', maxLength: 16384 },
-      attempt: { type: 'string', pattern: '^[1-9][0-9]{0,8}$' },
-    },
-    required: ['uuid', 'attempt'],
-  };
   app.get(
     '/httpboot/:uuid/:attempt/uki.efi',
     { ...UNSERVED_BUDGETED, schema: { params } },
@@ -122,65 +124,12 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       const uuid = o.parseUUID(p.uuid);
       const wanted = Number(p.attempt);
       const client = clientAddress(req.socket.remoteAddress);
-      let target = o.resolver.resolve(uuid);
-      const log = req.log.child({ server: target.server.metadata.name, systemUUID: uuid, client });
-      if (!target.sbc) {
-        log.info('HTTP boot without boot configuration: refused, local boot');
-        throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
-      }
-      o.identity.check(target.server, client, log, 'HTTP boot file');
-      if (
-        target.sbc.spec.bootPolicy === 'NetBootOnce' &&
-        countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
-      ) {
-        log.info(
-          { sbc: target.sbc.metadata.name },
-          'NetBootOnce configuration already booted: HTTP boot refused, local boot',
-        );
-        throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
-      }
-      // A later attempt than cached: the cache lags the bump (one read, paced per SBC: N4).
-      if (!target.callback || wanted > (target.sbc.spec.bootAttempt ?? 1))
-        target = (await o.resolver.refreshPaced(target)).target;
-      const sbc = target.sbc;
-      if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
-      if (sbc.spec.bootMethod !== 'HTTPBoot')
-        throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
-      if (sbc.status?.state !== 'Ready')
-        throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
-      const attempt = sbc.spec.bootAttempt ?? 1;
-      if (wanted !== attempt)
-        throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
+      const { target, log } = await currentTarget(o, req.log, uuid, wanted, client);
+      const { sbc, token, attempt } = httpBootAttempt(target, wanted);
       const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
       pinCheck?.(sbc);
       await o.intents.require(sbc, target.server);
-      // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
-      const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
-      const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
-      const cmdline = attemptKernelArgs({
-        image,
-        uuid,
-        attempt,
-        token: target.callback.token,
-        bootServerUrl: o.baseUrl(),
-        registryUrl: o.registryUrl,
-      }).join(' ');
-      let lease: UkiLease;
-      try {
-        lease = await o.uki.lease({ kernel, initrd, cmdline });
-      } catch (err) {
-        if (err instanceof UkiBusy) {
-          log.warn({ err: err.message }, 'UKI builds busy: retry later');
-          throw new HttpError(
-            503,
-            'BootFileBusy',
-            `the boot file cannot be built now: ${err.message}`,
-            UKI_BUSY_RETRY_AFTER_S,
-          );
-        }
-        log.error({ err: (err as Error).message }, 'building the UKI failed');
-        throw unavailable('the boot file could not be built', 30);
-      }
+      const { image, lease } = await buildUki(o, sbc, uuid, attempt, token, log);
       // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
       reply.raw.once('close', lease.release);
       const file = lease.path;
@@ -210,4 +159,100 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
         .send(createReadStream(file));
     },
   );
+}
+
+/**
+ * The server's target for an HTTP-boot request of attempt `wanted`, and the request's log: 404
+ * `NoBootConfiguration` without an SBC, then the client's identity (403), then 404 `Provisioned`
+ * for a completed NetBootOnce configuration; one paced refresh when the cache lags the attempt.
+ */
+async function currentTarget(
+  o: HttpBootRouteOptions,
+  reqLog: Logger,
+  uuid: string,
+  wanted: number,
+  client: string,
+): Promise<{ target: BootTarget; log: Logger }> {
+  let target = o.resolver.resolve(uuid);
+  const log = reqLog.child({ server: target.server.metadata.name, systemUUID: uuid, client });
+  if (!target.sbc) {
+    log.info('HTTP boot without boot configuration: refused, local boot');
+    throw new HttpError(404, 'NoBootConfiguration', 'the server has no boot configuration');
+  }
+  o.identity.check(target.server, client, log, 'HTTP boot file');
+  if (
+    target.sbc.spec.bootPolicy === 'NetBootOnce' &&
+    countsForCurrentAttempt(target.sbc, ConditionType.BootCompleted)
+  ) {
+    log.info(
+      { sbc: target.sbc.metadata.name },
+      'NetBootOnce configuration already booted: HTTP boot refused, local boot',
+    );
+    throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
+  }
+  // A later attempt than cached: the cache lags the bump (one read, paced per SBC: N4).
+  if (!target.callback || wanted > (target.sbc.spec.bootAttempt ?? 1))
+    target = (await o.resolver.refreshPaced(target)).target;
+  return { target, log };
+}
+
+/**
+ * The attempt a target may get the file of (pure): 503 + `Retry-After` while its SBC is not visible
+ * or not `Ready`, 409 `NotHTTPBoot` for a PXE configuration, 409 `StaleAttempt` when `wanted` is not
+ * the current attempt.
+ */
+function httpBootAttempt(
+  target: BootTarget,
+  wanted: number,
+): { sbc: ServerBootConfiguration; token: string; attempt: number } {
+  const sbc = target.sbc;
+  if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
+  if (sbc.spec.bootMethod !== 'HTTPBoot')
+    throw new HttpError(409, 'NotHTTPBoot', 'the boot configuration boots over PXE');
+  if (sbc.status?.state !== 'Ready')
+    throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
+  const attempt = sbc.spec.bootAttempt ?? 1;
+  if (wanted !== attempt)
+    throw new HttpError(409, 'StaleAttempt', `the current attempt is ${attempt}, not ${wanted}`);
+  return { sbc, token: target.callback.token, attempt };
+}
+
+/**
+ * The attempt's UKI, leased from the builder: 503 `BootFileBusy` + `Retry-After` while the builds
+ * are at their bound, 503 when the build failed; the errors of {@link localBootFiles}.
+ */
+async function buildUki(
+  o: HttpBootRouteOptions,
+  sbc: ServerBootConfiguration,
+  uuid: string,
+  attempt: number,
+  token: string,
+  log: Logger,
+): Promise<{ image: ReturnType<typeof bootImageFor>; lease: UkiLease }> {
+  // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
+  const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), token);
+  const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
+  const cmdline = attemptKernelArgs({
+    image,
+    uuid,
+    attempt,
+    token,
+    bootServerUrl: o.baseUrl(),
+    registryUrl: o.registryUrl,
+  }).join(' ');
+  try {
+    return { image, lease: await o.uki.lease({ kernel, initrd, cmdline }) };
+  } catch (err) {
+    if (err instanceof UkiBusy) {
+      log.warn({ err: err.message }, 'UKI builds busy: retry later');
+      throw new HttpError(
+        503,
+        'BootFileBusy',
+        `the boot file cannot be built now: ${err.message}`,
+        UKI_BUSY_RETRY_AFTER_S,
+      );
+    }
+    log.error({ err: (err as Error).message }, 'building the UKI failed');
+    throw unavailable('the boot file could not be built', 30);
+  }
 }

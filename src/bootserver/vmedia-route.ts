@@ -21,10 +21,13 @@
  *   unreachable, or too many ISOs are being built.
  */
 import { createReadStream } from 'node:fs';
+import type { Logger } from 'pino';
 import { STATIC_IP_ANNOTATION, STATIC_IP_PATTERN } from '../api/v1alpha1/boot-method.js';
 import type { Server } from '../api/v1alpha1/server.js';
+import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
 import { verifyVirtualMediaCapability } from '../bootauth/vmedia-capability.js';
+import type { BootTarget } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
 import type { HttpApp } from '../bootsignals/http-app.js';
 import { HttpError, unavailable } from '../bootsignals/http-error.js';
@@ -80,16 +83,17 @@ export function staticIpArgs(server: Server): string[] {
   return [`ip=${v}`];
 }
 
+const params = {
+  type: 'object',
+  properties: {
+    uuid: { type: 'string', maxLength: 16384 },
+    attempt: { type: 'string', pattern: '^[1-9][0-9]{0,8}$' },
+    cap: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
+  },
+  required: ['uuid', 'attempt', 'cap'],
+};
+
 export function registerVirtualMediaRoute(app: HttpApp, o: VirtualMediaRouteOptions): void {
-  const params = {
-    type: 'object',
-    properties: {
-      uuid: { type: 'string', maxLength: 16384 },
-      attempt: { type: 'string', pattern: '^[1-9][0-9]{0,8}$' },
-      cap: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' },
-    },
-    required: ['uuid', 'attempt', 'cap'],
-  };
   app.get('/vmedia/:uuid/:attempt/:cap/boot.iso', { schema: { params } }, async (req, reply) => {
     const p = req.params as { uuid: string; attempt: string; cap: string };
     const uuid = o.parseUUID(p.uuid);
@@ -101,48 +105,8 @@ export function registerVirtualMediaRoute(app: HttpApp, o: VirtualMediaRouteOpti
     // A later attempt than cached: the cache lags the bump the BMC was told about (one paced read).
     if (!target.callback || wanted > (target.sbc.spec.bootAttempt ?? 1))
       target = (await o.resolver.refreshPaced(target)).target;
-    const sbc = target.sbc;
-    if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
-    const attempt = sbc.spec.bootAttempt ?? 1;
-    if (wanted !== attempt || !verifyVirtualMediaCapability(p.cap, target.callback.token, uuid, attempt)) {
-      log.warn(
-        { sbc: sbc.metadata.name, wanted, attempt },
-        'virtual-media ISO refused: not the current attempt',
-      );
-      throw new HttpError(403, 'CapabilityRejected', 'this URL is not the current attempt’s');
-    }
-    if (sbc.spec.bootMethod !== 'VirtualMedia')
-      throw new HttpError(
-        409,
-        'NotVirtualMedia',
-        `the boot configuration boots over ${sbc.spec.bootMethod ?? 'PXE'}`,
-      );
-    if (sbc.spec.bootPolicy === 'NetBootOnce' && countsForCurrentAttempt(sbc, ConditionType.BootCompleted))
-      throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
-    if (sbc.status?.state !== 'Ready')
-      throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
-    const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), target.callback.token);
-    const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
-    const cmdline = [
-      ...attemptKernelArgs({
-        image,
-        uuid,
-        attempt,
-        token: target.callback.token,
-        bootServerUrl: o.baseUrl(),
-        registryUrl: o.registryUrl,
-      }),
-      ...staticIpArgs(target.server),
-    ].join(' ');
-    let iso: { path: string; size: number };
-    try {
-      iso = await o.iso.get(`${sbc.metadata.uid}/${attempt}`, { kernel, initrd, cmdline });
-    } catch (err) {
-      if (err instanceof IsoBusyError) throw new HttpError(503, 'MediaBusy', err.message, BUSY_RETRY_AFTER_S);
-      if (err instanceof IsoTooLargeError) throw new HttpError(409, 'MediaTooLarge', err.message);
-      log.error({ err: (err as Error).message }, 'building the virtual-media ISO failed');
-      throw unavailable('the ISO could not be built', 30);
-    }
+    const { sbc, token, attempt } = vmediaAttempt(target, uuid, wanted, p.cap, log);
+    const { image, iso } = await buildIso(o, target.server, sbc, uuid, attempt, token, log);
     const range = parseRange(req.headers.range, iso.size);
     if (range === 'unsatisfiable')
       return reply.code(416).header('content-range', `bytes */${iso.size}`).send();
@@ -168,4 +132,76 @@ export function registerVirtualMediaRoute(app: HttpApp, o: VirtualMediaRouteOpti
       .header('content-length', String(range.end - range.start + 1))
       .send(createReadStream(iso.path, { start: range.start, end: range.end }));
   });
+}
+
+/**
+ * The attempt whose ISO a request may get, in this order: 503 + `Retry-After` while its SBC is not
+ * visible, 403 `CapabilityRejected` unless the URL is the current attempt's (attempt number and
+ * capability), 409 `NotVirtualMedia`, 404 `Provisioned` for a completed NetBootOnce configuration,
+ * 503 + `Retry-After` while the SBC is not `Ready`.
+ */
+function vmediaAttempt(
+  target: BootTarget,
+  uuid: string,
+  wanted: number,
+  cap: string,
+  log: Logger,
+): { sbc: ServerBootConfiguration; token: string; attempt: number } {
+  const sbc = target.sbc;
+  if (!sbc || !target.callback) throw unavailable('boot configuration not visible yet', 1);
+  const attempt = sbc.spec.bootAttempt ?? 1;
+  if (wanted !== attempt || !verifyVirtualMediaCapability(cap, target.callback.token, uuid, attempt)) {
+    log.warn(
+      { sbc: sbc.metadata.name, wanted, attempt },
+      'virtual-media ISO refused: not the current attempt',
+    );
+    throw new HttpError(403, 'CapabilityRejected', 'this URL is not the current attempt’s');
+  }
+  if (sbc.spec.bootMethod !== 'VirtualMedia')
+    throw new HttpError(
+      409,
+      'NotVirtualMedia',
+      `the boot configuration boots over ${sbc.spec.bootMethod ?? 'PXE'}`,
+    );
+  if (sbc.spec.bootPolicy === 'NetBootOnce' && countsForCurrentAttempt(sbc, ConditionType.BootCompleted))
+    throw new HttpError(404, 'Provisioned', 'provisioned (NetBootOnce): boot from disk');
+  if (sbc.status?.state !== 'Ready')
+    throw unavailable(`boot configuration is ${sbc.status?.state ?? 'Pending'}`, 5);
+  return { sbc, token: target.callback.token, attempt };
+}
+
+/**
+ * The attempt's ISO from the builder: 503 `MediaBusy` + `Retry-After` while builds are at their
+ * bound, 409 `MediaTooLarge`, 503 when the build failed; the errors of {@link localBootFiles}.
+ */
+async function buildIso(
+  o: VirtualMediaRouteOptions,
+  server: Server,
+  sbc: ServerBootConfiguration,
+  uuid: string,
+  attempt: number,
+  token: string,
+  log: Logger,
+): Promise<{ image: ReturnType<typeof bootImageFor>; iso: { path: string; size: number } }> {
+  const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), token);
+  const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
+  const cmdline = [
+    ...attemptKernelArgs({
+      image,
+      uuid,
+      attempt,
+      token,
+      bootServerUrl: o.baseUrl(),
+      registryUrl: o.registryUrl,
+    }),
+    ...staticIpArgs(server),
+  ].join(' ');
+  try {
+    return { image, iso: await o.iso.get(`${sbc.metadata.uid}/${attempt}`, { kernel, initrd, cmdline }) };
+  } catch (err) {
+    if (err instanceof IsoBusyError) throw new HttpError(503, 'MediaBusy', err.message, BUSY_RETRY_AFTER_S);
+    if (err instanceof IsoTooLargeError) throw new HttpError(409, 'MediaTooLarge', err.message);
+    log.error({ err: (err as Error).message }, 'building the virtual-media ISO failed');
+    throw unavailable('the ISO could not be built', 30);
+  }
 }

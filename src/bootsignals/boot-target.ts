@@ -41,7 +41,7 @@ import { SERVER_UUID_INDEX } from '../inventory/server-index.js';
 import { ApiError, type KubeClient } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/events.js';
 import type { Informer } from '../runtime/informer.js';
-import { type KObject, Resources } from '../runtime/resource.js';
+import { Resources } from '../runtime/resource.js';
 import { badRequest, HttpError, unavailable } from './http-error.js';
 import { SingleFlight } from './single-flight.js';
 import { UUIDAliasRecorder } from './uuid-alias.js';
@@ -202,8 +202,9 @@ export class BootTargetResolver {
       'boot callback refused: ambiguous Server',
     );
     for (const s of found) {
-      events.event(
-        { ...s, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+      events.record(
+        Resources.Server,
+        s,
         'Warning',
         EventReason.AmbiguousServer,
         `boot callback for this system refused (409): ${message}; delete the Server that does not belong to this machine`,

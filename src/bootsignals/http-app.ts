@@ -13,7 +13,13 @@
  * auth-failure-limit.ts). With `tls`, the server
  * speaks HTTPS with the given certificate (PEM; security review S17).
  */
-import Fastify, { type FastifyError, type FastifyServerOptions, LogController } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventRecorder } from '../runtime/events.js';
@@ -132,9 +138,8 @@ export function redactedUrl(url: string): string {
   return q < 0 ? url : `${url.slice(0, q)}?…`;
 }
 
-/** A Fastify instance configured as described above. `server` names it in metrics and logs. */
-export function createHttpApp(server: string, log: Logger, registry: Registry, opts: HttpAppOptions = {}) {
-  const metrics = httpMetrics(registry);
+/** The Fastify options of the socket limits (see {@link HttpTimeouts}) and the transport (HTTP or HTTPS). */
+function socketOptions(opts: HttpAppOptions) {
   const t = opts.timeouts ?? {};
   const requestMs = t.requestMs ?? 30_000;
   const headersMs = Math.min(t.headersMs ?? 10_000, requestMs);
@@ -148,13 +153,23 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
   const transport: Partial<FastifyServerOptions> & { https?: object; http?: object } = opts.tls
     ? { https: { ...serverOptions, cert: opts.tls.cert, key: opts.tls.key } }
     : { http: serverOptions };
-  const authFailures = new AuthFailureLimit(opts.authFailureLimit);
-  const unserved = new AuthFailureLimit(UNSERVED_LIMIT);
-  const app = Fastify({
+  return {
     ...(transport as object),
     requestTimeout: requestMs,
     keepAliveTimeout: t.keepAliveMs ?? 5_000,
     connectionTimeout: t.idleMs ?? 60_000,
+  };
+}
+
+/** A Fastify instance configured as described above. `server` names it in metrics and logs. */
+export function createHttpApp(server: string, log: Logger, registry: Registry, opts: HttpAppOptions = {}) {
+  const metrics = httpMetrics(registry);
+  const budgets: Budgets = {
+    authFailures: new AuthFailureLimit(opts.authFailureLimit),
+    unserved: new AuthFailureLimit(UNSERVED_LIMIT),
+  };
+  const app = Fastify({
+    ...socketOptions(opts),
     // `component`, not `server`: the routes bind `server` to the Server object's name (issue 36: the
     // key appeared twice in one JSON line, and parsers keep only one of the two).
     loggerInstance: log.child({ component: server }),
@@ -169,84 +184,32 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
   });
   // Only JSON bodies: Fastify answers 415 for any other content type once the text parser is gone.
   app.removeContentTypeParser('text/plain');
-
   app.addHook('onRequest', async (req, reply) => {
-    const sec = req.routeOptions.config as RouteSecurity | undefined;
-    if (sec?.unservedBudget) {
-      const wait = unserved.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
-      if (wait > 0) {
-        metrics.rejected.inc({ server, reason: 'TooManyUnservedRequests' });
-        (req as { rejectReason?: string }).rejectReason = 'TooManyUnservedRequests';
-        return reply.code(429).header('retry-after', String(wait)).type('application/json').send({
-          reason: 'TooManyUnservedRequests',
-          message: 'too many requests from this address asked for unknown servers (404)',
-        });
-      }
-    }
-    if (!sec?.authenticated) return;
-    const wait = authFailures.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
-    if (wait > 0) {
-      metrics.rejected.inc({ server, reason: 'TooManyAuthFailures' });
-      (req as { rejectReason?: string }).rejectReason = 'TooManyAuthFailures';
-      return reply.code(429).header('retry-after', String(wait)).type('application/json').send({
-        reason: 'TooManyAuthFailures',
-        message: 'too many failed authentications from this address',
-      });
-    }
+    const spent = spentBudget(req, budgets);
+    if (!spent) return;
+    metrics.rejected.inc({ server, reason: spent.reason });
+    (req as { rejectReason?: string }).rejectReason = spent.reason;
+    return reply
+      .code(429)
+      .header('retry-after', String(spent.wait))
+      .type('application/json')
+      .send({ reason: spent.reason, message: spent.message });
   });
-
   app.addHook('onResponse', async (req, reply) => {
-    const route = req.routeOptions.url ?? 'unmatched';
-    const status = reply.statusCode;
-    if (status === 401) authFailures.fail(budgetKey(req.socket.remoteAddress));
-    if (
-      (status === 404 || (req as { unserved?: boolean }).unserved) &&
-      (req.routeOptions.config as RouteSecurity | undefined)?.unservedBudget
-    )
-      unserved.fail(budgetKey(req.socket.remoteAddress));
-    metrics.requests.inc({ server, route, method: req.method, status: String(status) });
-    metrics.duration.observe({ server, route, method: req.method }, reply.elapsedTime / 1000);
-    const entry = {
-      method: req.method,
-      url: redactedUrl(req.url),
-      client: req.socket.remoteAddress,
-      status,
-      ms: Math.round(reply.elapsedTime * 10) / 10,
-      reason: (req as { rejectReason?: string }).rejectReason,
-    };
-    // A rejection is something an operator acts on (warn); a 503 is a pause the agent rides out.
-    if (status === 503) req.log.info(entry, 'request deferred');
-    else if (status >= 400) req.log.warn(entry, 'request rejected');
-    else req.log.debug(entry, 'request served');
+    spendBudgets(req, reply.statusCode, budgets);
+    logAndCount(server, metrics, req, reply);
   });
-
   app.setErrorHandler((err: FastifyError | HttpError, req, reply) => {
-    let status: number;
-    let reason: string;
-    let message: string;
-    if (err instanceof HttpError) {
-      ({ status, reason, message } = err);
-      if (err.retryAfterSeconds !== undefined)
-        void reply.header('retry-after', String(err.retryAfterSeconds));
-    } else if (err.validation) {
-      status = 400;
-      reason = 'InvalidBody';
-      message = err.message;
-    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      status = err.statusCode;
-      reason = statusReason(status, err.code);
-      message = err.message;
-    } else {
+    const answer = errorAnswer(err);
+    if (answer.retryAfterSeconds !== undefined)
+      void reply.header('retry-after', String(answer.retryAfterSeconds));
+    if (answer.status === 500 && !(err instanceof HttpError))
       req.log.error({ err, url: redactedUrl(req.url) }, 'internal error');
-      status = 500;
-      reason = 'InternalError';
-      message = 'internal error';
-    }
+    const { status, reason, message } = answer;
     metrics.rejected.inc({ server, reason });
     (req as { rejectReason?: string }).rejectReason = reason;
     void reply.code(status).type('application/json').send({ reason, message });
   });
-
   app.setNotFoundHandler((req, reply) => {
     metrics.rejected.inc({ server, reason: 'NotFound' });
     void reply
@@ -255,6 +218,94 @@ export function createHttpApp(server: string, log: Logger, registry: Registry, o
       .send({ reason: 'NotFound', message: `no route ${req.method} ${redactedUrl(req.url)}` });
   });
   return app;
+}
+
+/** The per-address budgets of an app: 401s on authenticated routes, 404s on budgeted ones. */
+interface Budgets {
+  authFailures: AuthFailureLimit;
+  unserved: AuthFailureLimit;
+}
+
+/**
+ * The budget a request to its route finds spent, if any (the 429 it gets: reason, message and the
+ * `Retry-After` seconds). The unserved budget is checked before the 401 budget.
+ */
+function spentBudget(
+  req: FastifyRequest,
+  budgets: Budgets,
+): { reason: string; message: string; wait: number } | undefined {
+  const sec = req.routeOptions.config as RouteSecurity | undefined;
+  if (sec?.unservedBudget) {
+    const wait = budgets.unserved.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
+    if (wait > 0)
+      return {
+        reason: 'TooManyUnservedRequests',
+        message: 'too many requests from this address asked for unknown servers (404)',
+        wait,
+      };
+  }
+  if (!sec?.authenticated) return undefined;
+  const wait = budgets.authFailures.retryAfterSeconds(budgetKey(req.socket.remoteAddress));
+  if (wait > 0)
+    return {
+      reason: 'TooManyAuthFailures',
+      message: 'too many failed authentications from this address',
+      wait,
+    };
+  return undefined;
+}
+
+/** Spends the budgets an answered request costs: any 401; a 404 (or an unserved answer) on a budgeted route. */
+function spendBudgets(req: FastifyRequest, status: number, budgets: Budgets): void {
+  if (status === 401) budgets.authFailures.fail(budgetKey(req.socket.remoteAddress));
+  if (
+    (status === 404 || (req as { unserved?: boolean }).unserved) &&
+    (req.routeOptions.config as RouteSecurity | undefined)?.unservedBudget
+  )
+    budgets.unserved.fail(budgetKey(req.socket.remoteAddress));
+}
+
+/** Request metrics and the one log line of an answered request (its URL without the query string). */
+function logAndCount(server: string, metrics: HttpMetrics, req: FastifyRequest, reply: FastifyReply): void {
+  const route = req.routeOptions.url ?? 'unmatched';
+  const status = reply.statusCode;
+  metrics.requests.inc({ server, route, method: req.method, status: String(status) });
+  metrics.duration.observe({ server, route, method: req.method }, reply.elapsedTime / 1000);
+  const entry = {
+    method: req.method,
+    url: redactedUrl(req.url),
+    client: req.socket.remoteAddress,
+    status,
+    ms: Math.round(reply.elapsedTime * 10) / 10,
+    reason: (req as { rejectReason?: string }).rejectReason,
+  };
+  // A rejection is something an operator acts on (warn); a 503 is a pause the agent rides out.
+  if (status === 503) req.log.info(entry, 'request deferred');
+  else if (status >= 400) req.log.warn(entry, 'request rejected');
+  else req.log.debug(entry, 'request served');
+}
+
+/**
+ * The JSON answer to an error (pure): an {@link HttpError} as it says (with its `Retry-After`), a
+ * validation error 400 `InvalidBody`, another 4xx of Fastify with its status, anything else 500
+ * `InternalError` (whose details are logged, never answered).
+ */
+export function errorAnswer(err: FastifyError | HttpError): {
+  status: number;
+  reason: string;
+  message: string;
+  retryAfterSeconds?: number;
+} {
+  if (err instanceof HttpError) {
+    const { status, reason, message } = err;
+    return err.retryAfterSeconds !== undefined
+      ? { status, reason, message, retryAfterSeconds: err.retryAfterSeconds }
+      : { status, reason, message };
+  }
+  if (err.validation) return { status: 400, reason: 'InvalidBody', message: err.message };
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500)
+    return { status: err.statusCode, reason: statusReason(err.statusCode, err.code), message: err.message };
+  return { status: 500, reason: 'InternalError', message: 'internal error' };
 }
 
 function statusReason(status: number, code: string | undefined): string {

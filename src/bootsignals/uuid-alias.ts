@@ -68,8 +68,9 @@ export class UUIDAliasRecorder {
       { server: name, systemUUID: server.spec.systemUUID, hostUUID },
       'host reports its system UUID with fields 1-3 byte-reversed; matched through the alias',
     );
-    this.events?.event(
-      { ...server, apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server' },
+    this.events?.record(
+      Resources.Server,
+      server,
       'Warning',
       SYSTEM_UUID_BYTE_SWAPPED_REASON,
       `the host reports system UUID ${hostUUID}: spec.systemUUID ${server.spec.systemUUID} with fields 1-3 byte-reversed (SMBIOS >= 2.6 stores them little-endian); matched through that alias and recorded in status.smbiosUUIDAlias`,

@@ -322,6 +322,13 @@ export class RegistryClient {
     return undefined;
   }
 
+  /**
+   * The `Authorization` header answering `challenge` (cached under `key`): Basic with the pull
+   * secret's credentials, or a Bearer token from the challenge's realm (distribution token auth).
+   * Throws `RegistryUnauthorized` (no credentials for Basic, 401/403 from the token endpoint),
+   * `RegistryNotAllowed` (realm outside the policy), `RegistryUnavailable` (endpoint unreachable or
+   * 5xx) and `RegistryError` (unsupported challenge, realm not a URL or not HTTPS, bad answer).
+   */
   private async authenticate(
     challenge: string,
     ref: ImageReference,
@@ -329,10 +336,7 @@ export class RegistryClient {
     creds: RegistryCredentials | undefined,
   ): Promise<string> {
     const { scheme, params } = parseChallenge(challenge);
-    const basic =
-      creds?.username !== undefined && creds.password !== undefined
-        ? `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}`
-        : undefined;
+    const basic = basicHeader(creds);
     if (scheme === 'basic') {
       if (!basic)
         throw new RegistryError(
@@ -348,9 +352,23 @@ export class RegistryClient {
         RegistryReason.RegistryError,
         `registry ${ref.domain}: unsupported challenge ${scheme}`,
       );
+    const realm = this.tokenRealm(params.realm, params, ref);
+    const tok = await this.fetchToken(realm, tokenRequest(realm, params, creds, basic), creds);
+    const h = `Bearer ${tok.value}`;
+    // The spec's default lifetime is 60 s; renew 10 s early.
+    const life = Math.max(10, Number(tok.expiresIn) || 60) - 10;
+    this.tokens.set(key, { header: h, expiresAt: Date.now() + life * 1000 });
+    return h;
+  }
+
+  /**
+   * The token endpoint's URL with `service` and `scope` set: `RegistryError` unless it is a URL and
+   * HTTPS (HTTP only for an insecure registry of the policy), `RegistryNotAllowed` outside the policy.
+   */
+  private tokenRealm(raw: string, params: Record<string, string>, ref: ImageReference): URL {
     let realm: URL;
     try {
-      realm = new URL(params.realm);
+      realm = new URL(raw);
     } catch {
       throw new RegistryError(
         RegistryReason.RegistryError,
@@ -366,24 +384,18 @@ export class RegistryClient {
     this.checkTarget(realm, `registry ${ref.domain}: token realm`);
     if (params.service) realm.searchParams.set('service', params.service);
     realm.searchParams.set('scope', params.scope ?? `repository:${ref.repository}:pull`);
-    const headers: Record<string, string> = { 'user-agent': 'metal-operator-ts' };
-    let method: 'GET' | 'POST' = 'GET';
-    let body: string | undefined;
-    if (creds?.identityToken) {
-      // OAuth2 refresh-token grant (distribution docs/spec/auth/oauth.md).
-      method = 'POST';
-      headers['content-type'] = 'application/x-www-form-urlencoded';
-      body = new URLSearchParams({
-        grant_type: 'refresh_token',
-        refresh_token: creds.identityToken,
-        service: params.service ?? '',
-        scope: realm.searchParams.get('scope') ?? '',
-        client_id: 'metal-operator-ts',
-      }).toString();
-    } else if (basic) headers.authorization = basic;
+    return realm;
+  }
+
+  /** The token of the endpoint's answer (at most {@link MAX_TOKEN_BYTES}) and its lifetime in seconds. */
+  private async fetchToken(
+    realm: URL,
+    req: TokenRequest,
+    creds: RegistryCredentials | undefined,
+  ): Promise<{ value: string; expiresIn: number | undefined }> {
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(realm, { method, headers, body, dispatcher: this.agent });
+      res = await request(realm, { ...req, dispatcher: this.agent });
     } catch (err) {
       throw new RegistryError(
         RegistryReason.RegistryUnavailable,
@@ -403,27 +415,64 @@ export class RegistryClient {
         `token endpoint ${realm.host} answered ${res.statusCode}`,
         res.statusCode,
       );
-    let tok: { token?: string; access_token?: string; expires_in?: number };
-    try {
-      tok = JSON.parse(text);
-    } catch {
-      throw new RegistryError(
-        RegistryReason.RegistryError,
-        `token endpoint ${realm.host}: answer is not JSON`,
-      );
-    }
-    const value = tok.access_token || tok.token;
-    if (!value)
-      throw new RegistryError(
-        RegistryReason.RegistryError,
-        `token endpoint ${realm.host}: no token in the answer`,
-      );
-    const h = `Bearer ${value}`;
-    // The spec's default lifetime is 60 s; renew 10 s early.
-    const life = Math.max(10, Number(tok.expires_in) || 60) - 10;
-    this.tokens.set(key, { header: h, expiresAt: Date.now() + life * 1000 });
-    return h;
+    return tokenOf(text, realm);
   }
+}
+
+/** The Basic `Authorization` header of a pull secret's username and password, if it has both. */
+function basicHeader(creds: RegistryCredentials | undefined): string | undefined {
+  return creds?.username !== undefined && creds.password !== undefined
+    ? `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}`
+    : undefined;
+}
+
+interface TokenRequest {
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body: string | undefined;
+}
+
+/**
+ * The token request (pure): with an identity token the OAuth2 refresh-token grant (POST, form body;
+ * distribution docs/spec/auth/oauth.md), else a GET with the Basic credentials, if any.
+ */
+function tokenRequest(
+  realm: URL,
+  params: Record<string, string>,
+  creds: RegistryCredentials | undefined,
+  basic: string | undefined,
+): TokenRequest {
+  const headers: Record<string, string> = { 'user-agent': 'metal-operator-ts' };
+  if (creds?.identityToken) {
+    headers['content-type'] = 'application/x-www-form-urlencoded';
+    const body = new URLSearchParams({
+      grant_type: 'refresh_token',
+      refresh_token: creds.identityToken,
+      service: params.service ?? '',
+      scope: realm.searchParams.get('scope') ?? '',
+      client_id: 'metal-operator-ts',
+    }).toString();
+    return { method: 'POST', headers, body };
+  }
+  if (basic) headers.authorization = basic;
+  return { method: 'GET', headers, body: undefined };
+}
+
+/** The token of a token endpoint's JSON answer (`access_token`, else `token`); `RegistryError` without one. */
+function tokenOf(text: string, realm: URL): { value: string; expiresIn: number | undefined } {
+  let tok: { token?: string; access_token?: string; expires_in?: number };
+  try {
+    tok = JSON.parse(text);
+  } catch {
+    throw new RegistryError(RegistryReason.RegistryError, `token endpoint ${realm.host}: answer is not JSON`);
+  }
+  const value = tok.access_token || tok.token;
+  if (!value)
+    throw new RegistryError(
+      RegistryReason.RegistryError,
+      `token endpoint ${realm.host}: no token in the answer`,
+    );
+  return { value, expiresIn: tok.expires_in };
 }
 
 /** Reads a body up to `max` bytes; throws `RegistryError` beyond. */

@@ -9,6 +9,7 @@ import * as prom from 'prom-client';
 const RECONCILE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const QUEUE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60];
 const REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const RATE_LIMITER_BUCKETS = [0, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
 
 export class RuntimeMetrics {
   readonly registry: prom.Registry;
@@ -52,191 +53,106 @@ export class RuntimeMetrics {
   /** Registers the runtime's metrics on `registry` (a fresh one by default), reusing any already there. */
   constructor(registry: prom.Registry = new prom.Registry()) {
     this.registry = registry;
-    const r = registry;
-    this.queueDepth = once(
-      r,
-      'workqueue_depth',
-      (n) =>
-        new prom.Gauge({
-          name: n,
-          help: 'Current depth of the work queue',
-          labelNames: ['name'],
-          registers: [r],
-        }),
-    );
-    this.queueAdds = once(
-      r,
-      'workqueue_adds_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Adds handled by the work queue',
-          labelNames: ['name'],
-          registers: [r],
-        }),
-    );
-    this.queueRetries = once(
-      r,
+    const m = new MetricFactory(registry);
+    this.queueDepth = m.gauge('workqueue_depth', 'Current depth of the work queue', ['name']);
+    this.queueAdds = m.counter('workqueue_adds_total', 'Adds handled by the work queue', ['name']);
+    this.queueRetries = m.counter(
       'workqueue_retries_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Rate-limited retries handled by the work queue',
-          labelNames: ['name'],
-          registers: [r],
-        }),
+      'Rate-limited retries handled by the work queue',
+      ['name'],
     );
-    this.queueLatency = once(
-      r,
+    this.queueLatency = m.histogram(
       'workqueue_queue_duration_seconds',
-      (n) =>
-        new prom.Histogram({
-          name: n,
-          help: 'Seconds an item waits in the queue before a worker takes it',
-          labelNames: ['name'],
-          buckets: QUEUE_BUCKETS,
-          registers: [r],
-        }),
+      'Seconds an item waits in the queue before a worker takes it',
+      ['name'],
+      QUEUE_BUCKETS,
     );
-    this.reconcileTotal = once(
-      r,
+    this.reconcileTotal = m.counter(
       'controller_runtime_reconcile_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Reconciliations per controller and result',
-          labelNames: ['controller', 'result'],
-          registers: [r],
-        }),
+      'Reconciliations per controller and result',
+      ['controller', 'result'],
     );
-    this.reconcileErrors = once(
-      r,
+    this.reconcileErrors = m.counter(
       'controller_runtime_reconcile_errors_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Reconciliations that threw',
-          labelNames: ['controller'],
-          registers: [r],
-        }),
+      'Reconciliations that threw',
+      ['controller'],
     );
-    this.reconcileTime = once(
-      r,
+    this.reconcileTime = m.histogram(
       'controller_runtime_reconcile_time_seconds',
-      (n) =>
-        new prom.Histogram({
-          name: n,
-          help: 'Seconds per reconciliation',
-          labelNames: ['controller'],
-          buckets: RECONCILE_BUCKETS,
-          registers: [r],
-        }),
+      'Seconds per reconciliation',
+      ['controller'],
+      RECONCILE_BUCKETS,
     );
-    this.activeWorkers = once(
-      r,
-      'controller_runtime_active_workers',
-      (n) =>
-        new prom.Gauge({
-          name: n,
-          help: 'Workers currently reconciling',
-          labelNames: ['controller'],
-          registers: [r],
-        }),
-    );
-    this.leaderStatus = once(
-      r,
-      'leader_election_master_status',
-      (n) =>
-        new prom.Gauge({
-          name: n,
-          help: '1 while this process is the leader',
-          labelNames: ['name'],
-          registers: [r],
-        }),
-    );
-    this.informerRelists = once(
-      r,
-      'informer_relists_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Full LISTs done by informers',
-          labelNames: ['resource'],
-          registers: [r],
-        }),
-    );
-    this.informerWatchRestarts = once(
-      r,
+    this.activeWorkers = m.gauge('controller_runtime_active_workers', 'Workers currently reconciling', [
+      'controller',
+    ]);
+    this.leaderStatus = m.gauge('leader_election_master_status', '1 while this process is the leader', [
+      'name',
+    ]);
+    this.informerRelists = m.counter('informer_relists_total', 'Full LISTs done by informers', ['resource']);
+    this.informerWatchRestarts = m.counter(
       'informer_watch_restarts_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Watch streams re-opened by informers',
-          labelNames: ['resource', 'reason'],
-          registers: [r],
-        }),
+      'Watch streams re-opened by informers',
+      ['resource', 'reason'],
     );
-    this.restRequests = once(
-      r,
+    this.restRequests = m.counter(
       'rest_client_requests_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'API server requests by method and HTTP status (0: unreachable)',
-          labelNames: ['method', 'code'],
-          registers: [r],
-        }),
+      'API server requests by method and HTTP status (0: unreachable)',
+      ['method', 'code'],
     );
-    this.restLatency = once(
-      r,
+    this.restLatency = m.histogram(
       'rest_client_request_duration_seconds',
-      (n) =>
-        new prom.Histogram({
-          name: n,
-          help: 'API server request latency in seconds',
-          labelNames: ['verb'],
-          buckets: REQUEST_BUCKETS,
-          registers: [r],
-        }),
+      'API server request latency in seconds',
+      ['verb'],
+      REQUEST_BUCKETS,
     );
-    this.apiRequests = once(
-      r,
+    this.apiRequests = m.counter(
       'metal_api_requests_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'API server requests by origin (controller), resource, verb and HTTP status (0: unreachable)',
-          labelNames: ['origin', 'resource', 'verb', 'code'],
-          registers: [r],
-        }),
+      'API server requests by origin (controller), resource, verb and HTTP status (0: unreachable)',
+      ['origin', 'resource', 'verb', 'code'],
     );
-    this.apiNoopWrites = once(
-      r,
+    this.apiNoopWrites = m.counter(
       'metal_api_noop_writes_total',
-      (n) =>
-        new prom.Counter({
-          name: n,
-          help: 'Updates and patches the API server answered with the resourceVersion the object already had',
-          labelNames: ['origin', 'resource', 'verb'],
-          registers: [r],
-        }),
+      'Updates and patches the API server answered with the resourceVersion the object already had',
+      ['origin', 'resource', 'verb'],
     );
-    this.rateLimiterLatency = once(
-      r,
+    this.rateLimiterLatency = m.histogram(
       'rest_client_rate_limiter_duration_seconds',
-      (n) =>
-        new prom.Histogram({
-          name: n,
-          help: 'Seconds a request waited for the client-side rate limit',
-          labelNames: ['verb'],
-          buckets: [0, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
-          registers: [r],
-        }),
+      'Seconds a request waited for the client-side rate limit',
+      ['verb'],
+      RATE_LIMITER_BUCKETS,
     );
   }
 }
 
-/** prom-client throws on duplicate names; several runtimes may share one registry (tests, embedding). */
-function once<M extends prom.Metric<string>>(r: prom.Registry, name: string, make: (name: string) => M): M {
-  return (r.getSingleMetric(name) as M | undefined) ?? make(name);
+/**
+ * Metrics of one registry, each made once: prom-client throws on duplicate names, and several
+ * runtimes may share one registry (tests, embedding), so a name already registered is reused.
+ */
+class MetricFactory {
+  constructor(private readonly r: prom.Registry) {}
+
+  gauge<L extends string>(name: string, help: string, labelNames: L[]): prom.Gauge<L> {
+    return this.once(name, () => new prom.Gauge({ name, help, labelNames, registers: [this.r] }));
+  }
+
+  counter<L extends string>(name: string, help: string, labelNames: L[]): prom.Counter<L> {
+    return this.once(name, () => new prom.Counter({ name, help, labelNames, registers: [this.r] }));
+  }
+
+  histogram<L extends string>(
+    name: string,
+    help: string,
+    labelNames: L[],
+    buckets: number[],
+  ): prom.Histogram<L> {
+    return this.once(
+      name,
+      () => new prom.Histogram({ name, help, labelNames, buckets, registers: [this.r] }),
+    );
+  }
+
+  private once<M extends prom.Metric<string>>(name: string, make: () => M): M {
+    return (this.r.getSingleMetric(name) as M | undefined) ?? make();
+  }
 }
