@@ -202,56 +202,15 @@ function attach(
       conn.end();
       resolve(code);
     };
-    conn.on('error', (err: Error & { level?: string }) => {
-      if (hostKeyRefusal) return finish(1, hostKeyRefusal);
-      if (err.level === 'client-authentication') {
-        return finish(
-          1,
-          `the BMC refused the credentials of BMCSecret ${ctx.secretName} (SSH password authentication)`,
-        );
-      }
-      finish(1, `console connection to ${t.host}:${t.port} failed: ${err.message}`);
-    });
+    conn.on('error', (err: Error & { level?: string }) =>
+      finish(1, connectionFailure(err, hostKeyRefusal, t, ctx.secretName)),
+    );
     conn.on('close', () => finish(1, `the BMC at ${t.host}:${t.port} closed the connection`));
-    conn.on('ready', () => {
-      const tty = io.stdin.isTTY === true;
-      const pty = tty
-        ? { term: process.env.TERM ?? 'xterm', cols: io.stdout.columns ?? 80, rows: io.stdout.rows ?? 24 }
-        : false;
-      conn.exec(t.command, { pty }, (err, stream) => {
-        if (err) return finish(1, `the BMC refused "${t.command}": ${err.message}`);
-        io.stderr.write(
-          `metalctl: serial console of Server ${ctx.serverName} (BMC ${t.host}:${t.port}, "${t.command}"); type ~. at the start of a line to leave\n`,
-        );
-        let remoteExit: number | undefined;
-        const filter = new EscapeFilter();
-        const onInput = (chunk: Buffer | string): void => {
-          const { data, exit } = filter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-          if (data.length > 0) stream.write(data);
-          if (exit) finish(0, '\r\nmetalctl: console closed (~.)');
-        };
-        const onEnd = (): void => {
-          // As ssh: end of input is passed on as EOF; the session lasts until the BMC ends it.
-          stream.end();
-        };
-        if (tty) io.stdin.setRawMode?.(true);
-        io.stdin.on('data', onInput);
-        io.stdin.on('end', onEnd);
-        io.stdin.resume();
-        restoreTerminal = () => {
-          io.stdin.off('data', onInput);
-          io.stdin.off('end', onEnd);
-          if (tty) io.stdin.setRawMode?.(false);
-          io.stdin.pause();
-        };
-        stream.on('data', (d: Buffer) => io.stdout.write(d));
-        stream.stderr.on('data', (d: Buffer) => io.stderr.write(d));
-        stream.on('exit', (code: number | null) => {
-          remoteExit = code ?? undefined;
-        });
-        stream.on('close', () => finish(remoteExit === 0 || remoteExit === undefined ? 0 : 1));
-      });
-    });
+    conn.on('ready', () =>
+      runEntryCommand(conn, t, ctx.serverName, io, finish, (restore) => {
+        restoreTerminal = restore;
+      }),
+    );
     conn.connect({
       host: t.host,
       port: t.port,
@@ -266,4 +225,83 @@ function attach(
       },
     });
   });
+}
+
+/** The line a failed SSH connection ends the console with: the host key refusal, refused credentials, or the error. */
+function connectionFailure(
+  err: Error & { level?: string },
+  hostKeyRefusal: string | undefined,
+  t: Target,
+  secretName: string,
+): string {
+  if (hostKeyRefusal) return hostKeyRefusal;
+  if (err.level === 'client-authentication') {
+    return `the BMC refused the credentials of BMCSecret ${secretName} (SSH password authentication)`;
+  }
+  return `console connection to ${t.host}:${t.port} failed: ${err.message}`;
+}
+
+/**
+ * On a ready connection: runs the entry command (in a PTY of the terminal's size on a TTY) and
+ * bridges `io` to it; `bridged` gets the function that restores the terminal. Ends through
+ * `finish`: 1 when the BMC refuses the command or it exits non-zero, else 0.
+ */
+function runEntryCommand(
+  conn: ssh2.Client,
+  t: Target,
+  serverName: string,
+  io: ConsoleIo,
+  finish: (code: number, line?: string) => void,
+  bridged: (restore: () => void) => void,
+): void {
+  const tty = io.stdin.isTTY === true;
+  const pty = tty
+    ? { term: process.env.TERM ?? 'xterm', cols: io.stdout.columns ?? 80, rows: io.stdout.rows ?? 24 }
+    : false;
+  conn.exec(t.command, { pty }, (err, stream) => {
+    if (err) return finish(1, `the BMC refused "${t.command}": ${err.message}`);
+    io.stderr.write(
+      `metalctl: serial console of Server ${serverName} (BMC ${t.host}:${t.port}, "${t.command}"); type ~. at the start of a line to leave\n`,
+    );
+    let remoteExit: number | undefined;
+    bridged(bridgeInput(stream, io, tty, finish));
+    stream.on('data', (d: Buffer) => io.stdout.write(d));
+    stream.stderr.on('data', (d: Buffer) => io.stderr.write(d));
+    stream.on('exit', (code: number | null) => {
+      remoteExit = code ?? undefined;
+    });
+    stream.on('close', () => finish(remoteExit === 0 || remoteExit === undefined ? 0 : 1));
+  });
+}
+
+/**
+ * Passes `io.stdin` to the remote `stream` through the `~.` escape filter (raw mode on a TTY; end
+ * of input as EOF) and returns the function that detaches stdin and restores the terminal.
+ */
+function bridgeInput(
+  stream: ssh2.ClientChannel,
+  io: ConsoleIo,
+  tty: boolean,
+  finish: (code: number, line?: string) => void,
+): () => void {
+  const filter = new EscapeFilter();
+  const onInput = (chunk: Buffer | string): void => {
+    const { data, exit } = filter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    if (data.length > 0) stream.write(data);
+    if (exit) finish(0, '\r\nmetalctl: console closed (~.)');
+  };
+  const onEnd = (): void => {
+    // As ssh: end of input is passed on as EOF; the session lasts until the BMC ends it.
+    stream.end();
+  };
+  if (tty) io.stdin.setRawMode?.(true);
+  io.stdin.on('data', onInput);
+  io.stdin.on('end', onEnd);
+  io.stdin.resume();
+  return () => {
+    io.stdin.off('data', onInput);
+    io.stdin.off('end', onEnd);
+    if (tty) io.stdin.setRawMode?.(false);
+    io.stdin.pause();
+  };
 }
