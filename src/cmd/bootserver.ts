@@ -4,7 +4,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { ImageCatalog } from '../oci/image-catalog.js';
 import { KubeClient } from '../runtime/client.js';
@@ -13,26 +12,21 @@ import { newLogger } from '../runtime/logger.js';
 import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
 import { splitAddr } from './listen-address.js';
-import { serveUntilSignal, tlsFiles } from './signal-process.js';
+import {
+  addSignalProcessOptions,
+  callbackKeyRef,
+  type SignalProcessFlags,
+  serveUntilSignal,
+  tlsFiles,
+} from './signal-process.js';
 import { startSignalStack } from './signal-stack.js';
 import { NotWritableError } from './writable-dir.js';
 
-const cmd = addImageOptions(new Command('bootserver'))
-  .description(
+const cmd = addSignalProcessOptions(
+  addImageOptions(new Command('bootserver')).description(
     'metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}, /oci/{uuid}/{attempt}/{layer}',
-  )
-  .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
-  .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
-  .option(
-    '--callback-key-secret <namespace/name>',
-    'Secret holding the callback key (created by the manager; this process only reads it)',
-    `metal-system/${CALLBACK_KEY_SECRET_NAME}`,
-  )
-  .option(
-    '--tls-cert-file <path>',
-    'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
-  )
-  .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
+  ),
+)
   .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
   .option('--url <url>', 'URL hosts use to reach this boot server (default: the listen address)')
   .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
@@ -53,21 +47,18 @@ const cmd = addImageOptions(new Command('bootserver'))
   )
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
   .parse();
-const o = cmd.opts<{
-  metricsAddr?: string;
-  kubeconfig?: string;
-  callbackKeySecret: string;
-  addr: string;
-  tlsCertFile?: string;
-  tlsKeyFile?: string;
-  url?: string;
-  registryUrl: string;
-  imageCatalog?: string;
-  pinScriptClient: boolean;
-  scriptClientIdentity: 'known-address' | 'first-address';
-  clientMacSource: string;
-  injectBootstate: boolean;
-}>();
+const o = cmd.opts<
+  SignalProcessFlags & {
+    addr: string;
+    url?: string;
+    registryUrl: string;
+    imageCatalog?: string;
+    pinScriptClient: boolean;
+    scriptClientIdentity: 'known-address' | 'first-address';
+    clientMacSource: string;
+    injectBootstate: boolean;
+  }
+>();
 const log = newLogger('bootserver');
 const [host, port] = splitAddr(o.addr);
 let externalUrl: string | undefined;
@@ -98,13 +89,7 @@ const oci = await imageServices(
   process.stderr.write(`error: ${err.message}\n`);
   process.exit(1);
 });
-let callbackKey: ReturnType<typeof parseSecretRef>;
-try {
-  callbackKey = parseSecretRef(o.callbackKeySecret);
-} catch (err) {
-  process.stderr.write(`error: ${(err as Error).message}\n`);
-  process.exit(1);
-}
+const callbackKey = callbackKeyRef(o);
 const stack = await startSignalStack({
   callbackKey,
   kubeConfig,
