@@ -15,7 +15,6 @@ import { splitAddr } from './listen-address.js';
 import {
   addSignalProcessOptions,
   callbackKeyRef,
-  exitWithError,
   type SignalProcessFlags,
   serveUntilSignal,
   tlsFiles,
@@ -23,10 +22,12 @@ import {
 import { startSignalStack } from './signal-stack.js';
 import { NotWritableError } from './writable-dir.js';
 
-const cmd = addSignalProcessOptions(addImageOptions(new Command('bootserver')), '127.0.0.1:10001')
-  .description(
+const cmd = addSignalProcessOptions(
+  addImageOptions(new Command('bootserver')).description(
     'metal-operator boot server: GET /ipxe, /ipxe/{uuid}, /ignition/{uuid}, /images/{name}/{file}, /oci/{uuid}/{attempt}/{layer}',
-  )
+  ),
+)
+  .option('--addr <host:port>', 'listen address', '127.0.0.1:10001')
   .option('--url <url>', 'URL hosts use to reach this boot server (default: the listen address)')
   .requiredOption('--registry-url <url>', 'URL hosts use to reach the registry')
   .option('--image-catalog <file>', 'YAML image catalog (see src/oci/image-catalog.ts)')
@@ -48,6 +49,7 @@ const cmd = addSignalProcessOptions(addImageOptions(new Command('bootserver')), 
   .parse();
 const o = cmd.opts<
   SignalProcessFlags & {
+    addr: string;
     url?: string;
     registryUrl: string;
     imageCatalog?: string;
@@ -70,7 +72,8 @@ try {
       : hostFacingUrl('--url', o.url, { host, port, scheme: o.tlsCertFile ? 'https' : 'http' });
 } catch (err) {
   if (!(err instanceof HostUrlError)) throw err;
-  exitWithError(err.message);
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
 }
 const catalog = o.imageCatalog
   ? ImageCatalog.parse(readFileSync(o.imageCatalog, 'utf8'))
@@ -83,7 +86,8 @@ const oci = await imageServices(
 ).catch((err: unknown) => {
   // A read-only folder is fixed by a volume or a flag: one line naming it, not a stack trace.
   if (!(err instanceof NotWritableError)) throw err;
-  return exitWithError(err.message);
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
 });
 const callbackKey = callbackKeyRef(o);
 const stack = await startSignalStack({

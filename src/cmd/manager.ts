@@ -23,6 +23,7 @@ import {
   REGISTRATION_NOT_FOR_CLAIMS,
 } from '../api/vocabulary.js';
 import { CALLBACK_KEY_SECRET_NAME, ensureCallbackKey } from '../bootauth/callback-key-secret.js';
+import type { CallbackKey } from '../bootauth/callback-token.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { startBootServer } from '../bootserver/server.js';
 import { type ControllerConfig, DEFAULT_CONTROLLER_CONFIG } from '../controllers/common/config.js';
@@ -31,14 +32,20 @@ import {
   type ConfigMapObject,
   ImageCatalogSource,
 } from '../controllers/serverbootconfiguration/image-catalog-source.js';
-import { setupControllers } from '../controllers/setup.js';
+import { type ControllerSetup, setupControllers } from '../controllers/setup.js';
 import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { newLogger } from '../runtime/logger.js';
 import { Manager } from '../runtime/manager.js';
 import { Resources } from '../runtime/resource.js';
 import { HostUrlError, hostFacingUrl } from './host-url.js';
-import { addImageOptions, type ImageFlags, imageFlagsOf, imageServices } from './image-flags.js';
+import {
+  addImageOptions,
+  type ImageFlags,
+  type ImageServices,
+  imageFlagsOf,
+  imageServices,
+} from './image-flags.js';
 import { splitAddr } from './listen-address.js';
 import { assertManagerNamespace, ManagerNamespaceError } from './manager-namespace.js';
 import { NotWritableError } from './writable-dir.js';
@@ -143,15 +150,36 @@ function opt<T>(
   return new Option(flags, description).argParser(parse).default(value, shown);
 }
 
+/** A Go-duration option shown with its default formatted back (`--power-resend-after 5s`). */
+const dur = (flags: string, description: string, ms: number) =>
+  opt(flags, description, DURATION, ms, formatDuration(ms));
+/** A deadline option: a duration that must be above zero. */
+const deadline = (flags: string, description: string, ms: number) =>
+  opt(flags, description, DEADLINE, ms, formatDuration(ms));
+
+/**
+ * The manager's flags, in `--help` order: one builder per group, each adding its options to the
+ * command it is given (the order of the groups is the order of the help text).
+ */
 function command(): Command {
-  const d = DEFAULT_CONTROLLER_CONFIG;
-  const dur = (flags: string, description: string, ms: number) =>
-    opt(flags, description, DURATION, ms, formatDuration(ms));
-  const deadline = (flags: string, description: string, ms: number) =>
-    opt(flags, description, DEADLINE, ms, formatDuration(ms));
-  return new Command('manager')
+  const cmd = new Command('manager')
     .description('metal-operator manager: controllers, registry and boot server')
-    .exitOverride()
+    .exitOverride();
+  for (const group of [
+    processOptions,
+    bootOptions,
+    discoveryAndCleanupOptions,
+    servingOptions,
+    bmcAndApiOptions,
+  ])
+    group(cmd);
+  return cmd;
+}
+
+/** Kubeconfig, logging, the manager namespace and its callback key Secret. */
+function processOptions(cmd: Command): Command {
+  const d = DEFAULT_CONTROLLER_CONFIG;
+  return cmd
     .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
     .addOption(
       new Option('--log-level <level>', 'least severe level logged (JSON lines on stdout)')
@@ -167,7 +195,13 @@ function command(): Command {
       '--callback-key-secret <name>',
       'Secret in --manager-namespace holding the key callback tokens are derived from (created when missing)',
       CALLBACK_KEY_SECRET_NAME,
-    )
+    );
+}
+
+/** Discovery's image, boot policy and method, completion conditions, deadlines and attempts of claims. */
+function bootOptions(cmd: Command): Command {
+  const d = DEFAULT_CONTROLLER_CONFIG;
+  return cmd
     .option('--probe-image <image>', 'image catalog name booted for discovery', d.probeImage)
     .addOption(
       new Option('--default-boot-policy <policy>', 'boot policy of claims without spec.bootPolicy')
@@ -218,7 +252,13 @@ function command(): Command {
         d.bootMaxAttempts,
         String(d.bootMaxAttempts),
       ),
-    )
+    );
+}
+
+/** Discovery and cleanup deadlines and attempts, then how claims' callbacks and server selection are judged. */
+function discoveryAndCleanupOptions(cmd: Command): Command {
+  const d = DEFAULT_CONTROLLER_CONFIG;
+  return cmd
     .addOption(
       deadline(
         '--discovery-timeout <duration>',
@@ -267,7 +307,12 @@ function command(): Command {
       '--require-server-selection',
       'refuse ServerClaims with neither spec.serverRef nor spec.serverSelector (Bound=False, reason ServerSelectionRequired) instead of binding any Available Server as upstream does',
       false,
-    )
+    );
+}
+
+/** The image catalog, metrics, leader election, TLS, the registry's and boot server's addresses, scoping. */
+function servingOptions(cmd: Command): Command {
+  return cmd
     .option('--image-catalog <file>', 'YAML image catalog file (see src/oci/image-catalog.ts)')
     .option(
       '--image-catalog-configmap <ns/name>',
@@ -320,7 +365,13 @@ function command(): Command {
         {},
         'none',
       ),
-    )
+    );
+}
+
+/** BMC calls and resyncs, the API client's rate limit and the reconcile workers. */
+function bmcAndApiOptions(cmd: Command): Command {
+  const d = DEFAULT_CONTROLLER_CONFIG;
+  return cmd
     .addOption(
       dur(
         '--power-resend-after <duration>',
@@ -412,56 +463,94 @@ export function managerHelp(): string {
   return addImageOptions(command()).helpInformation();
 }
 
+/** The manager's parsed flags as commander names them (the image flags are read by image-flags.ts). */
+interface ManagerFlags {
+  kubeconfig?: string;
+  logLevel: string;
+  managerNamespace: string;
+  callbackKeySecret: string;
+  probeImage: string;
+  defaultBootPolicy: BootPolicy;
+  defaultBootMethod: BootMethod;
+  discoveryBootMethod?: BootMethod;
+  bootCompletionConditions: string[];
+  bootTimeout: number;
+  netbootTimeout: number;
+  bootMaxAttempts: number;
+  discoveryTimeout: number;
+  discoveryMaxAttempts: number;
+  cleanupImage?: string;
+  cleanupTimeout: number;
+  cleanupMaxAttempts: number;
+  callbackAuth: CallbackAuth;
+  requireServerSelection: boolean;
+  imageCatalog?: string;
+  imageCatalogConfigmap?: string;
+  metricsPort: number;
+  leaderElect: boolean;
+  kubeApiQps: number;
+  kubeApiBurst: number;
+  registryAddr: string;
+  registryUrl?: string;
+  bootserverAddr: string;
+  bootserverUrl?: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  scriptClientIdentity: 'known-address' | 'first-address';
+  clientMacSource: string;
+  objectSelector: Record<string, string>;
+  powerResendAfter: number;
+  bmcCallBudget: number;
+  bmcRequestTimeout: number;
+  bmcInsecureTls: boolean;
+  bmcCaFile?: string;
+  bmcResync: number;
+  bmcMaxSystems: number;
+  serverResync: number;
+  workers: number;
+}
+
 /** Parses manager flags (without `node` and the script). Throws `CommanderError` for bad or unknown flags and for `--help`. */
 export function parseManagerConfig(argv: readonly string[], opts: { silent?: boolean } = {}): ManagerConfig {
   const cmd = addImageOptions(command());
   if (opts.silent) cmd.configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
   cmd.parse([...argv], { from: 'user' });
-  const o = cmd.opts<{
-    kubeconfig?: string;
-    logLevel: string;
-    managerNamespace: string;
-    callbackKeySecret: string;
-    probeImage: string;
-    defaultBootPolicy: BootPolicy;
-    defaultBootMethod: BootMethod;
-    discoveryBootMethod?: BootMethod;
-    bootCompletionConditions: string[];
-    bootTimeout: number;
-    netbootTimeout: number;
-    bootMaxAttempts: number;
-    discoveryTimeout: number;
-    discoveryMaxAttempts: number;
-    cleanupImage?: string;
-    cleanupTimeout: number;
-    cleanupMaxAttempts: number;
-    callbackAuth: CallbackAuth;
-    requireServerSelection: boolean;
-    imageCatalog?: string;
-    imageCatalogConfigmap?: string;
-    metricsPort: number;
-    leaderElect: boolean;
-    kubeApiQps: number;
-    kubeApiBurst: number;
-    registryAddr: string;
-    registryUrl?: string;
-    bootserverAddr: string;
-    bootserverUrl?: string;
-    tlsCertFile?: string;
-    tlsKeyFile?: string;
-    scriptClientIdentity: 'known-address' | 'first-address';
-    clientMacSource: string;
-    objectSelector: Record<string, string>;
-    powerResendAfter: number;
-    bmcCallBudget: number;
-    bmcRequestTimeout: number;
-    bmcInsecureTls: boolean;
-    bmcCaFile?: string;
-    bmcResync: number;
-    bmcMaxSystems: number;
-    serverResync: number;
-    workers: number;
-  }>();
+  const o = cmd.opts<ManagerFlags>();
+  const imageCatalogConfigMap = catalogConfigMapOf(o);
+  if (!o.tlsCertFile !== !o.tlsKeyFile) {
+    throw new CommanderError(1, 'manager.tls', '--tls-cert-file and --tls-key-file go together');
+  }
+  const [rHost, rPort] = listenAddress('--registry-addr', o.registryAddr);
+  const [bHost, bPort] = listenAddress('--bootserver-addr', o.bootserverAddr);
+  return {
+    kubeconfig: o.kubeconfig,
+    logLevel: o.logLevel,
+    controllers: controllerConfigOf(o, bHost, bPort),
+    callbackAuth: o.callbackAuth,
+    callbackKeySecret: o.callbackKeySecret,
+    imageCatalogFile: o.imageCatalog,
+    imageCatalogConfigMap,
+    metricsPort: o.metricsPort,
+    leaderElect: o.leaderElect,
+    kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
+    registry: { host: rHost, port: rPort, url: o.registryUrl },
+    bootServer: {
+      host: bHost,
+      port: bPort,
+      url: o.bootserverUrl,
+      clientIdentity: o.scriptClientIdentity,
+      clientMacSource: o.clientMacSource,
+    },
+    ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
+    images: imageFlagsOf(cmd.opts()),
+  };
+}
+
+/**
+ * `--image-catalog-configmap ns/name`, checked against `--image-catalog`. Throws `CommanderError`
+ * `manager.invalidConfigMap` (not namespace/name) or `manager.conflictingCatalog` (both given).
+ */
+function catalogConfigMapOf(o: ManagerFlags): ManagerConfig['imageCatalogConfigMap'] {
   let configMap: ManagerConfig['imageCatalogConfigMap'];
   if (o.imageCatalogConfigmap) {
     const [namespace, name, ...rest] = o.imageCatalogConfigmap.split('/');
@@ -481,72 +570,53 @@ export function parseManagerConfig(argv: readonly string[], opts: { silent?: boo
       '--image-catalog and --image-catalog-configmap exclude each other',
     );
   }
-  const addr = (flag: string, v: string): [string, number] => {
-    try {
-      return splitAddr(v);
-    } catch {
-      throw new CommanderError(1, 'manager.invalidAddress', `${flag}: bad address ${v}`);
-    }
-  };
-  if (!o.tlsCertFile !== !o.tlsKeyFile) {
-    throw new CommanderError(1, 'manager.tls', '--tls-cert-file and --tls-key-file go together');
+  return configMap;
+}
+
+/** `host:port` of a listen flag; a `CommanderError` `manager.invalidAddress` naming the flag otherwise. */
+function listenAddress(flag: string, v: string): [string, number] {
+  try {
+    return splitAddr(v);
+  } catch {
+    throw new CommanderError(1, 'manager.invalidAddress', `${flag}: bad address ${v}`);
   }
-  const [rHost, rPort] = addr('--registry-addr', o.registryAddr);
-  const [bHost, bPort] = addr('--bootserver-addr', o.bootserverAddr);
+}
+
+/** The controllers' section; the boot server's host and port give the URL scripts and kernels use. */
+function controllerConfigOf(o: ManagerFlags, bHost: string, bPort: number): ControllerConfig {
   return {
-    kubeconfig: o.kubeconfig,
-    logLevel: o.logLevel,
-    controllers: {
-      managerNamespace: o.managerNamespace,
-      probeImage: o.probeImage,
-      defaultBootPolicy: o.defaultBootPolicy,
-      defaultBootMethod: o.defaultBootMethod,
-      ...(o.discoveryBootMethod ? { discoveryBootMethod: o.discoveryBootMethod } : {}),
-      bootServerUrl:
-        o.bootserverUrl ??
-        plannedUrlOrUndefined(bHost, bPort, o.tlsCertFile && o.tlsKeyFile ? 'https' : 'http') ??
-        `http://127.0.0.1:${bPort}`,
-      bootCompletionConditions: o.bootCompletionConditions,
-      bootTimeoutMs: o.bootTimeout,
-      netbootTimeoutMs: o.netbootTimeout,
-      bootMaxAttempts: o.bootMaxAttempts,
-      discoveryTimeoutMs: o.discoveryTimeout,
-      discoveryMaxAttempts: o.discoveryMaxAttempts,
-      cleanupImage: o.cleanupImage || undefined,
-      cleanupTimeoutMs: o.cleanupTimeout,
-      cleanupMaxAttempts: o.cleanupMaxAttempts,
-      powerActionResendMs: o.powerResendAfter,
-      bmcResyncMs: o.bmcResync,
-      bmcMaxSystems: o.bmcMaxSystems,
-      serverResyncMs: o.serverResync,
-      workers: o.workers,
-      bmc: {
-        ...DEFAULT_CONTROLLER_CONFIG.bmc,
-        callBudgetMs: o.bmcCallBudget,
-        requestTimeoutMs: o.bmcRequestTimeout,
-        insecureTLS: o.bmcInsecureTls,
-        ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
-      },
-      scopeLabels: o.objectSelector,
-      requireServerSelection: o.requireServerSelection,
+    managerNamespace: o.managerNamespace,
+    probeImage: o.probeImage,
+    defaultBootPolicy: o.defaultBootPolicy,
+    defaultBootMethod: o.defaultBootMethod,
+    ...(o.discoveryBootMethod ? { discoveryBootMethod: o.discoveryBootMethod } : {}),
+    bootServerUrl:
+      o.bootserverUrl ??
+      plannedUrlOrUndefined(bHost, bPort, o.tlsCertFile && o.tlsKeyFile ? 'https' : 'http') ??
+      `http://127.0.0.1:${bPort}`,
+    bootCompletionConditions: o.bootCompletionConditions,
+    bootTimeoutMs: o.bootTimeout,
+    netbootTimeoutMs: o.netbootTimeout,
+    bootMaxAttempts: o.bootMaxAttempts,
+    discoveryTimeoutMs: o.discoveryTimeout,
+    discoveryMaxAttempts: o.discoveryMaxAttempts,
+    cleanupImage: o.cleanupImage || undefined,
+    cleanupTimeoutMs: o.cleanupTimeout,
+    cleanupMaxAttempts: o.cleanupMaxAttempts,
+    powerActionResendMs: o.powerResendAfter,
+    bmcResyncMs: o.bmcResync,
+    bmcMaxSystems: o.bmcMaxSystems,
+    serverResyncMs: o.serverResync,
+    workers: o.workers,
+    bmc: {
+      ...DEFAULT_CONTROLLER_CONFIG.bmc,
+      callBudgetMs: o.bmcCallBudget,
+      requestTimeoutMs: o.bmcRequestTimeout,
+      insecureTLS: o.bmcInsecureTls,
+      ...(o.bmcCaFile ? { caBundle: readCaBundle(o.bmcCaFile) } : {}),
     },
-    callbackAuth: o.callbackAuth,
-    callbackKeySecret: o.callbackKeySecret,
-    imageCatalogFile: o.imageCatalog,
-    imageCatalogConfigMap: configMap,
-    metricsPort: o.metricsPort,
-    leaderElect: o.leaderElect,
-    kubeApi: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
-    registry: { host: rHost, port: rPort, url: o.registryUrl },
-    bootServer: {
-      host: bHost,
-      port: bPort,
-      url: o.bootserverUrl,
-      clientIdentity: o.scriptClientIdentity,
-      clientMacSource: o.clientMacSource,
-    },
-    ...(o.tlsCertFile && o.tlsKeyFile ? { tls: { certFile: o.tlsCertFile, keyFile: o.tlsKeyFile } } : {}),
-    images: imageFlagsOf(cmd.opts()),
+    scopeLabels: o.objectSelector,
+    requireServerSelection: o.requireServerSelection,
   };
 }
 
@@ -576,45 +646,11 @@ export async function runManager(
   } = {},
 ): Promise<RunningManager> {
   const cfg = parseManagerConfig(argv);
-  // Fail before anything starts: these URLs end up on every kernel command line (S16).
-  try {
-    hostFacingUrl('--registry-url', cfg.registry.url, cfg.registry);
-    hostFacingUrl('--bootserver-url', cfg.bootServer.url, cfg.bootServer);
-  } catch (err) {
-    if (err instanceof HostUrlError) throw new CommanderError(1, 'manager.hostUrl', err.message);
-    throw err;
-  }
+  refuseUnreachableUrls(cfg);
   const log = opts.log ?? newLogger('metal-operator', { level: cfg.logLevel });
   const kubeConfig = opts.kubeConfig ?? kubeConfigOrUsageError(cfg.kubeconfig);
-  const mgr = new Manager({
-    kubeConfig,
-    name: 'metal-operator',
-    leaderElection: cfg.leaderElect
-      ? {
-          namespace: cfg.controllers.managerNamespace,
-          onLost: opts.onLeadershipLost ?? (() => exitOnLeadershipLost(log)),
-        }
-      : false,
-    metricsPort: cfg.metricsPort,
-    log,
-    client: { qps: cfg.kubeApi.qps, burst: cfg.kubeApi.burst || undefined },
-  });
-  let catalog: ImageCatalogSource;
-  if (cfg.imageCatalogFile) catalog = ImageCatalogSource.fromFile(cfg.imageCatalogFile, log);
-  else if (cfg.imageCatalogConfigMap) {
-    const { namespace, name } = cfg.imageCatalogConfigMap;
-    catalog = ImageCatalogSource.fromConfigMap(
-      mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace }),
-      name,
-      log,
-      namespace,
-    );
-  } else {
-    log.warn(
-      'no image catalog (--image-catalog or --image-catalog-configmap): every boot configuration will be in Error',
-    );
-    catalog = ImageCatalogSource.empty(log);
-  }
+  const mgr = newManager(cfg, kubeConfig, log, opts.onLeadershipLost);
+  const catalog = catalogSourceOf(cfg, mgr, log);
   const oci = await imageServices(cfg.images, mgr.client, log);
   await assertManagerNamespace(mgr.client, cfg.controllers.managerNamespace, log);
   const callbackKey = await ensureCallbackKey(
@@ -630,6 +666,94 @@ export async function runManager(
     images: oci.images,
   });
   await mgr.start();
+  const servers = await startServers({ cfg, mgr, setup, callbackKey, catalog, oci, log });
+  const { registryUrl, bootServerUrl } = servers;
+  log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
+  let stopping: Promise<void> | undefined;
+  return {
+    config: cfg,
+    manager: mgr,
+    registryUrl,
+    bootServerUrl,
+    metricsPort: mgr.healthPort,
+    stop() {
+      stopping ??= (async () => {
+        await closeWithin(SERVER_CLOSE_GRACE_MS, [servers.registry.close(), servers.bootServer.close()], log);
+        await mgr.stop();
+        await setup.connections.closeAll();
+        await oci.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** Fails before anything starts: these URLs end up on every kernel command line (S16). Throws `CommanderError` `manager.hostUrl`. */
+function refuseUnreachableUrls(cfg: ManagerConfig): void {
+  try {
+    hostFacingUrl('--registry-url', cfg.registry.url, cfg.registry);
+    hostFacingUrl('--bootserver-url', cfg.bootServer.url, cfg.bootServer);
+  } catch (err) {
+    if (err instanceof HostUrlError) throw new CommanderError(1, 'manager.hostUrl', err.message);
+    throw err;
+  }
+}
+
+/** The runtime manager: leader-elected in the manager namespace with `--leader-elect`, rate-limited as `--kube-api-*`. */
+function newManager(
+  cfg: ManagerConfig,
+  kubeConfig: KubeConfig,
+  log: pino.Logger,
+  onLeadershipLost: (() => void) | undefined,
+): Manager {
+  return new Manager({
+    kubeConfig,
+    name: 'metal-operator',
+    leaderElection: cfg.leaderElect
+      ? {
+          namespace: cfg.controllers.managerNamespace,
+          onLost: onLeadershipLost ?? (() => exitOnLeadershipLost(log)),
+        }
+      : false,
+    metricsPort: cfg.metricsPort,
+    log,
+    client: { qps: cfg.kubeApi.qps, burst: cfg.kubeApi.burst || undefined },
+  });
+}
+
+/** The image catalog: the file, the followed ConfigMap, or an empty one (warned: every boot configuration fails). */
+function catalogSourceOf(cfg: ManagerConfig, mgr: Manager, log: pino.Logger): ImageCatalogSource {
+  if (cfg.imageCatalogFile) return ImageCatalogSource.fromFile(cfg.imageCatalogFile, log);
+  if (cfg.imageCatalogConfigMap) {
+    const { namespace, name } = cfg.imageCatalogConfigMap;
+    return ImageCatalogSource.fromConfigMap(
+      mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace }),
+      name,
+      log,
+      namespace,
+    );
+  }
+  log.warn(
+    'no image catalog (--image-catalog or --image-catalog-configmap): every boot configuration will be in Error',
+  );
+  return ImageCatalogSource.empty(log);
+}
+
+interface ServerInputs {
+  cfg: ManagerConfig;
+  mgr: Manager;
+  setup: ControllerSetup;
+  callbackKey: CallbackKey;
+  catalog: ImageCatalogSource;
+  oci: ImageServices;
+  log: pino.Logger;
+}
+
+/**
+ * Starts the registry, then the boot server (which hands out the registry's host-facing URL),
+ * both over TLS when `--tls-*` are given. Resolves once both listen, with their host-facing URLs.
+ */
+async function startServers({ cfg, mgr, setup, callbackKey, catalog, oci, log }: ServerInputs) {
   const sources = {
     client: mgr.client,
     servers: setup.servers,
@@ -676,24 +800,7 @@ export async function runManager(
     port: bootServer.port,
     scheme,
   });
-  log.info({ registryUrl, bootServerUrl, metricsPort: mgr.healthPort }, 'manager running');
-  let stopping: Promise<void> | undefined;
-  return {
-    config: cfg,
-    manager: mgr,
-    registryUrl,
-    bootServerUrl,
-    metricsPort: mgr.healthPort,
-    stop() {
-      stopping ??= (async () => {
-        await closeWithin(SERVER_CLOSE_GRACE_MS, [registry.close(), bootServer.close()], log);
-        await mgr.stop();
-        await setup.connections.closeAll();
-        await oci.close();
-      })();
-      return stopping;
-    },
-  };
+  return { registry, registryUrl, bootServer, bootServerUrl };
 }
 
 /**

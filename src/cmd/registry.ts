@@ -15,10 +15,12 @@ import {
 } from './signal-process.js';
 import { startSignalStack } from './signal-stack.js';
 
-const cmd = addSignalProcessOptions(new Command('registry'), '127.0.0.1:10000')
-  .description(
+const cmd = addSignalProcessOptions(
+  new Command('registry').description(
     'metal-operator registry: POST /register, GET /systems/{uuid}, DELETE /delete/{uuid}, POST /bootstate',
-  )
+  ),
+)
+  .option('--addr <host:port>', 'listen address', '127.0.0.1:10000')
   .addOption(
     new Option(
       '--callback-auth <mode>',
@@ -28,11 +30,12 @@ const cmd = addSignalProcessOptions(new Command('registry'), '127.0.0.1:10000')
       .default('required'),
   )
   .parse();
-const o = cmd.opts<SignalProcessFlags & { callbackAuth: 'required' | 'optional' }>();
+const o = cmd.opts<SignalProcessFlags & { addr: string; callbackAuth: 'required' | 'optional' }>();
 const log = newLogger('registry');
 const [host, port] = splitAddr(o.addr);
+const callbackKey = callbackKeyRef(o);
 const stack = await startSignalStack({
-  callbackKey: callbackKeyRef(o),
+  callbackKey,
   kubeConfig: loadKubeConfig(o.kubeconfig),
   log,
   registry: { host, port, callbackAuth: o.callbackAuth, tls: tlsFiles(o) },

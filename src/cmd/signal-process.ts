@@ -1,30 +1,28 @@
 /**
- * The life of a standalone signal server process (registry or boot server): the flags both share
- * (`--metrics-addr`, `--kubeconfig`, `--callback-key-secret`, `--tls-cert-file`, `--tls-key-file`,
- * `--addr`), the callback-key Secret ref (a bad ref exits 1 with one `error:` line), optional
- * `/healthz`, `/readyz`, `/metrics` on `metricsAddr`, a clean stop on SIGTERM/SIGINT, and the
- * optional HTTPS certificate.
+ * The life of a standalone signal server process (registry or boot server): the flags both have
+ * (`--metrics-addr`, `--kubeconfig`, `--callback-key-secret`, `--tls-cert-file`, `--tls-key-file`),
+ * optional `/healthz`, `/readyz`, `/metrics` on `metricsAddr`, a clean stop on SIGTERM/SIGINT, and
+ * the optional HTTPS certificate. Flag errors print one `error: ` line and exit with status 1.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { collectDefaultMetrics } from 'prom-client';
-import { CALLBACK_KEY_SECRET_NAME, parseSecretRef } from '../bootauth/callback-key-secret.js';
+import { CALLBACK_KEY_SECRET_NAME, parseSecretRef, type SecretRef } from '../bootauth/callback-key-secret.js';
 import { startHealthServer } from '../runtime/health.js';
 import { splitAddr } from './listen-address.js';
 import type { SignalStack } from './signal-stack.js';
 
-/** The values of the flags every signal process has (see {@link addSignalProcessOptions}). */
+/** The flags {@link addSignalProcessOptions} adds, as commander names them. */
 export interface SignalProcessFlags {
   metricsAddr?: string;
   kubeconfig?: string;
   callbackKeySecret: string;
-  addr: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
 }
 
-/** Adds the shared flags to `cmd`, in help order; `defaultAddr` is this process's `--addr` default. */
-export function addSignalProcessOptions(cmd: Command, defaultAddr: string): Command {
+/** Adds the flags every signal server process has, in this `--help` order, to `cmd`. */
+export function addSignalProcessOptions(cmd: Command): Command {
   return cmd
     .option('--metrics-addr <host:port>', 'serve /healthz, /readyz and /metrics here (off when unset)')
     .option('--kubeconfig <path>', 'kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)')
@@ -37,22 +35,16 @@ export function addSignalProcessOptions(cmd: Command, defaultAddr: string): Comm
       '--tls-cert-file <path>',
       'PEM certificate (chain): serve HTTPS (e.g. a mounted kubernetes.io/tls Secret)',
     )
-    .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file')
-    .option('--addr <host:port>', 'listen address', defaultAddr);
+    .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file');
 }
 
-/** Writes `error: <message>` to stderr and exits 1: a start-up mistake the operator fixes by a flag. */
-export function exitWithError(message: string): never {
-  process.stderr.write(`error: ${message}\n`);
-  process.exit(1);
-}
-
-/** The parsed `--callback-key-secret`; exits 1 with the parser's message when it is malformed. */
-export function callbackKeyRef(o: SignalProcessFlags): ReturnType<typeof parseSecretRef> {
+/** The callback key Secret of `--callback-key-secret`; exits with status 1 and a message when it is not namespace/name. */
+export function callbackKeyRef(o: SignalProcessFlags): SecretRef {
   try {
     return parseSecretRef(o.callbackKeySecret);
   } catch (err) {
-    return exitWithError((err as Error).message);
+    process.stderr.write(`error: ${(err as Error).message}\n`);
+    process.exit(1);
   }
 }
 

@@ -69,7 +69,6 @@ async function snapshot(
   return { servers: servers.items, claims: claims.items, sbcs: sbcs.items, bmcs: bmcs.items };
 }
 
-/** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
 /** Firmware, boot method and network of `local up` / `local serve` (QEMU back end). */
 export interface MachineShape {
   firmware?: Firmware;
@@ -81,54 +80,17 @@ export interface MachineShape {
   inCluster?: boolean;
 }
 
-/** The state file of a started stack (local-state.ts): what `local status`, `console` and `down` read. */
-function writeReadyState(
-  o: { dir: string; servers: number; backend: Backend; bmcProfile?: VendorProfileName } & MachineShape,
-  stack: LocalStack,
-  startedAt: string,
-): void {
-  writeLocalState(o.dir, {
-    pid: process.pid,
-    kubeconfig: stack.kubeconfigPath,
-    backend: o.backend,
-    servers: o.servers,
-    bmcUrl: stack.vbmc.url,
-    registryUrl: stack.registryUrl,
-    bootServerUrl: stack.bootServerUrl,
-    metricsUrl: stack.metricsUrl,
-    managerLog: stack.managerLog,
-    startedAt,
-    osImage: stack.images.osImage,
-    shape: {
-      firmware: o.firmware ?? 'uefi',
-      network: { requested: o.network ?? 'auto', resolved: stack.network ? 'bridge' : 'user' },
-      bootMethod: { requested: o.bootMethod ?? 'auto', resolved: stack.bootMethod },
-      bmcProfile: o.bmcProfile ?? 'none',
-    },
-  });
-}
+/** What `local serve` is asked to start. */
+type ServeOptions = {
+  dir: string;
+  servers: number;
+  backend: Backend;
+  accel?: AccelChoice;
+  bmcProfile?: VendorProfileName;
+} & MachineShape;
 
-/** The `FAILED:` progress line of a start that threw (a silent VM also gets its diagnosis first). */
-function sayStartFailure(err: unknown, say: (line: string) => void): void {
-  if (err instanceof SilentVmError) {
-    for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
-    say(
-      `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
-    );
-  } else {
-    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
-  }
-}
-
-export async function localServe(
-  o: {
-    dir: string;
-    servers: number;
-    backend: Backend;
-    accel?: AccelChoice;
-    bmcProfile?: VendorProfileName;
-  } & MachineShape,
-): Promise<void> {
+/** The daemon: starts the stack, records it, and runs until SIGTERM/SIGINT, then stops it all. */
+export async function localServe(o: ServeOptions): Promise<void> {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(daemonPidPath(o.dir), String(process.pid));
   const startedAt = new Date().toISOString();
@@ -150,20 +112,7 @@ export async function localServe(
   const stale = removeStaleNamespaces();
   if (stale.length) say(`removed what a stopped stack left behind: ${stale.join(', ')}`);
   try {
-    starting = LocalStack.start({
-      servers: o.servers,
-      backend: o.backend,
-      dir: o.dir,
-      progress: say,
-      // This daemon stops the stack on SIGTERM/SIGINT (stop above); nothing else may exit first.
-      handlesSignals: true,
-      ...(o.accel ? { accel: o.accel } : {}),
-      firmware: o.firmware ?? 'uefi',
-      bootMethod: o.bootMethod ?? 'auto',
-      network: o.network ?? 'auto',
-      ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
-      ...(o.cleanup ? { cleanup: true } : {}),
-    });
+    starting = startServedStack(o, say);
     stack = await starting;
     say(
       `waiting for discovery of ${o.servers} servers (probe image${o.backend !== 'qemu' ? ', simulated' : stack.bootMethod === 'vmedia' ? ' by virtual media' : ' over iPXE'}, then /register)`,
@@ -173,10 +122,10 @@ export async function localServe(
         `discovery: ${servers.map((s) => `${s.metadata.name}=${s.status?.state ?? 'Initial'}`).join(' ') || 'no servers yet'}`,
       ),
     );
-    writeReadyState(o, stack, startedAt);
+    recordServedStack(o, stack, startedAt);
     say('READY');
   } catch (err) {
-    sayStartFailure(err, say);
+    reportServeFailure(err, say);
     await stack?.stop().catch(() => undefined);
     rmSync(daemonPidPath(o.dir), { force: true });
     process.exit(1);
@@ -184,18 +133,67 @@ export async function localServe(
   await new Promise(() => undefined);
 }
 
+/** The daemon's stack: UEFI firmware, the best boot method and network the machine allows unless asked otherwise. */
+function startServedStack(o: ServeOptions, say: (line: string) => void): Promise<LocalStack> {
+  return LocalStack.start({
+    servers: o.servers,
+    backend: o.backend,
+    dir: o.dir,
+    progress: say,
+    // This daemon stops the stack on SIGTERM/SIGINT (localServe's stop); nothing else may exit first.
+    handlesSignals: true,
+    ...(o.accel ? { accel: o.accel } : {}),
+    firmware: o.firmware ?? 'uefi',
+    bootMethod: o.bootMethod ?? 'auto',
+    network: o.network ?? 'auto',
+    ...(o.bmcProfile ? { bmcProfile: o.bmcProfile } : {}),
+    ...(o.cleanup ? { cleanup: true } : {}),
+  });
+}
+
+/** Writes the state file `local up`, `status` and `down` read (local-state.ts). */
+function recordServedStack(o: ServeOptions, stack: LocalStack, startedAt: string): void {
+  writeLocalState(o.dir, {
+    pid: process.pid,
+    kubeconfig: stack.kubeconfigPath,
+    backend: o.backend,
+    servers: o.servers,
+    bmcUrl: stack.vbmc.url,
+    registryUrl: stack.registryUrl,
+    bootServerUrl: stack.bootServerUrl,
+    metricsUrl: stack.metricsUrl,
+    managerLog: stack.managerLog,
+    startedAt,
+    osImage: stack.images.osImage,
+    shape: {
+      firmware: o.firmware ?? 'uefi',
+      network: { requested: o.network ?? 'auto', resolved: stack.network ? 'bridge' : 'user' },
+      bootMethod: { requested: o.bootMethod ?? 'auto', resolved: stack.bootMethod },
+      bmcProfile: o.bmcProfile ?? 'none',
+    },
+  });
+}
+
+/** The FAILED progress line `local up` prints (a silent VM's diagnosis first). */
+function reportServeFailure(err: unknown, say: (line: string) => void): void {
+  if (err instanceof SilentVmError) {
+    for (const line of err.diagnosis.split('\n')) say(`  ${line}`);
+    say(
+      `FAILED: VM ${err.uuid} shows no sign of life (empty serial console, no boot); if KVM was used, run local down and retry with --accel tcg`,
+    );
+  } else {
+    say(`FAILED: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** What `local up` is asked for: the stack's shape, the overall deadline (s) and whether to claim. */
+type UpOptions = ServeOptions & { timeout: number; claim: boolean };
+
+/** `--dir <dir>` for the hints printed, empty for the default folder. */
+const dirFlagOf = (dir: string) => (dir === defaultLocalDir() ? '' : ` --dir ${dir}`);
+
 /** `local up`: start or reuse the daemon, apply the example claim, follow it to Booted. */
-export async function localUp(
-  o: {
-    dir: string;
-    servers: number;
-    backend: Backend;
-    accel?: AccelChoice;
-    bmcProfile?: VendorProfileName;
-    timeout: number;
-    claim: boolean;
-  } & MachineShape,
-): Promise<number> {
+export async function localUp(o: UpOptions): Promise<number> {
   const t0 = Date.now();
   const end = t0 + o.timeout * 1000;
   let state = readLocalState(o.dir);
@@ -205,11 +203,10 @@ export async function localUp(
     );
     return 1;
   }
-  const dirFlag = o.dir === defaultLocalDir() ? '' : ` --dir ${o.dir}`;
   const differences = state ? shapeDifferences(state, o) : [];
   if (differences.length) {
     console.error(
-      `a local stack of another shape is already running in ${o.dir} (pid ${state!.pid}):\n${differences.map((d) => `  ${d}`).join('\n')}\nstop it first (npm run metalctl -- local down${dirFlag}) or pick another --dir`,
+      `a local stack of another shape is already running in ${o.dir} (pid ${state!.pid}):\n${differences.map((d) => `  ${d}`).join('\n')}\nstop it first (npm run metalctl -- local down${dirFlagOf(o.dir)}) or pick another --dir`,
     );
     return 1;
   }
@@ -218,65 +215,8 @@ export async function localUp(
       `${stamp(t0)} reusing the running local stack (pid ${state.pid}, ${state.servers} ${state.backend} servers)`,
     );
   } else {
-    mkdirSync(o.dir, { recursive: true });
-    rmSync(progressPath(o.dir), { force: true });
-    const log = openSync(join(o.dir, 'serve.log'), 'a');
-    const daemon = spawn(
-      process.execPath,
-      [
-        join(REPO_ROOT, 'dist', 'src', 'cmd', 'metalctl.js'),
-        'local',
-        'serve',
-        '--dir',
-        o.dir,
-        '--servers',
-        String(o.servers),
-        '--backend',
-        o.backend,
-        ...(o.accel ? ['--accel', o.accel] : []),
-        ...(o.firmware ? ['--firmware', o.firmware] : []),
-        ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
-        ...(o.network ? ['--network', o.network] : []),
-        ...(o.cleanup ? ['--cleanup'] : []),
-        ...(o.inCluster ? ['--in-cluster'] : []),
-        ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
-      ],
-      { detached: true, stdio: ['ignore', log, log] },
-    );
-    daemon.unref();
-    console.log(`${stamp(t0)} local stack starting in the background (pid ${daemon.pid}; logs in ${o.dir})`);
-    let shown = 0;
-    let lastBeat = Date.now();
-    for (;;) {
-      const lines = existsSync(progressPath(o.dir))
-        ? readFileSync(progressPath(o.dir), 'utf8').split('\n').filter(Boolean)
-        : [];
-      for (const line of lines.slice(shown)) {
-        if (line !== 'READY' && !line.startsWith('FAILED')) console.log(`${stamp(t0)} ${line}`);
-        lastBeat = Date.now();
-      }
-      shown = lines.length;
-      const failed = lines.find((l) => l.startsWith('FAILED'));
-      if (failed) {
-        console.error(`${stamp(t0)} ${failed}\n(see ${join(o.dir, 'serve.log')})`);
-        return 1;
-      }
-      if (lines.includes('READY')) break;
-      if (!alive(daemon.pid!)) {
-        console.error(`${stamp(t0)} the local stack exited; see ${join(o.dir, 'serve.log')}`);
-        return 1;
-      }
-      if (Date.now() > end) {
-        console.error(`${stamp(t0)} timed out; stopping`);
-        await localDown({ dir: o.dir });
-        return 1;
-      }
-      if (Date.now() - lastBeat > 5_000) {
-        console.log(`${stamp(t0)} … still working`);
-        lastBeat = Date.now();
-      }
-      await sleep(300);
-    }
+    const code = await startDaemon(o, t0, end);
+    if (code !== undefined) return code;
     state = readLocalState(o.dir)!;
   }
   const client = new KubeClient(kubeConfigFrom(state.kubeconfig), { fieldManager: 'metalctl' });
@@ -288,43 +228,119 @@ export async function localUp(
     console.log(
       `${stamp(t0)} applied ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} (image ${image}, NetBootOnce); following it:`,
     );
-    const tty = process.stdout.isTTY;
-    let lastView = '';
-    for (;;) {
-      const snap = await snapshot(client);
-      const claim = snap.claims.find(
-        (c) => c.metadata.name === EXAMPLE_CLAIM && c.metadata.namespace === EXAMPLE_NS,
-      );
-      const booted = claim?.status?.conditions?.find((c: Condition) => c.type === ConditionType.Booted);
-      const view = `${serversTable(snap)}\n\n${claimsTable(snap)}`;
-      if (tty)
-        process.stdout.write(`\x1b[2J\x1b[H${stamp(t0)} following ${EXAMPLE_NS}/${EXAMPLE_CLAIM}\n${view}\n`);
-      else if (view.replace(/\d+m?\d*s\b/g, '') !== lastView.replace(/\d+m?\d*s\b/g, ''))
-        console.log(`${stamp(t0)}\n${view}\n`);
-      lastView = view;
-      if (booted?.status === 'True') {
-        if (tty) console.log('');
-        console.log(
-          `${stamp(t0)} ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} is Booted=True (${booted.reason})`,
-        );
-        break;
-      }
-      if (booted?.reason === BootedReason.AttemptsExhausted) {
-        console.error(`${stamp(t0)} the claim ran out of attempts: ${booted.message}`);
-        return 1;
-      }
-      if (Date.now() > end) {
-        console.error(`${stamp(t0)} timed out waiting for Booted`);
-        return 1;
-      }
-      await sleep(1_000);
-    }
+    const code = await followExampleClaim(client, t0, end);
+    if (code !== 0) return code;
     console.log(
-      `\nThe stack keeps running. kubectl works against it:\n  export KUBECONFIG=${state.kubeconfig}\n  kubectl get srv,scl,sbc,bmc,bmcsec -A\nStop it with: npm run metalctl -- local down${dirFlag}`,
+      `\nThe stack keeps running. kubectl works against it:\n  export KUBECONFIG=${state.kubeconfig}\n  kubectl get srv,scl,sbc,bmc,bmcsec -A\nStop it with: npm run metalctl -- local down${dirFlagOf(o.dir)}`,
     );
     return 0;
   } finally {
     await client.close();
+  }
+}
+
+/**
+ * Starts `local serve` detached and echoes its progress until READY (undefined); 1 when it failed,
+ * exited, or missed `end` (then it is stopped).
+ */
+async function startDaemon(o: UpOptions, t0: number, end: number): Promise<number | undefined> {
+  mkdirSync(o.dir, { recursive: true });
+  rmSync(progressPath(o.dir), { force: true });
+  const log = openSync(join(o.dir, 'serve.log'), 'a');
+  const daemon = spawn(process.execPath, serveArgs(o), { detached: true, stdio: ['ignore', log, log] });
+  daemon.unref();
+  console.log(`${stamp(t0)} local stack starting in the background (pid ${daemon.pid}; logs in ${o.dir})`);
+  let shown = 0;
+  let lastBeat = Date.now();
+  for (;;) {
+    const lines = existsSync(progressPath(o.dir))
+      ? readFileSync(progressPath(o.dir), 'utf8').split('\n').filter(Boolean)
+      : [];
+    for (const line of lines.slice(shown)) {
+      if (line !== 'READY' && !line.startsWith('FAILED')) console.log(`${stamp(t0)} ${line}`);
+      lastBeat = Date.now();
+    }
+    shown = lines.length;
+    const failed = lines.find((l) => l.startsWith('FAILED'));
+    if (failed) {
+      console.error(`${stamp(t0)} ${failed}\n(see ${join(o.dir, 'serve.log')})`);
+      return 1;
+    }
+    if (lines.includes('READY')) return undefined;
+    if (!alive(daemon.pid!)) {
+      console.error(`${stamp(t0)} the local stack exited; see ${join(o.dir, 'serve.log')}`);
+      return 1;
+    }
+    if (Date.now() > end) {
+      console.error(`${stamp(t0)} timed out; stopping`);
+      await localDown({ dir: o.dir });
+      return 1;
+    }
+    if (Date.now() - lastBeat > 5_000) {
+      console.log(`${stamp(t0)} … still working`);
+      lastBeat = Date.now();
+    }
+    await sleep(300);
+  }
+}
+
+/** The `metalctl local serve` command line of `local up`'s options. */
+function serveArgs(o: UpOptions): string[] {
+  return [
+    join(REPO_ROOT, 'dist', 'src', 'cmd', 'metalctl.js'),
+    'local',
+    'serve',
+    '--dir',
+    o.dir,
+    '--servers',
+    String(o.servers),
+    '--backend',
+    o.backend,
+    ...(o.accel ? ['--accel', o.accel] : []),
+    ...(o.firmware ? ['--firmware', o.firmware] : []),
+    ...(o.bootMethod ? ['--boot-method', o.bootMethod] : []),
+    ...(o.network ? ['--network', o.network] : []),
+    ...(o.cleanup ? ['--cleanup'] : []),
+    ...(o.inCluster ? ['--in-cluster'] : []),
+    ...(o.bmcProfile ? ['--bmc-profile', o.bmcProfile] : []),
+  ];
+}
+
+/**
+ * Shows the servers and claims (redrawn on a TTY, else printed when they change) until the example
+ * claim is Booted=True (0); 1 when it ran out of attempts or `end` passed.
+ */
+async function followExampleClaim(client: KubeClient, t0: number, end: number): Promise<number> {
+  const tty = process.stdout.isTTY;
+  let lastView = '';
+  for (;;) {
+    const snap = await snapshot(client);
+    const claim = snap.claims.find(
+      (c) => c.metadata.name === EXAMPLE_CLAIM && c.metadata.namespace === EXAMPLE_NS,
+    );
+    const booted = claim?.status?.conditions?.find((c: Condition) => c.type === ConditionType.Booted);
+    const view = `${serversTable(snap)}\n\n${claimsTable(snap)}`;
+    if (tty)
+      process.stdout.write(`\x1b[2J\x1b[H${stamp(t0)} following ${EXAMPLE_NS}/${EXAMPLE_CLAIM}\n${view}\n`);
+    else if (view.replace(/\d+m?\d*s\b/g, '') !== lastView.replace(/\d+m?\d*s\b/g, ''))
+      console.log(`${stamp(t0)}\n${view}\n`);
+    lastView = view;
+    if (booted?.status === 'True') {
+      if (tty) console.log('');
+      console.log(
+        `${stamp(t0)} ServerClaim ${EXAMPLE_NS}/${EXAMPLE_CLAIM} is Booted=True (${booted.reason})`,
+      );
+      return 0;
+    }
+    if (booted?.reason === BootedReason.AttemptsExhausted) {
+      console.error(`${stamp(t0)} the claim ran out of attempts: ${booted.message}`);
+      return 1;
+    }
+    if (Date.now() > end) {
+      console.error(`${stamp(t0)} timed out waiting for Booted`);
+      return 1;
+    }
+    await sleep(1_000);
   }
 }
 

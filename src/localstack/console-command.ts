@@ -179,9 +179,104 @@ interface Target {
   password: string;
 }
 
+/** Connects, runs the entry command and bridges `io` until the escape or the BMC's end. */
+function attach(
+  t: Target,
+  ctx: {
+    serverName: string;
+    secretName: string;
+    verify: ((keyBlob: Buffer) => string | undefined) | undefined;
+  },
+  io: ConsoleIo,
+): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const conn = new ssh2.Client();
+    let hostKeyRefusal: string | undefined;
+    let settled = false;
+    let restoreTerminal = (): void => undefined;
+    const finish = (code: number, line?: string): void => {
+      if (settled) return;
+      settled = true;
+      restoreTerminal();
+      if (line) io.stderr.write(`${line}\n`);
+      conn.end();
+      resolve(code);
+    };
+    conn.on('error', (err: Error & { level?: string }) =>
+      finish(1, connectionFailure(err, hostKeyRefusal, t, ctx.secretName)),
+    );
+    conn.on('close', () => finish(1, `the BMC at ${t.host}:${t.port} closed the connection`));
+    conn.on('ready', () =>
+      runEntryCommand(conn, t, ctx.serverName, io, finish, (restore) => {
+        restoreTerminal = restore;
+      }),
+    );
+    conn.connect({
+      host: t.host,
+      port: t.port,
+      username: t.username,
+      password: t.password,
+      tryKeyboard: false,
+      readyTimeout: SSH_READY_TIMEOUT_MS,
+      hostVerifier: (key: Buffer) => {
+        if (!ctx.verify) return true;
+        hostKeyRefusal = ctx.verify(key);
+        return hostKeyRefusal === undefined;
+      },
+    });
+  });
+}
+
+/** The line a failed SSH connection ends the console with: the host key refusal, refused credentials, or the error. */
+function connectionFailure(
+  err: Error & { level?: string },
+  hostKeyRefusal: string | undefined,
+  t: Target,
+  secretName: string,
+): string {
+  if (hostKeyRefusal) return hostKeyRefusal;
+  if (err.level === 'client-authentication') {
+    return `the BMC refused the credentials of BMCSecret ${secretName} (SSH password authentication)`;
+  }
+  return `console connection to ${t.host}:${t.port} failed: ${err.message}`;
+}
+
 /**
- * Passes `io.stdin` to the remote `stream` through the `~.` escape filter (raw mode on a TTY;
- * end of input as EOF) and returns the function that detaches stdin and restores the terminal.
+ * On a ready connection: runs the entry command (in a PTY of the terminal's size on a TTY) and
+ * bridges `io` to it; `bridged` gets the function that restores the terminal. Ends through
+ * `finish`: 1 when the BMC refuses the command or it exits non-zero, else 0.
+ */
+function runEntryCommand(
+  conn: ssh2.Client,
+  t: Target,
+  serverName: string,
+  io: ConsoleIo,
+  finish: (code: number, line?: string) => void,
+  bridged: (restore: () => void) => void,
+): void {
+  const tty = io.stdin.isTTY === true;
+  const pty = tty
+    ? { term: process.env.TERM ?? 'xterm', cols: io.stdout.columns ?? 80, rows: io.stdout.rows ?? 24 }
+    : false;
+  conn.exec(t.command, { pty }, (err, stream) => {
+    if (err) return finish(1, `the BMC refused "${t.command}": ${err.message}`);
+    io.stderr.write(
+      `metalctl: serial console of Server ${serverName} (BMC ${t.host}:${t.port}, "${t.command}"); type ~. at the start of a line to leave\n`,
+    );
+    let remoteExit: number | undefined;
+    bridged(bridgeInput(stream, io, tty, finish));
+    stream.on('data', (d: Buffer) => io.stdout.write(d));
+    stream.stderr.on('data', (d: Buffer) => io.stderr.write(d));
+    stream.on('exit', (code: number | null) => {
+      remoteExit = code ?? undefined;
+    });
+    stream.on('close', () => finish(remoteExit === 0 || remoteExit === undefined ? 0 : 1));
+  });
+}
+
+/**
+ * Passes `io.stdin` to the remote `stream` through the `~.` escape filter (raw mode on a TTY; end
+ * of input as EOF) and returns the function that detaches stdin and restores the terminal.
  */
 function bridgeInput(
   stream: ssh2.ClientChannel,
@@ -209,74 +304,4 @@ function bridgeInput(
     if (tty) io.stdin.setRawMode?.(false);
     io.stdin.pause();
   };
-}
-
-/** Connects, runs the entry command and bridges `io` until the escape or the BMC's end. */
-function attach(
-  t: Target,
-  ctx: {
-    serverName: string;
-    secretName: string;
-    verify: ((keyBlob: Buffer) => string | undefined) | undefined;
-  },
-  io: ConsoleIo,
-): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const conn = new ssh2.Client();
-    let hostKeyRefusal: string | undefined;
-    let settled = false;
-    let restoreTerminal = (): void => undefined;
-    const finish = (code: number, line?: string): void => {
-      if (settled) return;
-      settled = true;
-      restoreTerminal();
-      if (line) io.stderr.write(`${line}\n`);
-      conn.end();
-      resolve(code);
-    };
-    conn.on('error', (err: Error & { level?: string }) => {
-      if (hostKeyRefusal) return finish(1, hostKeyRefusal);
-      if (err.level === 'client-authentication') {
-        return finish(
-          1,
-          `the BMC refused the credentials of BMCSecret ${ctx.secretName} (SSH password authentication)`,
-        );
-      }
-      finish(1, `console connection to ${t.host}:${t.port} failed: ${err.message}`);
-    });
-    conn.on('close', () => finish(1, `the BMC at ${t.host}:${t.port} closed the connection`));
-    conn.on('ready', () => {
-      const tty = io.stdin.isTTY === true;
-      const pty = tty
-        ? { term: process.env.TERM ?? 'xterm', cols: io.stdout.columns ?? 80, rows: io.stdout.rows ?? 24 }
-        : false;
-      conn.exec(t.command, { pty }, (err, stream) => {
-        if (err) return finish(1, `the BMC refused "${t.command}": ${err.message}`);
-        io.stderr.write(
-          `metalctl: serial console of Server ${ctx.serverName} (BMC ${t.host}:${t.port}, "${t.command}"); type ~. at the start of a line to leave\n`,
-        );
-        let remoteExit: number | undefined;
-        restoreTerminal = bridgeInput(stream, io, tty, finish);
-        stream.on('data', (d: Buffer) => io.stdout.write(d));
-        stream.stderr.on('data', (d: Buffer) => io.stderr.write(d));
-        stream.on('exit', (code: number | null) => {
-          remoteExit = code ?? undefined;
-        });
-        stream.on('close', () => finish(remoteExit === 0 || remoteExit === undefined ? 0 : 1));
-      });
-    });
-    conn.connect({
-      host: t.host,
-      port: t.port,
-      username: t.username,
-      password: t.password,
-      tryKeyboard: false,
-      readyTimeout: SSH_READY_TIMEOUT_MS,
-      hostVerifier: (key: Buffer) => {
-        if (!ctx.verify) return true;
-        hostKeyRefusal = ctx.verify(key);
-        return hostKeyRefusal === undefined;
-      },
-    });
-  });
 }

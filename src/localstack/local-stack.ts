@@ -158,17 +158,7 @@ export class LocalStack {
   static async start(opts: LocalStackOptions): Promise<LocalStack> {
     const say = opts.progress ?? (() => undefined);
     mkdirSync(opts.dir, { recursive: true });
-    let artefacts = '';
-    if (opts.backend === 'qemu') {
-      say('building VM boot artefacts (Debian kernel + busybox initramfs; cached after the first run)');
-      artefacts = buildVmArtefacts();
-    } else {
-      // Sim hosts do not download kernels; the catalog still needs files that exist.
-      artefacts = join(opts.dir, 'sim-artefacts');
-      mkdirSync(artefacts, { recursive: true });
-      writeFileSync(join(artefacts, 'vmlinuz'), 'sim');
-      writeFileSync(join(artefacts, 'initramfs.cpio.gz'), 'sim');
-    }
+    const artefacts = bootArtefacts(opts, say);
     const catalog = writeImageCatalog(artefacts, join(opts.dir, 'images.yaml'));
     say(
       'starting etcd, kube-apiserver and the garbage collector (kube-controller-manager; built from their Go modules on first use), installing CRDs',
@@ -176,249 +166,43 @@ export class LocalStack {
     // The garbage collector: deleting a BMC removes its Servers (and their discovery SBCs) as in a cluster.
     const cp = await ControlPlane.start({ garbageCollector: true, exitOnSignal: !opts.handlesSignals });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
+    const step: StartStep = { opts, say, cleanup };
     try {
-      say('starting the OCI registry on loopback and pushing the boot images (docker-registry)');
-      const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
-      cleanup.unshift(() => images.registry.stop());
-      const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
-      await client.create(Resources.Namespace, {
-        apiVersion: 'v1',
-        kind: 'Namespace',
-        metadata: { name: MANAGER_NAMESPACE },
-      });
-      // Created here rather than by the manager's first start: signal server replicas start
-      // before the manager and wait for it otherwise.
-      const callbackKey = await ensureCallbackKey(client, {
-        namespace: MANAGER_NAMESPACE,
-        name: CALLBACK_KEY_SECRET_NAME,
-      });
-      const [registryPort, bootPort, metricsPort, ownRegistryPort, ownBootPort] = (await freePorts(5)) as [
-        number,
-        number,
-        number,
-        number,
-        number,
-      ];
+      const { images, client, callbackKey } = await startImagesAndKey(step, cp, artefacts);
+      const ports = await stackPorts();
       const replicas = opts.signalReplicas ?? 0;
       if (replicas > 0 && opts.backend !== 'sim')
         throw new Error('signal server replicas: sim back end only (VMs reach the host on other addresses)');
-      let network: TestNetwork | undefined;
-      // Virtual media needs no DHCP: on the bridged network it runs without (unless asked for).
-      const dhcp = opts.dhcp ?? opts.bootMethod !== 'vmedia';
-      if (opts.backend === 'qemu' && opts.network && opts.network !== 'user') {
-        const problem = bridgeNetworkProblem();
-        if (problem && opts.network === 'bridge') throw new Error(`bridged test network: ${problem}`);
-        if (problem) say(`bridged test network not possible here (${problem}): QEMU user networking`);
-        else {
-          say(`creating the test network (namespace, bridge${dhcp ? ', dnsmasq' : ', no DHCP server'})`);
-          network = await TestNetwork.create({
-            tag: 'ls',
-            dir: join(opts.dir, 'net'),
-            bootServerPort: bootPort,
-            dhcp,
-          });
-          const net = network;
-          cleanup.unshift(() => net.close());
-          say(`test network ${net.netns}: ${net.subnet}, boot server and registry on ${net.hostAddress}`);
-        }
-      }
-      // VMs on QEMU user networking reach the host's loopback as 10.0.2.2; on the test network
-      // they reach the host end of its veth, where the registry and boot server listen.
-      const guestHost = network ? network.hostAddress : opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
-      const listenHost = network ? network.hostAddress : '127.0.0.1';
-      const bootMethod = chooseBootMethod(opts, network !== undefined);
-      if (opts.dhcp === false && (!network || bootMethod !== 'vmedia'))
-        throw new Error('no DHCP (dhcp: false): needs the bridged test network and --boot-method vmedia');
-      say(
-        `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed; discovery too)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
-      );
-      const registryUrl = `http://${guestHost}:${registryPort}`;
-      const bootServerUrl = `http://${guestHost}:${bootPort}`;
-      const localBootUrl = `http://127.0.0.1:${bootPort}`;
-
-      let accel: AccelVerdict | undefined;
-      if (opts.backend === 'qemu') {
-        say('choosing the QEMU accelerator (a probe boot under KVM decides; cached per machine)');
-        accel = await chooseAccel(opts.accel ?? accelFromEnv(), {
-          guest: { kernel: join(artefacts, 'vmlinuz'), initrd: join(artefacts, 'initramfs.cpio.gz') },
-        });
-        say(`QEMU accelerator: ${accel.accel.toUpperCase()} (${accel.reason})`);
-      }
-      say(
-        `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} ${network?.dhcp === false ? 'with no NIC boot ROM' : 'with iPXE'}, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
-      );
-      let hosts: Host[];
-      let closeFleet: () => Promise<void> = async () => undefined;
-      if (accel) {
-        const chosen = accel.accel;
-        hosts = Array.from(
-          { length: opts.servers },
-          (_, i) =>
-            new QemuHost(
-              qemuHostIdentity(i, opts.cpus?.length ? { cpus: opts.cpus[i % opts.cpus.length] } : {}),
-              {
-                bootServerUrl: localBootUrl,
-                workDir: join(opts.dir, `vm-${i}`),
-                accel: chosen,
-                firmware: firmwareOf(opts.firmware, i),
-                // Without DHCP no boot ROM on the NIC, not even as the fallback after the disk.
-                ...(network?.dhcp === false ? { noneBoot: 'disk' as const } : {}),
-                ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
-              },
-            ),
-        );
-      } else {
-        const fleet = createSimFleet({
-          count: opts.servers,
-          bootServerUrl: localBootUrl,
-          uuidCase: 'upper',
-          timing: {
-            firmwareMs: opts.simTiming?.firmwareMs ?? 200,
-            kernelMs: opts.simTiming?.kernelMs ?? 500,
-          },
-          logger: opts.log,
-        });
-        hosts = fleet.hosts;
-        closeFleet = () => fleet.close();
-      }
-      // The virtual BMCs' password: unguessable (N15), not Math.random().
-      const password = randomBytes(18).toString('base64url');
-      const bmcCount = Math.max(1, Math.min(opts.bmcs ?? 1, hosts.length || 1));
-      if (bmcCount > 1 && opts.backend !== 'sim') throw new Error('several virtual BMCs: sim back end only');
-      const per = Math.ceil(hosts.length / bmcCount);
-      const vbmcs: VirtualBmc[] = [];
-      cleanup.unshift(async () => {
-        await Promise.all(vbmcs.map((b) => b.close()));
-        await closeFleet();
-      });
-      for (let b = 0; b < bmcCount; b++) {
-        const onBmcRequest = opts.onBmcRequest;
-        vbmcs.push(
-          await startVirtualBmc({
-            hosts: hosts.slice(b * per, (b + 1) * per),
-            username: BMC_USER,
-            password,
-            port: 0,
-            ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
-            ...(onBmcRequest ? { onRequest: (r: RequestRecord) => onBmcRequest(b, r) } : {}),
-            logger: opts.log,
-          }),
-        );
-      }
-      const vbmc = vbmcs[0]!;
-
-      let signals: SignalReplicas | undefined;
-      if (replicas > 0) {
-        say(`starting ${replicas} registry and ${replicas} boot server replicas behind Service stand-ins`);
-        signals = await SignalReplicas.start({
-          replicas,
-          dir: opts.dir,
-          kubeconfigPath: cp.kubeconfigPath,
-          registryPort,
-          bootServerPort: bootPort,
-          imageCatalog: catalog,
-          imageArgs: images.managerArgs,
-        });
-        const s = signals;
-        cleanup.unshift(() => s.stop());
-      }
-
+      const network = await openTestNetwork(step, ports.boot);
+      const addrs = stackAddresses(step, network, ports);
+      const { hosts, closeFleet } = await startHosts(step, artefacts, network, addrs.localBootUrl);
+      const bmcs = await startVirtualBmcs(step, hosts, closeFleet);
+      const signals = await startSignalReplicas(step, replicas, cp, ports, catalog, images);
       say(`starting the manager (controllers${signals ? '' : ', registry, boot server'})`);
       const managerLog = join(opts.dir, 'manager.log');
-      // With replicas the manager's own servers listen on ports no host is told about; the URLs it
-      // renders (HTTP boot URIs, scripts) name the Services.
-      const managerCommand = [
-        `--kubeconfig=${cp.kubeconfigPath}`,
-        `--manager-namespace=${MANAGER_NAMESPACE}`,
-        `--image-catalog=${catalog}`,
-        `--probe-image=${PROBE_IMAGE}`,
-        `--registry-addr=${listenHost}:${signals ? ownRegistryPort : registryPort}`,
-        `--registry-url=${registryUrl}`,
-        `--bootserver-addr=${listenHost}:${signals ? ownBootPort : bootPort}`,
-        `--bootserver-url=${bootServerUrl}`,
-        `--metrics-port=${metricsPort}`,
-        `--default-boot-method=${bootMethod === 'http' ? 'HTTPBoot' : bootMethod === 'vmedia' ? 'VirtualMedia' : 'PXE'}`,
-        // The default --script-client-identity=known-address on every network: on QEMU user
-        // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
-        // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
-        // On the test network the boot server identifies VMs by the MAC dnsmasq leased their
-        // address to (docs/MACHINE-IDENTITY.md).
-        // Without DHCP: by the MAC the host's kernel resolved the VM's static address to (ARP).
-        ...(network
-          ? [
-              network.dhcp
-                ? `--client-mac-source=dnsmasq-leases=${network.leaseFile}`
-                : '--client-mac-source=neighbours',
-            ]
-          : []),
-        ...images.managerArgs,
-        ...(opts.cleanup ? [`--cleanup-image=${images.cleanupImage}`] : []),
-        ...(opts.managerArgs ?? []),
-      ];
-      const metricsUrl = `http://127.0.0.1:${metricsPort}`;
+      const managerCommand = managerFlags(opts, { cp, catalog, ports, addrs, network, images, signals });
+      const metricsUrl = `http://127.0.0.1:${ports.metrics}`;
       const manager = spawnManager(managerCommand, managerLog);
       cleanup.unshift(() => stopChild(manager));
       await waitForManager(manager, metricsUrl, managerLog);
-
-      say(
-        vbmcs.length > 1
-          ? `creating ${vbmcs.length} BMCs ${BMC_NAME}, ${BMC_NAME}-1, … (${per} systems each) and their credentials`
-          : `creating BMC ${BMC_NAME} (Redfish at ${vbmc.url}) and its credentials`,
-      );
-      await client.create(Resources.BMCSecret, {
-        apiVersion: API_VERSION,
-        kind: 'BMCSecret',
-        metadata: { name: `${BMC_NAME}-credentials` },
-        data: {
-          username: Buffer.from(BMC_USER).toString('base64'),
-          password: Buffer.from(password).toString('base64'),
-        },
-      });
-      if (network && !network.dhcp) {
-        // Servers in upstream's hand-made shape (UUID + bmcRef, no systemURI), made before the BMC:
-        // the BMC controller adopts them, so their static address is there before discovery starts.
-        for (const [i, h] of hosts.entries()) {
-          say(`Server ${BMC_NAME}-static-${i}: static address ${network.staticAddress(i)} (no DHCP)`);
-          await client.create<Server>(Resources.Server, {
-            apiVersion: API_VERSION,
-            kind: 'Server',
-            metadata: {
-              name: `${BMC_NAME}-static-${i}`,
-              annotations: { [STATIC_IP_ANNOTATION]: network.staticIpArg(i) },
-            },
-            spec: { systemUUID: h.identity.uuid.toLowerCase(), bmcRef: { name: BMC_NAME } },
-          } as Server);
-        }
-      }
-      for (const [b, v] of vbmcs.entries()) {
-        await client.create(Resources.BMC, {
-          apiVersion: API_VERSION,
-          kind: 'BMC',
-          metadata: { name: b === 0 ? BMC_NAME : `${BMC_NAME}-${b}` },
-          spec: {
-            access: { ip: '127.0.0.1' },
-            bmcSecretRef: { name: `${BMC_NAME}-credentials` },
-            protocol: { name: 'Redfish', port: Number(new URL(v.url).port), scheme: 'http' },
-          },
-        });
-      }
+      await createBmcObjects(step, client, network, hosts, bmcs);
       return new LocalStack(
         opts,
         cp,
         client,
-        vbmc,
+        bmcs.vbmcs[0]!,
         hosts,
         manager,
         managerCommand,
         managerLog,
-        registryUrl,
-        bootServerUrl,
+        addrs.registryUrl,
+        addrs.bootServerUrl,
         metricsUrl,
         images,
-        vbmcs,
+        bmcs.vbmcs,
         signals,
         network,
-        bootMethod,
+        addrs.bootMethod,
         callbackKey,
       );
     } catch (err) {
@@ -529,6 +313,360 @@ export class LocalStack {
       }
     }
     if (first !== undefined) throw first;
+  }
+}
+
+/**
+ * What every start-up step shares: the options, the progress line and the clean-up list (newest
+ * first: a step that starts something puts its stop in front, so a failed start undoes in reverse).
+ */
+interface StartStep {
+  opts: LocalStackOptions;
+  say: (line: string) => void;
+  cleanup: (() => Promise<unknown>)[];
+}
+
+/** The folder of the kernel and initramfs the catalog names: built for QEMU, placeholders for sim hosts. */
+function bootArtefacts(opts: LocalStackOptions, say: (line: string) => void): string {
+  if (opts.backend === 'qemu') {
+    say('building VM boot artefacts (Debian kernel + busybox initramfs; cached after the first run)');
+    return buildVmArtefacts();
+  }
+  // Sim hosts do not download kernels; the catalog still needs files that exist.
+  const artefacts = join(opts.dir, 'sim-artefacts');
+  mkdirSync(artefacts, { recursive: true });
+  writeFileSync(join(artefacts, 'vmlinuz'), 'sim');
+  writeFileSync(join(artefacts, 'initramfs.cpio.gz'), 'sim');
+  return artefacts;
+}
+
+/** The OCI registry with the boot images pushed, the API client, the manager namespace and the callback key. */
+async function startImagesAndKey({ say, cleanup, opts }: StartStep, cp: ControlPlane, artefacts: string) {
+  say('starting the OCI registry on loopback and pushing the boot images (docker-registry)');
+  const images = await startLocalImages(join(opts.dir, 'oci-registry'), artefacts, 'console=ttyS0 quiet');
+  cleanup.unshift(() => images.registry.stop());
+  const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'metalctl' });
+  await client.create(Resources.Namespace, {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: MANAGER_NAMESPACE },
+  });
+  // Created here rather than by the manager's first start: signal server replicas start
+  // before the manager and wait for it otherwise.
+  const callbackKey = await ensureCallbackKey(client, {
+    namespace: MANAGER_NAMESPACE,
+    name: CALLBACK_KEY_SECRET_NAME,
+  });
+  return { images, client, callbackKey };
+}
+
+/** Ports hosts are told about (registry, boot), the metrics port, and the manager's own servers' behind replicas. */
+interface StackPorts {
+  registry: number;
+  boot: number;
+  metrics: number;
+  ownRegistry: number;
+  ownBoot: number;
+}
+
+async function stackPorts(): Promise<StackPorts> {
+  const [registry, boot, metrics, ownRegistry, ownBoot] = (await freePorts(5)) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  return { registry, boot, metrics, ownRegistry, ownBoot };
+}
+
+/**
+ * The bridged test network where asked for and possible (QEMU only); undefined for user networking.
+ * @throws Error when `network: 'bridge'` is asked for where namespaces cannot be made.
+ */
+async function openTestNetwork({ opts, say, cleanup }: StartStep, bootPort: number) {
+  // Virtual media needs no DHCP: on the bridged network it runs without (unless asked for).
+  const dhcp = opts.dhcp ?? opts.bootMethod !== 'vmedia';
+  if (opts.backend !== 'qemu' || !opts.network || opts.network === 'user') return undefined;
+  const problem = bridgeNetworkProblem();
+  if (problem && opts.network === 'bridge') throw new Error(`bridged test network: ${problem}`);
+  if (problem) {
+    say(`bridged test network not possible here (${problem}): QEMU user networking`);
+    return undefined;
+  }
+  say(`creating the test network (namespace, bridge${dhcp ? ', dnsmasq' : ', no DHCP server'})`);
+  const net = await TestNetwork.create({
+    tag: 'ls',
+    dir: join(opts.dir, 'net'),
+    bootServerPort: bootPort,
+    dhcp,
+  });
+  cleanup.unshift(() => net.close());
+  say(`test network ${net.netns}: ${net.subnet}, boot server and registry on ${net.hostAddress}`);
+  return net;
+}
+
+/** Where the registry and boot server listen, the URLs hosts use, and the boot method of claims. */
+interface StackAddresses {
+  listenHost: string;
+  registryUrl: string;
+  bootServerUrl: string;
+  /** The boot server as the host itself reaches it (VMs' and simulated hosts' BMC side). */
+  localBootUrl: string;
+  bootMethod: 'pxe' | 'http' | 'vmedia';
+}
+
+/** @throws Error for `dhcp: false` without the bridged network and virtual media, and as {@link chooseBootMethod}. */
+function stackAddresses(
+  { opts, say }: StartStep,
+  network: TestNetwork | undefined,
+  ports: StackPorts,
+): StackAddresses {
+  // VMs on QEMU user networking reach the host's loopback as 10.0.2.2; on the test network
+  // they reach the host end of its veth, where the registry and boot server listen.
+  const guestHost = network ? network.hostAddress : opts.backend === 'qemu' ? '10.0.2.2' : '127.0.0.1';
+  const listenHost = network ? network.hostAddress : '127.0.0.1';
+  const bootMethod = chooseBootMethod(opts, network !== undefined);
+  if (opts.dhcp === false && (!network || bootMethod !== 'vmedia'))
+    throw new Error('no DHCP (dhcp: false): needs the bridged test network and --boot-method vmedia');
+  say(
+    `boot method of claims: ${bootMethod === 'http' ? 'UEFI HTTP boot of a UKI' : bootMethod === 'vmedia' ? 'virtual media (the BMC inserts the attempt ISO; no DHCP needed; discovery too)' : 'PXE (iPXE script)'}${opts.bootMethod === 'auto' ? ' (the most realistic this machine allows)' : ''}`,
+  );
+  return {
+    listenHost,
+    registryUrl: `http://${guestHost}:${ports.registry}`,
+    bootServerUrl: `http://${guestHost}:${ports.boot}`,
+    localBootUrl: `http://127.0.0.1:${ports.boot}`,
+    bootMethod,
+  };
+}
+
+/** The QEMU VMs (accelerator chosen first) or the simulated fleet; `closeFleet` stops the latter. */
+async function startHosts(
+  { opts, say }: StartStep,
+  artefacts: string,
+  network: TestNetwork | undefined,
+  localBootUrl: string,
+): Promise<{ hosts: Host[]; closeFleet: () => Promise<void> }> {
+  let accel: AccelVerdict | undefined;
+  if (opts.backend === 'qemu') {
+    say('choosing the QEMU accelerator (a probe boot under KVM decides; cached per machine)');
+    accel = await chooseAccel(opts.accel ?? accelFromEnv(), {
+      guest: { kernel: join(artefacts, 'vmlinuz'), initrd: join(artefacts, 'initramfs.cpio.gz') },
+    });
+    say(`QEMU accelerator: ${accel.accel.toUpperCase()} (${accel.reason})`);
+  }
+  say(
+    `starting ${opts.servers} ${accel ? `QEMU VMs (${describeFirmware(opts.firmware)} ${network?.dhcp === false ? 'with no NIC boot ROM' : 'with iPXE'}, ${accel.accel.toUpperCase()}, ${network ? 'bridged test network' : 'user networking'})` : 'simulated hosts'} behind a virtual BMC`,
+  );
+  if (accel)
+    return { hosts: qemuHosts(opts, accel, network, localBootUrl), closeFleet: async () => undefined };
+  const fleet = createSimFleet({
+    count: opts.servers,
+    bootServerUrl: localBootUrl,
+    uuidCase: 'upper',
+    timing: {
+      firmwareMs: opts.simTiming?.firmwareMs ?? 200,
+      kernelMs: opts.simTiming?.kernelMs ?? 500,
+    },
+    logger: opts.log,
+  });
+  return { hosts: fleet.hosts, closeFleet: () => fleet.close() };
+}
+
+function qemuHosts(
+  opts: LocalStackOptions,
+  accel: AccelVerdict,
+  network: TestNetwork | undefined,
+  localBootUrl: string,
+): Host[] {
+  const chosen = accel.accel;
+  return Array.from(
+    { length: opts.servers },
+    (_, i) =>
+      new QemuHost(qemuHostIdentity(i, opts.cpus?.length ? { cpus: opts.cpus[i % opts.cpus.length] } : {}), {
+        bootServerUrl: localBootUrl,
+        workDir: join(opts.dir, `vm-${i}`),
+        accel: chosen,
+        firmware: firmwareOf(opts.firmware, i),
+        // Without DHCP no boot ROM on the NIC, not even as the fallback after the disk.
+        ...(network?.dhcp === false ? { noneBoot: 'disk' as const } : {}),
+        ...(network ? tapOn(network, qemuHostIdentity(i).macAddress) : {}),
+      }),
+  );
+}
+
+/** The virtual BMCs, the hosts spread evenly over them (`per` each), sharing one password. */
+interface StackBmcs {
+  vbmcs: VirtualBmc[];
+  password: string;
+  per: number;
+}
+
+/** @throws Error for several virtual BMCs outside the sim back end. */
+async function startVirtualBmcs(
+  { opts, cleanup }: StartStep,
+  hosts: Host[],
+  closeFleet: () => Promise<void>,
+): Promise<StackBmcs> {
+  // The virtual BMCs' password: unguessable (N15), not Math.random().
+  const password = randomBytes(18).toString('base64url');
+  const bmcCount = Math.max(1, Math.min(opts.bmcs ?? 1, hosts.length || 1));
+  if (bmcCount > 1 && opts.backend !== 'sim') throw new Error('several virtual BMCs: sim back end only');
+  const per = Math.ceil(hosts.length / bmcCount);
+  const vbmcs: VirtualBmc[] = [];
+  cleanup.unshift(async () => {
+    await Promise.all(vbmcs.map((b) => b.close()));
+    await closeFleet();
+  });
+  for (let b = 0; b < bmcCount; b++) {
+    const onBmcRequest = opts.onBmcRequest;
+    vbmcs.push(
+      await startVirtualBmc({
+        hosts: hosts.slice(b * per, (b + 1) * per),
+        username: BMC_USER,
+        password,
+        port: 0,
+        ...(opts.bmcProfile ? { profile: resolveProfile(opts.bmcProfile) } : {}),
+        ...(onBmcRequest ? { onRequest: (r: RequestRecord) => onBmcRequest(b, r) } : {}),
+        logger: opts.log,
+      }),
+    );
+  }
+  return { vbmcs, password, per };
+}
+
+/** The registry and boot server replicas behind Service stand-ins, when `signalReplicas` > 0. */
+async function startSignalReplicas(
+  { opts, say, cleanup }: StartStep,
+  replicas: number,
+  cp: ControlPlane,
+  ports: StackPorts,
+  catalog: string,
+  images: LocalImages,
+): Promise<SignalReplicas | undefined> {
+  if (replicas <= 0) return undefined;
+  say(`starting ${replicas} registry and ${replicas} boot server replicas behind Service stand-ins`);
+  const signals = await SignalReplicas.start({
+    replicas,
+    dir: opts.dir,
+    kubeconfigPath: cp.kubeconfigPath,
+    registryPort: ports.registry,
+    bootServerPort: ports.boot,
+    imageCatalog: catalog,
+    imageArgs: images.managerArgs,
+  });
+  cleanup.unshift(() => signals.stop());
+  return signals;
+}
+
+/** The manager's flags (kept: {@link LocalStack.startManager} starts it again with the same). */
+function managerFlags(
+  opts: LocalStackOptions,
+  s: {
+    cp: ControlPlane;
+    catalog: string;
+    ports: StackPorts;
+    addrs: StackAddresses;
+    network: TestNetwork | undefined;
+    images: LocalImages;
+    signals: SignalReplicas | undefined;
+  },
+): string[] {
+  const { ports, addrs, network, signals } = s;
+  // With replicas the manager's own servers listen on ports no host is told about; the URLs it
+  // renders (HTTP boot URIs, scripts) name the Services.
+  return [
+    `--kubeconfig=${s.cp.kubeconfigPath}`,
+    `--manager-namespace=${MANAGER_NAMESPACE}`,
+    `--image-catalog=${s.catalog}`,
+    `--probe-image=${PROBE_IMAGE}`,
+    `--registry-addr=${addrs.listenHost}:${signals ? ports.ownRegistry : ports.registry}`,
+    `--registry-url=${addrs.registryUrl}`,
+    `--bootserver-addr=${addrs.listenHost}:${signals ? ports.ownBoot : ports.boot}`,
+    `--bootserver-url=${addrs.bootServerUrl}`,
+    `--metrics-port=${ports.metrics}`,
+    `--default-boot-method=${addrs.bootMethod === 'http' ? 'HTTPBoot' : addrs.bootMethod === 'vmedia' ? 'VirtualMedia' : 'PXE'}`,
+    // The default --script-client-identity=known-address on every network: on QEMU user
+    // networking (VMs arrive as 127.0.0.1, not as the address they register) and with
+    // simulated hosts the registry sees the NAT and the boot server falls back to the pin.
+    // On the test network the boot server identifies VMs by the MAC dnsmasq leased their
+    // address to (docs/MACHINE-IDENTITY.md).
+    // Without DHCP: by the MAC the host's kernel resolved the VM's static address to (ARP).
+    ...(network
+      ? [
+          network.dhcp
+            ? `--client-mac-source=dnsmasq-leases=${network.leaseFile}`
+            : '--client-mac-source=neighbours',
+        ]
+      : []),
+    ...s.images.managerArgs,
+    ...(opts.cleanup ? [`--cleanup-image=${s.images.cleanupImage}`] : []),
+    ...(opts.managerArgs ?? []),
+  ];
+}
+
+/**
+ * The BMCSecret, without DHCP the hand-made static-address Servers, then one BMC object per
+ * virtual BMC (`local-bmc`, `local-bmc-1`, …), which starts discovery.
+ */
+async function createBmcObjects(
+  { say }: StartStep,
+  client: KubeClient,
+  network: TestNetwork | undefined,
+  hosts: Host[],
+  { vbmcs, password, per }: StackBmcs,
+): Promise<void> {
+  say(
+    vbmcs.length > 1
+      ? `creating ${vbmcs.length} BMCs ${BMC_NAME}, ${BMC_NAME}-1, … (${per} systems each) and their credentials`
+      : `creating BMC ${BMC_NAME} (Redfish at ${vbmcs[0]!.url}) and its credentials`,
+  );
+  await client.create(Resources.BMCSecret, {
+    apiVersion: API_VERSION,
+    kind: 'BMCSecret',
+    metadata: { name: `${BMC_NAME}-credentials` },
+    data: {
+      username: Buffer.from(BMC_USER).toString('base64'),
+      password: Buffer.from(password).toString('base64'),
+    },
+  });
+  if (network && !network.dhcp) await createStaticServers(say, client, network, hosts);
+  for (const [b, v] of vbmcs.entries()) {
+    await client.create(Resources.BMC, {
+      apiVersion: API_VERSION,
+      kind: 'BMC',
+      metadata: { name: b === 0 ? BMC_NAME : `${BMC_NAME}-${b}` },
+      spec: {
+        access: { ip: '127.0.0.1' },
+        bmcSecretRef: { name: `${BMC_NAME}-credentials` },
+        protocol: { name: 'Redfish', port: Number(new URL(v.url).port), scheme: 'http' },
+      },
+    });
+  }
+}
+
+/**
+ * Servers in upstream's hand-made shape (UUID + bmcRef, no systemURI), made before the BMC: the
+ * BMC controller adopts them, so their static address is there before discovery starts.
+ */
+async function createStaticServers(
+  say: (line: string) => void,
+  client: KubeClient,
+  network: TestNetwork,
+  hosts: Host[],
+): Promise<void> {
+  for (const [i, h] of hosts.entries()) {
+    say(`Server ${BMC_NAME}-static-${i}: static address ${network.staticAddress(i)} (no DHCP)`);
+    await client.create<Server>(Resources.Server, {
+      apiVersion: API_VERSION,
+      kind: 'Server',
+      metadata: {
+        name: `${BMC_NAME}-static-${i}`,
+        annotations: { [STATIC_IP_ANNOTATION]: network.staticIpArg(i) },
+      },
+      spec: { systemUUID: h.identity.uuid.toLowerCase(), bmcRef: { name: BMC_NAME } },
+    } as Server);
   }
 }
 

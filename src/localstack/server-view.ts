@@ -209,38 +209,6 @@ export function columns(header: string[], rows: string[][], indent = ''): string
   return [line(header), ...rows.map(line)].join('\n');
 }
 
-/** The `Conditions:` table of `describe server`, indented two spaces; `  <none>` when there are none. */
-function conditionsTable(server: Server, now: number): string {
-  const conditions = server.status?.conditions ?? [];
-  return conditions.length
-    ? columns(
-        ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
-        conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime, now), c.message]),
-        '  ',
-      )
-    : '  <none>';
-}
-
-/** The `Events:` table of `describe server`: the last 10 by time, oldest first; `  <none>` when empty. */
-function eventsTable(events: EventView[], now: number): string {
-  return events.length
-    ? columns(
-        ['TYPE', 'REASON', 'AGE', 'FROM', 'MESSAGE'],
-        [...events]
-          .sort((a, b) => String(a.time).localeCompare(String(b.time)))
-          .slice(-10)
-          .map((e) => [
-            e.type,
-            e.reason,
-            `${age(e.time, now)}${e.count && e.count > 1 ? ` (x${e.count})` : ''}`,
-            e.source ?? '-',
-            e.message,
-          ]),
-        '  ',
-      )
-    : '  <none>';
-}
-
 /** The `describe server` text. `events`: the Server's, any order (the last 10 are shown, oldest first). */
 export function describeServer(
   server: Server,
@@ -250,10 +218,28 @@ export function describeServer(
   /** The Server's current boot configuration: its `FetchRefused` of the current attempt is shown. */
   sbc?: ServerBootConfiguration,
 ): string {
-  const st = server.status ?? {};
   const refused = sbc ? currentAttemptCondition(sbc, ConditionType.FetchRefused) : undefined;
-  const bmcNics = (st.bmcNetworkInterfaces ?? []).map((n) => [n.name, n.macAddress, n.carrierStatus ?? '-']);
-  const field = (k: string, v: string | undefined) => `${`${k}:`.padEnd(16)}${v ?? '-'}`;
+  return [
+    ...summaryFields(server, bmc),
+    ...nicSections(server),
+    field('Refused fetch', refused ? `${refused.reason}: ${refused.message}` : 'none'),
+    'Disks:',
+    diskRows(server).length
+      ? columns(['NAME', 'MEDIA', 'SIZE', 'MODEL'], diskRows(server), '  ')
+      : '  <none>',
+    'Conditions:',
+    conditionsTable(server, now),
+    'Events:',
+    eventsTable(events, now),
+  ].join('\n');
+}
+
+/** One `Key:          value` line of `describe server` (`-` for no value). */
+const field = (k: string, v: string | undefined) => `${`${k}:`.padEnd(16)}${v ?? '-'}`;
+
+/** Name to Unclaimable: identity, BMC, state, claim, problems, inventory, taints. */
+function summaryFields(server: Server, bmc: BMC | undefined): string[] {
+  const st = server.status ?? {};
   const claim = server.spec.serverClaimRef;
   const bmcReady = cond(bmc?.status?.conditions, 'Ready');
   const cpus = (st.processors ?? []).map(
@@ -261,7 +247,7 @@ export function describeServer(
       `${p.model ?? p.id}${p.totalCores ? ` (${p.totalCores} cores${p.totalThreads ? `, ${p.totalThreads} threads` : ''})` : ''}`,
   );
   const problems = serverProblems(server, bmc);
-  const out = [
+  return [
     field('Name', server.metadata.name),
     field('System UUID', server.spec.systemUUID),
     field(
@@ -283,6 +269,14 @@ export function describeServer(
     field('Memory', binaryQuantity(st.totalSystemMemory as number | string | undefined)),
     field('Taints', (server.spec.taints ?? []).map(taintText).join(', ') || '<none>'),
     field('Unclaimable', String(!!server.spec.unclaimable)),
+  ];
+}
+
+/** The NICs the inventory found, then those the BMC reports (`<not read>` before the BMC was read). */
+function nicSections(server: Server): string[] {
+  const st = server.status ?? {};
+  const bmcNics = (st.bmcNetworkInterfaces ?? []).map((n) => [n.name, n.macAddress, n.carrierStatus ?? '-']);
+  return [
     'NICs:',
     nicRows(server).length
       ? columns(['NAME', 'MAC', 'IPS', 'SPEED', 'CARRIER'], nicRows(server), '  ')
@@ -293,15 +287,34 @@ export function describeServer(
       : bmcNics.length
         ? columns(['NAME', 'MAC', 'LINK'], bmcNics, '  ')
         : '  <none>',
-    field('Refused fetch', refused ? `${refused.reason}: ${refused.message}` : 'none'),
-    'Disks:',
-    diskRows(server).length
-      ? columns(['NAME', 'MEDIA', 'SIZE', 'MODEL'], diskRows(server), '  ')
-      : '  <none>',
-    'Conditions:',
-    conditionsTable(server, now),
-    'Events:',
-    eventsTable(events, now),
   ];
-  return out.join('\n');
+}
+
+function conditionsTable(server: Server, now: number): string {
+  const conditions = server.status?.conditions ?? [];
+  if (!conditions.length) return '  <none>';
+  return columns(
+    ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
+    conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime, now), c.message]),
+    '  ',
+  );
+}
+
+/** The last 10 events, oldest first; repeated ones with their count. */
+function eventsTable(events: EventView[], now: number): string {
+  if (!events.length) return '  <none>';
+  return columns(
+    ['TYPE', 'REASON', 'AGE', 'FROM', 'MESSAGE'],
+    [...events]
+      .sort((a, b) => String(a.time).localeCompare(String(b.time)))
+      .slice(-10)
+      .map((e) => [
+        e.type,
+        e.reason,
+        `${age(e.time, now)}${e.count && e.count > 1 ? ` (x${e.count})` : ''}`,
+        e.source ?? '-',
+        e.message,
+      ]),
+    '  ',
+  );
 }
