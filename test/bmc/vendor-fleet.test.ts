@@ -18,7 +18,7 @@ import {
   getClaim,
   type Stack,
   servers,
-  startStack,
+  withStack,
 } from '../controllers/fixture.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 
@@ -62,61 +62,62 @@ for (const vendor of ['dell', 'hpe', 'supermicro'] as const) {
     timeout: 180_000,
   }, async () => {
     // The manager's default call budget (8 s), not the fixture's short one: the POST window must fit.
-    const s = await startStack(`vf-${vendor}`, {
-      hosts: FLEET,
-      profile: resolveProfile(vendor),
-      args: ['--bmc-call-budget', '8s', '--bmc-request-timeout', '5s'],
-    });
-    try {
-      const avail = await available(s);
-      const names = avail.slice(0, FLEET).map((x) => x.metadata.name!);
-      // Each host's claim PATCH finds it just reset, in POST for 3 s (HPE answers 400 meanwhile).
-      if (vendor === 'hpe') s.vbmc.setFaults({ postAtNextPatchMs: 3_000 });
-      const t0 = Date.now();
-      await Promise.all(names.map((n, i) => createClaim(s, `c${i}`, { serverRef: n, timeout: '60s' })));
-      await eventually(`${FLEET} claims Booted=True`, 60_000, async () => {
-        const claims = await Promise.all(names.map((_, i) => getClaim(s, `c${i}`)));
-        return claims.every((c) => cond(c, 'Booted')?.status === 'True');
-      });
-      const bootMs = Date.now() - t0;
+    await withStack(
+      `vf-${vendor}`,
+      {
+        hosts: FLEET,
+        profile: resolveProfile(vendor),
+        args: ['--bmc-call-budget', '8s', '--bmc-request-timeout', '5s'],
+      },
+      async (s) => {
+        const avail = await available(s);
+        const names = avail.slice(0, FLEET).map((x) => x.metadata.name!);
+        // Each host's claim PATCH finds it just reset, in POST for 3 s (HPE answers 400 meanwhile).
+        if (vendor === 'hpe') s.vbmc.setFaults({ postAtNextPatchMs: 3_000 });
+        const t0 = Date.now();
+        await Promise.all(names.map((n, i) => createClaim(s, `c${i}`, { serverRef: n, timeout: '60s' })));
+        await eventually(`${FLEET} claims Booted=True`, 60_000, async () => {
+          const claims = await Promise.all(names.map((_, i) => getClaim(s, `c${i}`)));
+          return claims.every((c) => cond(c, 'Booted')?.status === 'True');
+        });
+        const bootMs = Date.now() - t0;
 
-      const patches = s.vbmc.requests().filter((r) => r.method === 'PATCH');
-      const rejected = patches.filter((r) => r.status >= 400);
-      const unchanged = patches.flatMap((r) => (r.unchangedFields ?? []).map((f) => `${r.path} ${f}`));
-      console.log(
-        `${vendor}: ${FLEET} claims Booted in ${bootMs} ms; ${patches.length} PATCHes, ${rejected.length} refused (${[
-          ...new Set(rejected.map((r) => r.status)),
-        ].join(',')}), ${unchanged.length} unchanged fields, BIOS jobs ${s.vbmc.biosJobs()}`,
-      );
-      assert.deepEqual(unchanged, [], 'no re-sent unchanged field');
-      assert.equal(s.vbmc.biosJobs(), 0, 'no BIOS job queued (Dell)');
-      if (vendor === 'hpe') {
-        assert.ok(rejected.length > 0, 'the POST window was hit');
-        assert.ok(
-          rejected.every((r) => r.status === 400),
-          'only the POST-window refusals',
+        const patches = s.vbmc.requests().filter((r) => r.method === 'PATCH');
+        const rejected = patches.filter((r) => r.status >= 400);
+        const unchanged = patches.flatMap((r) => (r.unchangedFields ?? []).map((f) => `${r.path} ${f}`));
+        console.log(
+          `${vendor}: ${FLEET} claims Booted in ${bootMs} ms; ${patches.length} PATCHes, ${rejected.length} refused (${[
+            ...new Set(rejected.map((r) => r.status)),
+          ].join(',')}), ${unchanged.length} unchanged fields, BIOS jobs ${s.vbmc.biosJobs()}`,
         );
-        // Within one call: the client's backoff (0.2 s, 0.4 s, ...) spaces the attempts, not a requeue
-        // of the reconcile (>= 2 s); and the last refusal is followed by the success within the budget.
-        for (const path of new Set(rejected.map((r) => r.path))) {
-          const series = patches.filter((r) => r.path === path && r.at >= t0);
-          const firstGap = series[1]!.at - series[0]!.at;
-          assert.ok(firstGap < 1_500, `${path}: retried inside the call (${firstGap} ms)`);
-          assert.equal(series.at(-1)!.status, 204, `${path}: the claim's PATCH went through`);
-          assert.ok(series.at(-1)!.at - series[0]!.at < 8_000, `${path}: within the 8 s call budget`);
+        assert.deepEqual(unchanged, [], 'no re-sent unchanged field');
+        assert.equal(s.vbmc.biosJobs(), 0, 'no BIOS job queued (Dell)');
+        if (vendor === 'hpe') {
+          assert.ok(rejected.length > 0, 'the POST window was hit');
+          assert.ok(
+            rejected.every((r) => r.status === 400),
+            'only the POST-window refusals',
+          );
+          // Within one call: the client's backoff (0.2 s, 0.4 s, ...) spaces the attempts, not a requeue
+          // of the reconcile (>= 2 s); and the last refusal is followed by the success within the budget.
+          for (const path of new Set(rejected.map((r) => r.path))) {
+            const series = patches.filter((r) => r.path === path && r.at >= t0);
+            const firstGap = series[1]!.at - series[0]!.at;
+            assert.ok(firstGap < 1_500, `${path}: retried inside the call (${firstGap} ms)`);
+            assert.equal(series.at(-1)!.status, 204, `${path}: the claim's PATCH went through`);
+            assert.ok(series.at(-1)!.at - series[0]!.at < 8_000, `${path}: within the 8 s call budget`);
+          }
+        } else {
+          assert.deepEqual(rejected, [], 'no rejected PATCH');
         }
-      } else {
-        assert.deepEqual(rejected, [], 'no rejected PATCH');
-      }
-      // Per system: at most the two PATCHes of discovery and claim went through (no loop).
-      const accepted = new Map<string, number>();
-      for (const r of patches.filter((p) => p.status < 300))
-        accepted.set(r.path, (accepted.get(r.path) ?? 0) + 1);
-      for (const [path, n] of accepted) assert.ok(n <= 2, `${path}: ${n} accepted PATCHes`);
-      assert.ok(bootMs < 30_000, `no 30 s requeue (${bootMs} ms)`);
-      assert.deepEqual(await warnings(s, names), [], 'no Warning Event on the Servers');
-    } finally {
-      await s.close();
-    }
+        // Per system: at most the two PATCHes of discovery and claim went through (no loop).
+        const accepted = new Map<string, number>();
+        for (const r of patches.filter((p) => p.status < 300))
+          accepted.set(r.path, (accepted.get(r.path) ?? 0) + 1);
+        for (const [path, n] of accepted) assert.ok(n <= 2, `${path}: ${n} accepted PATCHes`);
+        assert.ok(bootMs < 30_000, `no 30 s requeue (${bootMs} ms)`);
+        assert.deepEqual(await warnings(s, names), [], 'no Warning Event on the Servers');
+      },
+    );
   });
 }

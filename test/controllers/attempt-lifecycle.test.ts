@@ -25,69 +25,69 @@ import {
   overridesSent,
   pokeClaim,
   resetsSent,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 test('sim fleet: 20 hosts, 5 ignore the netboot override once → NetbootNotObserved, a retry at once, all 20 Booted', {
   timeout: 240_000,
 }, async () => {
-  const s = await startStack('netboot', {
-    hosts: 20,
-    args: ['--netboot-timeout', '8s', '--boot-timeout', '60s'],
-  });
-  try {
-    const list = await availableServers(s, 20, 150_000);
-    const stubborn = new Set(list.slice(0, 5).map((x) => x.metadata.name!));
-    for (const x of list)
-      if (stubborn.has(x.metadata.name!)) hostOf(s, x).setFaults({ ignoreOverrideBoots: 1 });
-    const t0 = Date.now();
-    await Promise.all(
-      list.map((x) => createClaim(s, `c-${x.metadata.name}`, { serverRef: x.metadata.name! })),
-    );
-    await eventually('all 20 claims Booted', 150_000, async () => {
-      const { items } = await s.client.list<ServerClaim>(Resources.ServerClaim, { namespace: s.ns });
-      return items.length === 20 && items.every((c) => cond(c, 'Booted')?.status === 'True');
-    });
-    for (const x of list) {
-      const name = `c-${x.metadata.name}`;
-      const c = (await getClaim(s, name))!;
-      const sbc = (await getSbc(s, name))!;
-      const history = c.status?.boot?.history ?? [];
-      assert.equal(c.status?.boot?.attempt, sbc.spec.bootAttempt, `${name}: one attempt numbering`);
-      if (stubborn.has(x.metadata.name!)) {
-        // Retried at once (a loaded machine may need one more NetbootNotObserved for the retry itself).
-        assert.ok((c.status?.boot?.attempt ?? 0) >= 2, `${name}: retried`);
-        assert.equal(history[0]?.result, 'NetbootNotObserved', `${name}: ${JSON.stringify(history)}`);
-        const gap = Date.parse(history[1]!.poweredOnAt!) - Date.parse(history[0]!.poweredOnAt!);
-        assert.ok(gap < 8_000 + 20_000, `${name}: retried within netbootTimeout + a resync (${gap} ms)`);
-        const ev = await eventsFor(s, 'ServerClaim', name);
-        const missed = ev.find((e) => e.reason === 'NetbootNotObserved' && e.type === 'Warning');
-        // The opening attempt's Event names the binding and its power-on (it has no BootAttemptStarted).
-        assert.match(
-          missed?.message ?? '',
-          new RegExp(`^bound Server ${x.metadata.name}; powered on \\S+; `),
-        );
-        assert.ok(ev.some((e) => e.reason === 'BootAttemptStarted' && /^attempt 2\/3: /.test(e.message)));
-      } else {
-        assert.equal(c.status?.boot?.attempt, 1, `${name}: first attempt`);
+  await withStack(
+    'netboot',
+    {
+      hosts: 20,
+      args: ['--netboot-timeout', '8s', '--boot-timeout', '60s'],
+    },
+    async (s) => {
+      const list = await availableServers(s, 20, 150_000);
+      const stubborn = new Set(list.slice(0, 5).map((x) => x.metadata.name!));
+      for (const x of list)
+        if (stubborn.has(x.metadata.name!)) hostOf(s, x).setFaults({ ignoreOverrideBoots: 1 });
+      const t0 = Date.now();
+      await Promise.all(
+        list.map((x) => createClaim(s, `c-${x.metadata.name}`, { serverRef: x.metadata.name! })),
+      );
+      await eventually('all 20 claims Booted', 150_000, async () => {
+        const { items } = await s.client.list<ServerClaim>(Resources.ServerClaim, { namespace: s.ns });
+        return items.length === 20 && items.every((c) => cond(c, 'Booted')?.status === 'True');
+      });
+      for (const x of list) {
+        const name = `c-${x.metadata.name}`;
+        const c = (await getClaim(s, name))!;
+        const sbc = (await getSbc(s, name))!;
+        const history = c.status?.boot?.history ?? [];
+        assert.equal(c.status?.boot?.attempt, sbc.spec.bootAttempt, `${name}: one attempt numbering`);
+        if (stubborn.has(x.metadata.name!)) {
+          // Retried at once (a loaded machine may need one more NetbootNotObserved for the retry itself).
+          assert.ok((c.status?.boot?.attempt ?? 0) >= 2, `${name}: retried`);
+          assert.equal(history[0]?.result, 'NetbootNotObserved', `${name}: ${JSON.stringify(history)}`);
+          const gap = Date.parse(history[1]!.poweredOnAt!) - Date.parse(history[0]!.poweredOnAt!);
+          assert.ok(gap < 8_000 + 20_000, `${name}: retried within netbootTimeout + a resync (${gap} ms)`);
+          const ev = await eventsFor(s, 'ServerClaim', name);
+          const missed = ev.find((e) => e.reason === 'NetbootNotObserved' && e.type === 'Warning');
+          // The opening attempt's Event names the binding and its power-on (it has no BootAttemptStarted).
+          assert.match(
+            missed?.message ?? '',
+            new RegExp(`^bound Server ${x.metadata.name}; powered on \\S+; `),
+          );
+          assert.ok(ev.some((e) => e.reason === 'BootAttemptStarted' && /^attempt 2\/3: /.test(e.message)));
+        } else {
+          assert.equal(c.status?.boot?.attempt, 1, `${name}: first attempt`);
+        }
+        const done = history.at(-1)!;
+        assert.equal(done.result, 'BootCompleted');
+        assert.ok(done.signals?.IPXEScriptFetched && done.signals?.BootStateReceived, JSON.stringify(done));
+        assert.ok(Date.parse(done.signals.IPXEScriptFetched) >= Date.parse(done.poweredOnAt!) - 1_000);
+        assert.equal(c.status?.boot?.phase, 'Completed');
       }
-      const done = history.at(-1)!;
-      assert.equal(done.result, 'BootCompleted');
-      assert.ok(done.signals?.IPXEScriptFetched && done.signals?.BootStateReceived, JSON.stringify(done));
-      assert.ok(Date.parse(done.signals.IPXEScriptFetched) >= Date.parse(done.poweredOnAt!) - 1_000);
-      assert.equal(c.status?.boot?.phase, 'Completed');
-    }
-    console.error(`20 claims Booted ${Math.round((Date.now() - t0) / 1000)} s after creation`);
-  } finally {
-    await s.close();
-  }
+      console.error(`20 claims Booted ${Math.round((Date.now() - t0) / 1000)} s after creation`);
+    },
+  );
 });
 
 test('a deleted claim releases its Server only after the BMC reports it Off', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('release', { hosts: 1 });
-  try {
+  await withStack('release', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     await createClaim(s, 'r', { serverRef: srv!.metadata.name! });
     await eventually('Booted', 20_000, async () => cond(await getClaim(s, 'r'), 'Booted')?.status === 'True');
@@ -123,16 +123,13 @@ test('a deleted claim releases its Server only after the BMC reports it Off', {
         hostOf(s, srv!).powerState() === 'Off'
       );
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('status loss never re-provisions: a Booted claim and its Server without status are adopted', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('adopt', { hosts: 1 });
-  try {
+  await withStack('adopt', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const uuid = srv!.spec.systemUUID;
     await createClaim(s, 'a', { serverRef: srv!.metadata.name! });
@@ -166,16 +163,13 @@ test('status loss never re-provisions: a Booted claim and its Server without sta
     assert.deepEqual(overridesSent(s, uuid).slice(mark.overrides), [], 'no boot override');
     assert.equal((await getSbc(s, 'a'))?.spec.bootAttempt, sbcBefore?.spec.bootAttempt, 'no new attempt');
     assert.ok((await eventsFor(s, 'ServerClaim', 'a')).some((e) => e.reason === 'Adopted'));
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('kubectl wait --for=condition=Booted works after a spec edit without a reboot (observedGeneration re-stamped)', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('wait', { hosts: 1 });
-  try {
+  await withStack('wait', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     await createClaim(s, 'w', { serverRef: srv!.metadata.name! });
     await eventually('Booted', 20_000, async () => cond(await getClaim(s, 'w'), 'Booted')?.status === 'True');
@@ -190,16 +184,13 @@ test('kubectl wait --for=condition=Booted works after a spec edit without a rebo
     });
     assert.equal(cond(c, 'Booted')?.status, 'True');
     assert.equal(cond(c, 'Booted')?.reason, 'BootCompleted');
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('the CRD bounds the attempt settings and accepts only completion signals', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('crd', { hosts: 0, noManager: true, bootServerUrl: 'http://127.0.0.1:1' });
-  try {
+  await withStack('crd', { hosts: 0, noManager: true, bootServerUrl: 'http://127.0.0.1:1' }, async (s) => {
     const make = (name: string, spec: Record<string, unknown>) =>
       s.client.create(Resources.ServerClaim, {
         apiVersion: API,
@@ -238,7 +229,5 @@ test('the CRD bounds the attempt settings and accepts only completion signals', 
         conditions: ['BootStateReceived', 'ExternalHealthCheckPassed'],
       },
     });
-  } finally {
-    await s.close();
-  }
+  });
 });

@@ -16,7 +16,7 @@ import { SERVER_SELECTION_REQUIRED_REASON } from '../../src/controllers/common/s
 import { KubeClient } from '../../src/runtime/client.js';
 import { type KObject, Resources, type ResourceType } from '../../src/runtime/resource.js';
 import { releaseSharedCluster, sharedCluster } from '../harness/shared.js';
-import { availableServers, cond, createClaim, eventually, getClaim, servers, startStack } from './fixture.js';
+import { availableServers, cond, createClaim, eventually, getClaim, servers, withStack } from './fixture.js';
 
 after(releaseSharedCluster);
 
@@ -91,8 +91,7 @@ test('kubectl explain shows the binding rule', { timeout: 60_000 }, async () => 
 test('--require-server-selection refuses a claim with neither serverRef nor serverSelector; {} still binds', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('binding-required', { hosts: 1, args: ['--require-server-selection'] });
-  try {
+  await withStack('binding-required', { hosts: 1, args: ['--require-server-selection'] }, async (s) => {
     await availableServers(s, 1);
     await createClaim(s, 'anything', { power: 'Off' });
     const refused = await eventually('claim refused', 15_000, async () => {
@@ -147,16 +146,13 @@ test('--require-server-selection refuses a claim with neither serverRef nor serv
     assert.equal(bound.spec.serverRef?.name, srv!.metadata.name);
     const after = await getClaim(s, 'anything');
     assert.equal(cond(after, 'Bound')?.reason, SERVER_SELECTION_REQUIRED_REASON, 'still refused');
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('by default a claim with neither serverRef nor serverSelector binds any Available Server (upstream)', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('binding-default', { hosts: 1 });
-  try {
+  await withStack('binding-default', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     await createClaim(s, 'anything', { power: 'Off' });
     const bound = await eventually('claim bound', 15_000, async () => {
@@ -166,7 +162,5 @@ test('by default a claim with neither serverRef nor serverSelector binds any Ava
     assert.equal(bound.spec.serverRef?.name, srv!.metadata.name);
     const fresh = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
     assert.equal(fresh?.spec.serverClaimRef?.name, 'anything');
-  } finally {
-    await s.close();
-  }
+  });
 });

@@ -18,7 +18,7 @@ import {
   getClaim,
   hostOf,
   setSimFaults,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -26,8 +26,7 @@ after(releaseSharedCluster);
 test('a BMC whose Server finds it unreachable turns Ready=False at once, and Ready=True again once it answers', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('deadbmc', { hosts: 1 });
-  try {
+  await withStack('deadbmc', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const before = await s.client.get<BMC>(Resources.BMC, s.bmcName);
     assert.equal(cond(before, 'Ready')?.status, 'True');
@@ -60,16 +59,13 @@ test('a BMC whose Server finds it unreachable turns Ready=False at once, and Rea
       const c = await getClaim(s, 'needs-power');
       return cond(c, 'Booted')?.status === 'True';
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('status.powerState shows the state reached by a power action without waiting for the next reconcile', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('pwrstate', { hosts: 1 });
-  try {
+  await withStack('pwrstate', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     // The host never calls back: after the power-on nothing else makes the claim reconcile.
     setSimFaults(s, { neverCallBack: true });
@@ -80,7 +76,5 @@ test('status.powerState shows the state reached by a power action without waitin
       return x?.status?.powerState === 'On' ? x : undefined;
     });
     assert.equal(seen.status?.powerState, 'On');
-  } finally {
-    await s.close();
-  }
+  });
 });

@@ -28,7 +28,7 @@ import {
   OS_IMAGE,
   type Stack,
   servers,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -93,8 +93,7 @@ async function createHttpBootClaim(s: Stack, name: string, serverRef: string, ex
 test('an HTTPBoot claim on a BMC without Boot.HttpBootUri ends BootMethodUnsupported: no hot loop, no power action, no attempt used', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('nohttpuri', { hosts: 1, profile: { reportHttpBootUri: false } });
-  try {
+  await withStack('nohttpuri', { hosts: 1, profile: { reportHttpBootUri: false } }, async (s) => {
     const [srv] = await availableServers(s, 1, 120_000);
     const sys = s.vbmc.systems.find((x) => x.id === srv!.spec.systemUUID!.toLowerCase())!;
     const writes = await watchClaimWrites(s, 'hb');
@@ -134,9 +133,7 @@ test('an HTTPBoot claim on a BMC without Boot.HttpBootUri ends BootMethodUnsuppo
       const x = await getClaim(s, 'hb');
       return cond(x, 'Booted')?.status === 'True';
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 /**
@@ -161,8 +158,7 @@ function tries(times: number[], gapMs: number): number[] {
 test('a BMC that refuses every boot override (503): retries back off, writes stay bounded, the deadline still ends the series', {
   timeout: 180_000,
 }, async () => {
-  const s = await startStack('refuseall', { hosts: 1 });
-  try {
+  await withStack('refuseall', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1, 120_000);
     const sys = s.vbmc.systems.find((x) => x.id === srv!.spec.systemUUID!.toLowerCase())!;
     // From now on every PATCH (the boot override) is refused 503, Retry-After 1 s, unprocessed.
@@ -223,42 +219,41 @@ test('a BMC that refuses every boot override (503): retries back off, writes sta
       serverWarnings.length <= 1,
       `one aggregated Warning on the Server: ${JSON.stringify(serverWarnings.map((e) => e.reason))}`,
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('discovery on a BMC that refuses every boot override: retries back off, Server writes bounded, the attempts still end', {
   timeout: 180_000,
 }, async () => {
-  const s = await startStack('refusedisc', {
-    hosts: 1,
-    args: ['--discovery-timeout', '20s', '--discovery-max-attempts', '1'],
-  });
-  try {
-    // Before the Server is discovered: every PATCH (the discovery boot override) is refused 503.
-    s.vbmc.setFaults({ unavailableRequests: 1_000_000, retryAfterSeconds: 1, onlyMethods: ['PATCH'] });
-    const t0 = Date.now();
-    const srv = await eventually('DiscoveryAttemptsExhausted', 90_000, async () => {
-      const [x] = await servers(s);
-      return cond(x, 'Discovered')?.reason === 'DiscoveryAttemptsExhausted' ? x : undefined;
-    });
-    const took = Date.now() - t0;
-    const sys = s.vbmc.systems[0]!;
-    const reqs = s.vbmc.requests().filter((r) => r.path.startsWith(sys.uri));
-    const starts = tries(
-      reqs.filter((r) => r.method === 'PATCH').map((r) => r.at),
-      1_800,
-    );
-    const gaps = starts.slice(1).map((t, i) => t - starts[i]!);
-    console.log(
-      `# refuse-discovery: ${reqs.length} BMC requests in ${took} ms, Server resourceVersion ${srv.metadata.resourceVersion}; tries at +${starts.map((t) => t - starts[0]!).join(', +')} ms`,
-    );
-    assert.ok(starts.length >= 2 && starts.length <= 8, `tries: ${starts.length}`);
-    assert.ok(gaps.length === 0 || gaps[gaps.length - 1]! >= gaps[0]!, `gaps do not shrink: ${gaps}`);
-    assert.ok((reqs.length * 60_000) / took <= 90, `BMC requests/min: ${(reqs.length * 60_000) / took}`);
-    assert.deepEqual(resetsSince(reqs), [], 'never powered on');
-  } finally {
-    await s.close();
-  }
+  await withStack(
+    'refusedisc',
+    {
+      hosts: 1,
+      args: ['--discovery-timeout', '20s', '--discovery-max-attempts', '1'],
+    },
+    async (s) => {
+      // Before the Server is discovered: every PATCH (the discovery boot override) is refused 503.
+      s.vbmc.setFaults({ unavailableRequests: 1_000_000, retryAfterSeconds: 1, onlyMethods: ['PATCH'] });
+      const t0 = Date.now();
+      const srv = await eventually('DiscoveryAttemptsExhausted', 90_000, async () => {
+        const [x] = await servers(s);
+        return cond(x, 'Discovered')?.reason === 'DiscoveryAttemptsExhausted' ? x : undefined;
+      });
+      const took = Date.now() - t0;
+      const sys = s.vbmc.systems[0]!;
+      const reqs = s.vbmc.requests().filter((r) => r.path.startsWith(sys.uri));
+      const starts = tries(
+        reqs.filter((r) => r.method === 'PATCH').map((r) => r.at),
+        1_800,
+      );
+      const gaps = starts.slice(1).map((t, i) => t - starts[i]!);
+      console.log(
+        `# refuse-discovery: ${reqs.length} BMC requests in ${took} ms, Server resourceVersion ${srv.metadata.resourceVersion}; tries at +${starts.map((t) => t - starts[0]!).join(', +')} ms`,
+      );
+      assert.ok(starts.length >= 2 && starts.length <= 8, `tries: ${starts.length}`);
+      assert.ok(gaps.length === 0 || gaps[gaps.length - 1]! >= gaps[0]!, `gaps do not shrink: ${gaps}`);
+      assert.ok((reqs.length * 60_000) / took <= 90, `BMC requests/min: ${(reqs.length * 60_000) / took}`);
+      assert.deepEqual(resetsSince(reqs), [], 'never powered on');
+    },
+  );
 });

@@ -12,7 +12,7 @@ import {
   getSbc,
   hostOf,
   setSimFaults,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -22,8 +22,7 @@ test('a claim is Booted only after BootStateReceived of the current attempt', {
 }, async () => {
   // The OS posts /bootstate 1.5 s after its kernel starts: a window in which the script and the
   // ignition were fetched but the boot is not complete.
-  const s = await startStack('booted', { hosts: 1 });
-  try {
+  await withStack('booted', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     setSimFaults(s, { callbackDelayMs: 1_500 });
     await createClaim(s, 'os', { serverRef: srv!.metadata.name!, timeout: '20s' });
@@ -87,16 +86,13 @@ test('a claim is Booted only after BootStateReceived of the current attempt', {
     assert.match(metrics, /^metal_boot_signal_seconds_count\{flow="claim",signal="BootStateReceived"\} 2$/m);
     assert.match(metrics, /^metal_boot_attempts_total\{flow="claim"\} 2$/m);
     assert.match(metrics, /^metal_servers\{state="Reserved"\} 1$/m);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('with bootCompletion.conditions [IPXEScriptFetched] the claim completes as soon as the script was fetched', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('script', { hosts: 1 });
-  try {
+  await withStack('script', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     setSimFaults(s, { neverCallBack: true });
     await createClaim(s, 'fetch', {
@@ -113,7 +109,5 @@ test('with bootCompletion.conditions [IPXEScriptFetched] the claim completes as 
     assert.deepEqual(attemptSignals(sbc, ['IPXEScriptFetched']).arrived, ['IPXEScriptFetched']);
     assert.equal(cond(sbc, 'BootStateReceived'), undefined, 'no /bootstate was ever posted');
     assert.equal(c.status?.boot?.attempt, 1);
-  } finally {
-    await s.close();
-  }
+  });
 });

@@ -31,7 +31,7 @@ import {
   resets,
   resetsSent,
   setSimFaults,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -43,8 +43,7 @@ test('C04 (claim controller): Off then On starts attempt 2 with token B in scrip
 }, async () => {
   // A deadline no loaded machine reaches: a timed-out attempt 2 would be retried as attempt 3 with
   // token C, and this case is about the rotation on Off → On, not about retries (C08 is).
-  const s = await startStack('c04', { hosts: 1, args: ['--boot-timeout', '60s'] });
-  try {
+  await withStack('c04', { hosts: 1, args: ['--boot-timeout', '60s'] }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const uuid = srv!.spec.systemUUID;
     const boot = s.op!.bootServerUrl;
@@ -142,16 +141,13 @@ test('C04 (claim controller): Off then On starts attempt 2 with token B in scrip
       serverEvents.find((e) => e.reason === 'Discovered')?.message ?? '',
       /^registration received in attempt 1 \(\d+\.\d s after power-on\)/,
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('C05: no power-on and no boot override before the boot configuration is Ready', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c05', { hosts: 2 });
-  try {
+  await withStack('c05', { hosts: 2 }, async (s) => {
     const [srv] = await availableServers(s, 2);
     const uuid = srv!.spec.systemUUID;
     const before = { resets: resetsSent(s, uuid).length, overrides: overridesSent(s, uuid).length };
@@ -235,16 +231,13 @@ test('C05: no power-on and no boot override before the boot configuration is Rea
       };
       return sent.resets.includes('On') && sent.overrides.length > mark.overrides;
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c06', { hosts: 2 });
-  try {
+  await withStack('c06', { hosts: 2 }, async (s) => {
     const [a, b] = await availableServers(s, 2);
     await createClaim(s, 'once', { serverRef: a!.metadata.name!, bootPolicy: 'NetBootOnce' });
     await createClaim(s, 'always', { serverRef: b!.metadata.name!, bootPolicy: 'NetBootAlways' });
@@ -325,16 +318,13 @@ test('C06: NetBootOnce survives power cycles; NetBootAlways network-boots again'
       [2, alwaysNow?.spec.bootAttempt, alwaysNow?.spec.bootAttempt],
       'a new series, completed in its first attempt; one attempt numbering: the claim shows the SBC bootAttempt',
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('C07: OS up, final callback missing: the claim records which signals arrived and which is missing, then retries', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c07', { hosts: 1 });
-  try {
+  await withStack('c07', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const uuid = srv!.spec.systemUUID;
     setSimFaults(s, { neverCallBack: true });
@@ -372,16 +362,13 @@ test('C07: OS up, final callback missing: the claim records which signals arrive
     const sbc = (await getSbc(s, 'c07'))!;
     assert.equal(sbc.spec.bootAttempt, first + 1);
     assert.deepEqual(resets(s, uuid).slice(before), ['On', 'ForceRestart']);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh token and a power cycle, then AttemptsExhausted', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('c08', { hosts: 1 });
-  try {
+  await withStack('c08', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const uuid = srv!.spec.systemUUID;
     setSimFaults(s, { neverCallBack: true });
@@ -451,17 +438,14 @@ test('C08: bounded retries: exactly maxAttempts attempts, each with a fresh toke
       'ForceRestart',
       'ForceRestart',
     ]);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('C09: slow and failing BMC: one power action, retried after Retry-After, no blocked worker, the Server says what is pending', {
   timeout: 60_000,
 }, async () => {
   // One worker per controller: a reconcile that waited for the BMC would hold up every other claim.
-  const s = await startStack('c09', { hosts: 2, args: ['--workers', '1'] });
-  try {
+  await withStack('c09', { hosts: 2, args: ['--workers', '1'] }, async (s) => {
     const [a, b] = await availableServers(s, 2);
     await createClaim(s, 'slow', { serverRef: a!.metadata.name! });
     await eventually(
@@ -535,7 +519,5 @@ test('C09: slow and failing BMC: one power action, retried after Retry-After, no
     const srv = await s.client.get<Server>(Resources.Server, a!.metadata.name!);
     assert.equal(cond(srv, 'PowerActionPending')?.status, 'True');
     assert.equal(srv?.status?.powerState, 'On');
-  } finally {
-    await s.close();
-  }
+  });
 });

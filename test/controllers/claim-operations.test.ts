@@ -23,7 +23,7 @@ import {
   resetsSent,
   type Stack,
   settled,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -41,8 +41,7 @@ const annotateServer = (s: Stack, name: string, v: string | null) =>
 test('ignore on a claim: nothing is bound or powered until it is removed; unknown values are removed with a Warning', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('claim-ignore', { hosts: 2 });
-  try {
+  await withStack('claim-ignore', { hosts: 2 }, async (s) => {
     const [srv, other] = await availableServers(s, 2);
     const host = hostOf(s, srv!);
     const claimOf = (name: string, server: Server, annotations?: Record<string, string>) =>
@@ -85,16 +84,13 @@ test('ignore on a claim: nothing is bound or powered until it is removed; unknow
       30_000,
       async () => cond(await getClaim(s, 'quiet'), 'Booted')?.status === 'True',
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('ignore on a claimed Server: the claim stands down and its deletion powers nothing off until ignore is removed', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('server-ignore', { hosts: 1 });
-  try {
+  await withStack('server-ignore', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     const host = hostOf(s, srv!);
@@ -128,16 +124,13 @@ test('ignore on a claimed Server: the claim stands down and its deletion powers 
       async () => !(await getClaim(s, 'tenant')),
     );
     assert.equal(host.powerState(), 'Off');
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('metalctl retry refuses a Booted claim without --reprovision and a Server with nothing to retry', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('retry-words', { hosts: 1 });
-  try {
+  await withStack('retry-words', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     await assert.rejects(requestRetry(s.client, 'server', name), (e: unknown) => {
@@ -175,7 +168,5 @@ test('metalctl retry refuses a Booted claim without --reprovision and a Server w
       20_000,
       async () => ((await getClaim(s, 'tenant'))?.status?.boot?.series ?? 0) >= 2,
     );
-  } finally {
-    await s.close();
-  }
+  });
 });

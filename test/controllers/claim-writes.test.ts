@@ -31,7 +31,7 @@ import {
   eventually,
   getSbc,
   setSimFaults,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -50,153 +50,153 @@ async function metric(port: number, name: string, ...labels: string[]): Promise<
 test('one claim to Booted: binding + series in one write, no write mirroring a signal, one Server spec write', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('claim-writes', { hosts: 1 });
-  const claims = new Informer<ServerClaim>(s.client, Resources.ServerClaim, { namespace: s.ns });
-  const servers = new Informer<Server>(s.client, Resources.Server);
-  try {
-    const [srv] = await availableServers(s, 1);
-    const serverName = srv!.metadata.name!;
-    const uuid = srv!.spec.systemUUID;
-    setSimFaults(s, { failIgnitionFetch: true });
-    const claimVersions: ServerClaim[] = [];
-    const serverVersions: Server[] = [];
-    claims.on('add', (c) => claimVersions.push(c));
-    claims.on('update', (c) => claimVersions.push(c));
-    servers.on('update', (x) => {
-      if (x.metadata.name === serverName) serverVersions.push(x);
-    });
-    await Promise.all([claims.start(), servers.start()]);
-    const ignition = (marker: string) => ({
-      ignition: b64(
-        JSON.stringify({ ignition: { version: '3.4.0' }, passwd: { users: [{ name: marker }] } }),
-      ),
-    });
-    await s.client.create<SecretObject>(Resources.Secret, {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: 'w-ignition', namespace: s.ns, labels: s.labels },
-      data: ignition('validated'),
-    });
-    await createClaim(s, 'w', { serverRef: serverName, timeout: '60s', ignition: 'w-ignition' });
+  await withStack('claim-writes', { hosts: 1 }, async (s) => {
+    const claims = new Informer<ServerClaim>(s.client, Resources.ServerClaim, { namespace: s.ns });
+    const servers = new Informer<Server>(s.client, Resources.Server);
+    try {
+      const [srv] = await availableServers(s, 1);
+      const serverName = srv!.metadata.name!;
+      const uuid = srv!.spec.systemUUID;
+      setSimFaults(s, { failIgnitionFetch: true });
+      const claimVersions: ServerClaim[] = [];
+      const serverVersions: Server[] = [];
+      claims.on('add', (c) => claimVersions.push(c));
+      claims.on('update', (c) => claimVersions.push(c));
+      servers.on('update', (x) => {
+        if (x.metadata.name === serverName) serverVersions.push(x);
+      });
+      await Promise.all([claims.start(), servers.start()]);
+      const ignition = (marker: string) => ({
+        ignition: b64(
+          JSON.stringify({ ignition: { version: '3.4.0' }, passwd: { users: [{ name: marker }] } }),
+        ),
+      });
+      await s.client.create<SecretObject>(Resources.Secret, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'w-ignition', namespace: s.ns, labels: s.labels },
+        data: ignition('validated'),
+      });
+      await createClaim(s, 'w', { serverRef: serverName, timeout: '60s', ignition: 'w-ignition' });
 
-    const port = s.op!.metricsPort!;
-    const reconciles = () => metric(port, 'controller_runtime_reconcile_total', 'controller="serverclaim"');
-    const idle = async () =>
-      (await metric(port, 'workqueue_depth', 'name="serverclaim"')) === 0 &&
-      (await metric(port, 'controller_runtime_active_workers', 'controller="serverclaim"')) === 0;
-    await eventually('netboot observed on the claim', 20_000, async () => {
-      const c = claims.get('w', s.ns);
-      return c?.status?.boot?.phase === 'AwaitingSignals' && (await idle());
-    });
-    const before = await reconciles();
-    const versionsBefore = claimVersions.length;
-    const data = (await currentToken(s, 'w'))!;
-    const ignitionUrl = `${s.op!.bootServerUrl}/ignition/${uuid}?token=${encodeURIComponent(data.token)}`;
-    const secretReads = () =>
-      metric(port, 'metal_api_requests_total', 'origin="other"', 'resource="secrets"', 'verb="get"');
-    const readsBefore = await secretReads();
-    const ign = await fetch(ignitionUrl);
-    assert.equal(ign.status, 200);
-    assert.match(await ign.text(), /validated/);
-    assert.equal(
-      (await secretReads()) - readsBefore,
-      0,
-      'the first fetch serves the Secret the SBC controller validated: no second read',
-    );
-    await eventually('IgnitionDataFetched reconciled by the claim controller', 20_000, async () => {
-      const sbc = await getSbc(s, 'w');
-      return (
-        !!sbc &&
-        attemptSignals(sbc, ['IgnitionDataFetched']).missing.length === 0 &&
-        (await reconciles()) > before &&
-        (await idle())
+      const port = s.op!.metricsPort!;
+      const reconciles = () => metric(port, 'controller_runtime_reconcile_total', 'controller="serverclaim"');
+      const idle = async () =>
+        (await metric(port, 'workqueue_depth', 'name="serverclaim"')) === 0 &&
+        (await metric(port, 'controller_runtime_active_workers', 'controller="serverclaim"')) === 0;
+      await eventually('netboot observed on the claim', 20_000, async () => {
+        const c = claims.get('w', s.ns);
+        return c?.status?.boot?.phase === 'AwaitingSignals' && (await idle());
+      });
+      const before = await reconciles();
+      const versionsBefore = claimVersions.length;
+      const data = (await currentToken(s, 'w'))!;
+      const ignitionUrl = `${s.op!.bootServerUrl}/ignition/${uuid}?token=${encodeURIComponent(data.token)}`;
+      const secretReads = () =>
+        metric(port, 'metal_api_requests_total', 'origin="other"', 'resource="secrets"', 'verb="get"');
+      const readsBefore = await secretReads();
+      const ign = await fetch(ignitionUrl);
+      assert.equal(ign.status, 200);
+      assert.match(await ign.text(), /validated/);
+      assert.equal(
+        (await secretReads()) - readsBefore,
+        0,
+        'the first fetch serves the Secret the SBC controller validated: no second read',
       );
-    });
-    assert.equal(
-      claimVersions.length,
-      versionsBefore,
-      `no claim write for IgnitionDataFetched: ${JSON.stringify(claimVersions.slice(versionsBefore).map((c) => cond(c, 'Booted')?.message))}`,
-    );
-    const post = await fetch(`${s.op!.registryUrl}/bootstate`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${data.token}` },
-      body: JSON.stringify({ systemUUID: uuid, booted: true }),
-    });
-    assert.equal(post.status, 200);
-    const booted = await eventually('Booted=True', 20_000, () => {
-      const c = claims.get('w', s.ns);
-      return cond(c, 'Booted')?.status === 'True' ? c : undefined;
-    });
-    // An edit is served from the next fetch on (the hand-over is used once).
-    await s.client.mergePatch(Resources.Secret, 'w-ignition', s.ns, { data: ignition('edited') });
-    const again = await fetch(ignitionUrl);
-    assert.equal(again.status, 200);
-    assert.match(await again.text(), /edited/, 'the edited Secret is served');
-    assert.equal((await secretReads()) - readsBefore, 1, 'read fresh for the second fetch');
-    const record = booted.status?.boot?.history?.at(-1);
-    assert.deepEqual(
-      Object.keys(record?.signals ?? {}).sort(),
-      ['BootStateReceived', 'IPXEScriptFetched', 'IgnitionDataFetched'],
-      'the history has every signal of the attempt',
-    );
+      await eventually('IgnitionDataFetched reconciled by the claim controller', 20_000, async () => {
+        const sbc = await getSbc(s, 'w');
+        return (
+          !!sbc &&
+          attemptSignals(sbc, ['IgnitionDataFetched']).missing.length === 0 &&
+          (await reconciles()) > before &&
+          (await idle())
+        );
+      });
+      assert.equal(
+        claimVersions.length,
+        versionsBefore,
+        `no claim write for IgnitionDataFetched: ${JSON.stringify(claimVersions.slice(versionsBefore).map((c) => cond(c, 'Booted')?.message))}`,
+      );
+      const post = await fetch(`${s.op!.registryUrl}/bootstate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${data.token}` },
+        body: JSON.stringify({ systemUUID: uuid, booted: true }),
+      });
+      assert.equal(post.status, 200);
+      const booted = await eventually('Booted=True', 20_000, () => {
+        const c = claims.get('w', s.ns);
+        return cond(c, 'Booted')?.status === 'True' ? c : undefined;
+      });
+      // An edit is served from the next fetch on (the hand-over is used once).
+      await s.client.mergePatch(Resources.Secret, 'w-ignition', s.ns, { data: ignition('edited') });
+      const again = await fetch(ignitionUrl);
+      assert.equal(again.status, 200);
+      assert.match(await again.text(), /edited/, 'the edited Secret is served');
+      assert.equal((await secretReads()) - readsBefore, 1, 'read fresh for the second fetch');
+      const record = booted.status?.boot?.history?.at(-1);
+      assert.deepEqual(
+        Object.keys(record?.signals ?? {}).sort(),
+        ['BootStateReceived', 'IPXEScriptFetched', 'IgnitionDataFetched'],
+        'the history has every signal of the attempt',
+      );
 
-    // The claim's first status write holds the binding and the first series together.
-    const withStatus = claimVersions.filter((c) => c.status && Object.keys(c.status).length > 0);
-    const first = withStatus[0]!;
-    assert.equal(cond(first, 'Bound')?.status, 'True', 'first status write: Bound');
-    assert.equal(first.status?.boot?.attempt, 1, 'first status write: the series and its attempt');
-    assert.equal(cond(first, 'BootConfigurationReady')?.status, 'False');
-    assert.equal(cond(first, 'Booted')?.reason, 'Booting');
-    // Status writes: binding + series, power-on intent, netboot observed, Booted.
-    const statusWrites = new Set(withStatus.map((c) => JSON.stringify(c.status))).size;
-    assert.ok(statusWrites <= 4, `claim status versions: ${statusWrites}`);
+      // The claim's first status write holds the binding and the first series together.
+      const withStatus = claimVersions.filter((c) => c.status && Object.keys(c.status).length > 0);
+      const first = withStatus[0]!;
+      assert.equal(cond(first, 'Bound')?.status, 'True', 'first status write: Bound');
+      assert.equal(first.status?.boot?.attempt, 1, 'first status write: the series and its attempt');
+      assert.equal(cond(first, 'BootConfigurationReady')?.status, 'False');
+      assert.equal(cond(first, 'Booted')?.reason, 'Booting');
+      // Status writes: binding + series, power-on intent, netboot observed, Booted.
+      const statusWrites = new Set(withStatus.map((c) => JSON.stringify(c.status))).size;
+      assert.ok(statusWrites <= 4, `claim status versions: ${statusWrites}`);
 
-    // One Server spec write for the binding and the SBC reference; no spec.power (deprecated upstream:
-    // the claim's own spec.power decides).
-    const bound = serverVersions.find((x) => x.spec.serverClaimRef);
-    assert.equal(bound?.spec.bootConfigurationRef?.name, 'w', 'bootConfigurationRef with the binding');
-    assert.equal(bound?.spec.power, undefined, 'no spec.power copied onto the Server');
-    const specs = new Set(
-      serverVersions.filter((x) => x.spec.serverClaimRef).map((x) => JSON.stringify(x.spec)),
-    );
-    assert.equal(specs.size, 1, `Server spec versions while claimed: ${[...specs].join(' | ')}`);
-  } finally {
-    claims.stop();
-    servers.stop();
-    await s.close();
-  }
+      // One Server spec write for the binding and the SBC reference; no spec.power (deprecated upstream:
+      // the claim's own spec.power decides).
+      const bound = serverVersions.find((x) => x.spec.serverClaimRef);
+      assert.equal(bound?.spec.bootConfigurationRef?.name, 'w', 'bootConfigurationRef with the binding');
+      assert.equal(bound?.spec.power, undefined, 'no spec.power copied onto the Server');
+      const specs = new Set(
+        serverVersions.filter((x) => x.spec.serverClaimRef).map((x) => JSON.stringify(x.spec)),
+      );
+      assert.equal(specs.size, 1, `Server spec versions while claimed: ${[...specs].join(' | ')}`);
+    } finally {
+      claims.stop();
+      servers.stop();
+    }
+  });
 });
 
 test('a power-on the BMC may have applied (answered too late) is written as pending on the claim', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('claim-pending', { hosts: 1 });
-  const claims = new Informer<ServerClaim>(s.client, Resources.ServerClaim, { namespace: s.ns });
-  const messages: string[] = [];
-  try {
-    const [srv] = await availableServers(s, 1);
-    claims.on('update', (c) => {
-      const m = cond(c, 'Booted')?.message;
-      if (m && messages.at(-1) !== m) messages.push(m);
-    });
-    await claims.start();
-    // The power-on is carried out but answered after every request timeout of the call budget: the
-    // manager cannot tell whether the BMC acted (maybeApplied) and keeps the stored intent.
-    s.vbmc.setFaults({
-      slowRequests: 3,
-      slowResponseMs: 5_000,
-      onlyMethods: ['POST'],
-      onlyPaths: ['/Actions/ComputerSystem.Reset'],
-    });
-    await createClaim(s, 'p', { serverRef: srv!.metadata.name!, timeout: '60s' });
-    await eventually('the pending power-on on the claim, then its completion', 30_000, () => {
-      const i = messages.findIndex((m) => /power-on pending: BMC/.test(m));
-      return i >= 0 && /completed/.test(messages.at(-1) ?? '');
-    });
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; Booted messages: ${JSON.stringify(messages)}`);
-  } finally {
-    claims.stop();
-    await s.close();
-  }
+  await withStack('claim-pending', { hosts: 1 }, async (s) => {
+    const claims = new Informer<ServerClaim>(s.client, Resources.ServerClaim, { namespace: s.ns });
+    const messages: string[] = [];
+    try {
+      const [srv] = await availableServers(s, 1);
+      claims.on('update', (c) => {
+        const m = cond(c, 'Booted')?.message;
+        if (m && messages.at(-1) !== m) messages.push(m);
+      });
+      await claims.start();
+      // The power-on is carried out but answered after every request timeout of the call budget: the
+      // manager cannot tell whether the BMC acted (maybeApplied) and keeps the stored intent.
+      s.vbmc.setFaults({
+        slowRequests: 3,
+        slowResponseMs: 5_000,
+        onlyMethods: ['POST'],
+        onlyPaths: ['/Actions/ComputerSystem.Reset'],
+      });
+      await createClaim(s, 'p', { serverRef: srv!.metadata.name!, timeout: '60s' });
+      await eventually('the pending power-on on the claim, then its completion', 30_000, () => {
+        const i = messages.findIndex((m) => /power-on pending: BMC/.test(m));
+        return i >= 0 && /completed/.test(messages.at(-1) ?? '');
+      });
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; Booted messages: ${JSON.stringify(messages)}`);
+    } finally {
+      claims.stop();
+    }
+  });
 });

@@ -12,14 +12,13 @@ import {
   getClaim,
   SCOPE_LABEL,
   servers,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
 
 test('a claim by selector and a claim by ref bind distinct servers', { timeout: 60_000 }, async () => {
-  const s = await startStack('bind', { hosts: 3 });
-  try {
+  await withStack('bind', { hosts: 3 }, async (s) => {
     const [a, b] = await availableServers(s, 3);
     await s.client.mergePatch(Resources.Server, a!.metadata.name!, undefined, {
       metadata: { labels: { pool: 'gold' } },
@@ -85,14 +84,11 @@ test('a claim by selector and a claim by ref bind distinct servers', { timeout: 
       !serverEvents.some((e) => e.reason === 'Reserved'),
       JSON.stringify(serverEvents.map((e) => e.reason)),
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('10 claims racing for 5 servers bind exactly 5', { timeout: 60_000 }, async () => {
-  const s = await startStack('race', { hosts: 5 });
-  try {
+  await withStack('race', { hosts: 5 }, async (s) => {
     await availableServers(s, 5);
     const names = Array.from({ length: 10 }, (_, i) => `racer-${i}`);
     await Promise.all(
@@ -137,7 +133,5 @@ test('10 claims racing for 5 servers bind exactly 5', { timeout: 60_000 }, async
       bound.map((c) => `${s.ns}/${c!.metadata.name}`).sort(),
       'each server names exactly one bound claim',
     );
-  } finally {
-    await s.close();
-  }
+  });
 });

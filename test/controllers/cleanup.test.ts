@@ -27,7 +27,7 @@ import {
   PROBE_IMAGE,
   pokeClaim,
   type Stack,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -124,183 +124,193 @@ async function bootTenant(s: Stack, claim: string, server: string): Promise<void
 test('release runs the cleanup boot; Available (and bound by the waiting claim) only after its completion signal', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('cleanup-ok', {
-    hosts: 1,
-    args: ['--image-catalog', cleanupCatalog(), '--cleanup-image', CLEANUP_IMAGE, '--cleanup-timeout', '20s'],
-  });
-  try {
-    const [srv] = await availableServers(s, 1);
-    const name = srv!.metadata.name!;
-    await bootTenant(s, 'tenant', name);
-    // The next tenant waits for this very Server.
-    await createClaim(s, 'next', { serverRef: name, power: 'Off' });
-    const stop = await watchStates(s, name);
-    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+  await withStack(
+    'cleanup-ok',
+    {
+      hosts: 1,
+      args: [
+        '--image-catalog',
+        cleanupCatalog(),
+        '--cleanup-image',
+        CLEANUP_IMAGE,
+        '--cleanup-timeout',
+        '20s',
+      ],
+    },
+    async (s) => {
+      const [srv] = await availableServers(s, 1);
+      const name = srv!.metadata.name!;
+      await bootTenant(s, 'tenant', name);
+      // The next tenant waits for this very Server.
+      await createClaim(s, 'next', { serverRef: name, power: 'Off' });
+      const stop = await watchStates(s, name);
+      await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
 
-    // During the cleanup: the SBC of the cleanup image, the Server not claimable.
-    const sbc = await eventually('cleanup SBC referenced by the Server', 20_000, async () => {
-      const x = await getServer(s, name);
-      const ref = x?.spec.bootConfigurationRef;
-      if (x?.status?.state !== 'Cleaning' || !ref?.name.startsWith('cleanup-')) return undefined;
-      return s.client.get<ServerBootConfiguration>(
-        Resources.ServerBootConfiguration,
-        ref.name,
-        ref.namespace,
+      // During the cleanup: the SBC of the cleanup image, the Server not claimable.
+      const sbc = await eventually('cleanup SBC referenced by the Server', 20_000, async () => {
+        const x = await getServer(s, name);
+        const ref = x?.spec.bootConfigurationRef;
+        if (x?.status?.state !== 'Cleaning' || !ref?.name.startsWith('cleanup-')) return undefined;
+        return s.client.get<ServerBootConfiguration>(
+          Resources.ServerBootConfiguration,
+          ref.name,
+          ref.namespace,
+        );
+      });
+      assert.equal(sbc.spec.image, CLEANUP_IMAGE);
+      assert.equal(sbc.metadata.labels?.['metal.ironcore.dev/boot-purpose'], 'cleanup');
+      assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False', 'not bound while cleaning');
+
+      // Available can last milliseconds (the waiting claim binds it at once): the watch above saw it.
+      const cleaned = await eventually('Available after the cleanup', 30_000, async () => {
+        const x = await getServer(s, name);
+        return availableOrTakenBy(x, 'next') ? x : undefined;
+      });
+      const states = await stop(cleaned);
+      // (Then Reserved again: the waiting claim binds it.)
+      assert.deepEqual(
+        states.slice(0, 3),
+        ['Reserved', 'Cleaning', 'Available'],
+        `Reserved → Cleaning → Available, never Available before the cleanup: ${states.join(' → ')}`,
       );
-    });
-    assert.equal(sbc.spec.image, CLEANUP_IMAGE);
-    assert.equal(sbc.metadata.labels?.['metal.ironcore.dev/boot-purpose'], 'cleanup');
-    assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False', 'not bound while cleaning');
+      const c = cond(cleaned, 'Cleaned');
+      assert.equal(c?.status, 'True');
+      assert.equal(c?.reason, 'CleanupCompleted');
+      assert.match(c!.message, /test\/cleanup:1\.0 reported completion \(BootStateReceived\) in attempt 1/);
+      assert.equal(cleaned.status?.cleanup?.attempt, 1);
+      assert.ok(cleaned.status?.cleanup?.completedAt, 'status.cleanup.completedAt');
+      assert.ok(cleaned.status?.cleanup?.poweredOnAt, 'the cleanup attempt was powered on');
+      // Events are written after the status that they report: wait for them, then check.
+      const reasons = await eventually('CleanupStarted and CleanupCompleted Events', 15_000, async () => {
+        const r = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
+        return r.includes('CleanupStarted') && r.includes('CleanupCompleted') ? r : undefined;
+      });
+      assert.ok(!reasons.includes('Released'), 'no plain release to Available');
+      // The power-off of the completed cleanup is told in the CleanupCompleted Event.
+      const completed = (await eventsFor(s, 'Server', name, 'default')).find(
+        (e) => e.reason === 'CleanupCompleted',
+      );
+      assert.match(completed!.message, /; Available, (powered off: ForceOff sent to the BMC|Off already)/);
 
-    // Available can last milliseconds (the waiting claim binds it at once): the watch above saw it.
-    const cleaned = await eventually('Available after the cleanup', 30_000, async () => {
-      const x = await getServer(s, name);
-      return availableOrTakenBy(x, 'next') ? x : undefined;
-    });
-    const states = await stop(cleaned);
-    // (Then Reserved again: the waiting claim binds it.)
-    assert.deepEqual(
-      states.slice(0, 3),
-      ['Reserved', 'Cleaning', 'Available'],
-      `Reserved → Cleaning → Available, never Available before the cleanup: ${states.join(' → ')}`,
-    );
-    const c = cond(cleaned, 'Cleaned');
-    assert.equal(c?.status, 'True');
-    assert.equal(c?.reason, 'CleanupCompleted');
-    assert.match(c!.message, /test\/cleanup:1\.0 reported completion \(BootStateReceived\) in attempt 1/);
-    assert.equal(cleaned.status?.cleanup?.attempt, 1);
-    assert.ok(cleaned.status?.cleanup?.completedAt, 'status.cleanup.completedAt');
-    assert.ok(cleaned.status?.cleanup?.poweredOnAt, 'the cleanup attempt was powered on');
-    // Events are written after the status that they report: wait for them, then check.
-    const reasons = await eventually('CleanupStarted and CleanupCompleted Events', 15_000, async () => {
-      const r = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
-      return r.includes('CleanupStarted') && r.includes('CleanupCompleted') ? r : undefined;
-    });
-    assert.ok(!reasons.includes('Released'), 'no plain release to Available');
-    // The power-off of the completed cleanup is told in the CleanupCompleted Event.
-    const completed = (await eventsFor(s, 'Server', name, 'default')).find(
-      (e) => e.reason === 'CleanupCompleted',
-    );
-    assert.match(completed!.message, /; Available, (powered off: ForceOff sent to the BMC|Off already)/);
-
-    await eventually('the waiting claim binds the cleaned Server', 20_000, async () => {
-      const n = await getClaim(s, 'next');
-      return cond(n, 'Bound')?.status === 'True' && n?.spec.serverRef?.name === name;
-    });
-    assert.equal(
-      await s.client.get(Resources.ServerBootConfiguration, sbc.metadata.name!, sbc.metadata.namespace),
-      undefined,
-      'the cleanup SBC is deleted',
-    );
-  } finally {
-    await s.close();
-  }
+      await eventually('the waiting claim binds the cleaned Server', 20_000, async () => {
+        const n = await getClaim(s, 'next');
+        return cond(n, 'Bound')?.status === 'True' && n?.spec.serverRef?.name === name;
+      });
+      assert.equal(
+        await s.client.get(Resources.ServerBootConfiguration, sbc.metadata.name!, sbc.metadata.namespace),
+        undefined,
+        'the cleanup SBC is deleted',
+      );
+    },
+  );
 });
 
 test('a cleanup that never reports: Error, unclaimable, reason in get servers; disabled + retry makes it Available', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('cleanup-fail', {
-    hosts: 1,
-    args: [
-      '--image-catalog',
-      cleanupCatalog(),
-      '--cleanup-image',
-      SILENT_CLEANUP_IMAGE,
-      '--cleanup-timeout',
-      '2s',
-      '--cleanup-max-attempts',
-      '2',
-    ],
-  });
-  try {
-    const [srv] = await availableServers(s, 1);
-    const name = srv!.metadata.name!;
-    await bootTenant(s, 'tenant', name);
-    await createClaim(s, 'next', { serverRef: name, power: 'Off' });
-    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+  await withStack(
+    'cleanup-fail',
+    {
+      hosts: 1,
+      args: [
+        '--image-catalog',
+        cleanupCatalog(),
+        '--cleanup-image',
+        SILENT_CLEANUP_IMAGE,
+        '--cleanup-timeout',
+        '2s',
+        '--cleanup-max-attempts',
+        '2',
+      ],
+    },
+    async (s) => {
+      const [srv] = await availableServers(s, 1);
+      const name = srv!.metadata.name!;
+      await bootTenant(s, 'tenant', name);
+      await createClaim(s, 'next', { serverRef: name, power: 'Off' });
+      await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
 
-    const failed = await eventually('Error after the cleanup attempts', 40_000, async () => {
-      const x = await getServer(s, name);
-      return x?.status?.state === 'Error' ? x : undefined;
-    });
-    const c = cond(failed, 'Cleaned');
-    assert.equal(c?.status, 'False');
-    assert.equal(c?.reason, 'CleanupAttemptsExhausted');
-    assert.match(c!.message, /cleanup attempt 2\/2 timed out after 2s/);
-    assert.match(c!.message, /missing \[BootStateReceived\]/);
-    assert.equal(failed.status?.cleanup?.attempt, 2);
-    assert.ok(
-      serverProblems(failed).includes('error:CleanupAttemptsExhausted'),
-      serverProblems(failed).join(','),
-    );
-    // Events are written after the status that they report: wait for the Warning, then check.
-    const ev = await eventually('a Warning CleanupAttemptsExhausted Event', 15_000, async () => {
-      const e = await eventsFor(s, 'Server', name, 'default');
-      return e.some((x) => x.type === 'Warning' && x.reason === 'CleanupAttemptsExhausted') ? e : undefined;
-    });
-    assert.ok(
-      ev.some((e) => e.reason === 'CleanupTimedOut'),
-      'attempt 1 timed out and was retried',
-    );
-    await eventually('powered off, cleanup SBC gone', 15_000, async () => {
-      const x = await getServer(s, name);
-      return x?.status?.powerState === 'Off' && !x.spec.bootConfigurationRef;
-    });
-    // Not handed to the next tenant: two more reconciles of its claim (they ran), then idle.
-    await pokeClaim(s, 'next');
-    assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False');
-    assert.equal((await getServer(s, name))?.status?.state, 'Error');
+      const failed = await eventually('Error after the cleanup attempts', 40_000, async () => {
+        const x = await getServer(s, name);
+        return x?.status?.state === 'Error' ? x : undefined;
+      });
+      const c = cond(failed, 'Cleaned');
+      assert.equal(c?.status, 'False');
+      assert.equal(c?.reason, 'CleanupAttemptsExhausted');
+      assert.match(c!.message, /cleanup attempt 2\/2 timed out after 2s/);
+      assert.match(c!.message, /missing \[BootStateReceived\]/);
+      assert.equal(failed.status?.cleanup?.attempt, 2);
+      assert.ok(
+        serverProblems(failed).includes('error:CleanupAttemptsExhausted'),
+        serverProblems(failed).join(','),
+      );
+      // Events are written after the status that they report: wait for the Warning, then check.
+      const ev = await eventually('a Warning CleanupAttemptsExhausted Event', 15_000, async () => {
+        const e = await eventsFor(s, 'Server', name, 'default');
+        return e.some((x) => x.type === 'Warning' && x.reason === 'CleanupAttemptsExhausted') ? e : undefined;
+      });
+      assert.ok(
+        ev.some((e) => e.reason === 'CleanupTimedOut'),
+        'attempt 1 timed out and was retried',
+      );
+      await eventually('powered off, cleanup SBC gone', 15_000, async () => {
+        const x = await getServer(s, name);
+        return x?.status?.powerState === 'Off' && !x.spec.bootConfigurationRef;
+      });
+      // Not handed to the next tenant: two more reconciles of its claim (they ran), then idle.
+      await pokeClaim(s, 'next');
+      assert.equal(cond(await getClaim(s, 'next'), 'Bound')?.status, 'False');
+      assert.equal((await getServer(s, name))?.status?.state, 'Error');
 
-    // The operator's way out: skip the cleanup for this Server and retry.
-    await s.client.mergePatch(Resources.Server, name, undefined, {
-      metadata: { annotations: { 'metal.ironcore.dev/operation': 'retry' } },
-      spec: { automatedCleaningMode: 'disabled' },
-    });
-    const avail = await eventually('Available after disabled + retry', 20_000, async () => {
-      const x = await getServer(s, name);
-      return availableOrTakenBy(x, 'next') ? x : undefined;
-    });
-    assert.equal(cond(avail, 'Cleaned')?.reason, 'CleanupDisabled', 'says the disks were not erased');
-    await eventually('the waiting claim binds', 20_000, async () => {
-      return cond(await getClaim(s, 'next'), 'Bound')?.status === 'True';
-    });
-  } finally {
-    await s.close();
-  }
+      // The operator's way out: skip the cleanup for this Server and retry.
+      await s.client.mergePatch(Resources.Server, name, undefined, {
+        metadata: { annotations: { 'metal.ironcore.dev/operation': 'retry' } },
+        spec: { automatedCleaningMode: 'disabled' },
+      });
+      const avail = await eventually('Available after disabled + retry', 20_000, async () => {
+        const x = await getServer(s, name);
+        return availableOrTakenBy(x, 'next') ? x : undefined;
+      });
+      assert.equal(cond(avail, 'Cleaned')?.reason, 'CleanupDisabled', 'says the disks were not erased');
+      await eventually('the waiting claim binds', 20_000, async () => {
+        return cond(await getClaim(s, 'next'), 'Bound')?.status === 'True';
+      });
+    },
+  );
 });
 
 test('automatedCleaningMode disabled: Available right after release, no cleanup boot', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('cleanup-off', {
-    hosts: 1,
-    args: ['--image-catalog', cleanupCatalog(), '--cleanup-image', CLEANUP_IMAGE],
-  });
-  try {
-    const [srv] = await availableServers(s, 1);
-    const name = srv!.metadata.name!;
-    await s.client.mergePatch(Resources.Server, name, undefined, {
-      spec: { automatedCleaningMode: 'disabled' },
-    });
-    await bootTenant(s, 'tenant', name);
-    const stop = await watchStates(s, name);
-    await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
-    const released = await eventually('Available after release', 20_000, async () => {
+  await withStack(
+    'cleanup-off',
+    {
+      hosts: 1,
+      args: ['--image-catalog', cleanupCatalog(), '--cleanup-image', CLEANUP_IMAGE],
+    },
+    async (s) => {
+      const [srv] = await availableServers(s, 1);
+      const name = srv!.metadata.name!;
+      await s.client.mergePatch(Resources.Server, name, undefined, {
+        spec: { automatedCleaningMode: 'disabled' },
+      });
+      await bootTenant(s, 'tenant', name);
+      const stop = await watchStates(s, name);
+      await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+      const released = await eventually('Available after release', 20_000, async () => {
+        const x = await getServer(s, name);
+        return x?.status?.state === 'Available' ? x : undefined;
+      });
+      const states = await stop(released);
+      assert.ok(!states.includes('Cleaning'), `no Cleaning state: ${states.join(' → ')}`);
       const x = await getServer(s, name);
-      return x?.status?.state === 'Available' ? x : undefined;
-    });
-    const states = await stop(released);
-    assert.ok(!states.includes('Cleaning'), `no Cleaning state: ${states.join(' → ')}`);
-    const x = await getServer(s, name);
-    assert.equal(cond(x, 'Cleaned'), undefined, 'no Cleaned condition when cleanup never ran');
-    assert.equal(x?.status?.cleanup, undefined);
-    const reasons = await eventually('a Released Event', 15_000, async () => {
-      const r = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
-      return r.includes('Released') ? r : undefined;
-    });
-    assert.ok(!reasons.includes('CleanupStarted'), reasons.join(','));
-  } finally {
-    await s.close();
-  }
+      assert.equal(cond(x, 'Cleaned'), undefined, 'no Cleaned condition when cleanup never ran');
+      assert.equal(x?.status?.cleanup, undefined);
+      const reasons = await eventually('a Released Event', 15_000, async () => {
+        const r = (await eventsFor(s, 'Server', name, 'default')).map((e) => e.reason);
+        return r.includes('Released') ? r : undefined;
+      });
+      assert.ok(!reasons.includes('CleanupStarted'), reasons.join(','));
+    },
+  );
 });

@@ -18,7 +18,7 @@ import {
   type Stack,
   servers,
   settled,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -26,8 +26,7 @@ after(releaseSharedCluster);
 test('BMC → Servers → discovery → Available with the probe data, for 3 simulated systems', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('disc', { hosts: 3 });
-  try {
+  await withStack('disc', { hosts: 3 }, async (s) => {
     const avail = await availableServers(s, 3);
     assert.equal(avail.length, 3);
     for (const srv of avail) {
@@ -86,32 +85,26 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
     assert.match(created[0]!.message, /^3 Server\(s\) created: /);
     for (const srv of avail)
       assert.ok(created[0]!.message.includes(`${srv.metadata.name} (UUID ${srv.spec.systemUUID})`));
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('a BMC that reports no NIC: discovery completes by the old rule, and the condition says so', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('nonic', { hosts: 1, profile: { omitEthernetInterfaces: true } });
-  try {
+  await withStack('nonic', { hosts: 1, profile: { omitEthernetInterfaces: true } }, async (s) => {
     const [srv] = await availableServers(s, 1);
     assert.deepEqual(srv!.status?.bmcNetworkInterfaces, []);
     assert.equal(cond(srv, 'MachineIdentity')?.status, 'False');
     assert.equal(cond(srv, 'MachineIdentity')?.reason, 'NoBMCNICs');
     assert.match(cond(srv, 'MachineIdentity')!.message, /reports no Ethernet interface/);
     assert.ok(srv!.status?.networkInterfaces?.length, 'the registration was stored unchecked');
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('C01: a Redfish system without a UUID gets a BMC condition, no Server, and no hot loop', {
   timeout: 30_000,
 }, async () => {
-  const s = await startStack('c01', { hosts: 2, profile: { omitSystemUUID: true } });
-  try {
+  await withStack('c01', { hosts: 2, profile: { omitSystemUUID: true } }, async (s) => {
     const bmc = await eventually('SystemsDiscovered=False', 10_000, async () => {
       const b = await s.client.get<BMC>(Resources.BMC, s.bmcName);
       return cond(b, 'SystemsDiscovered')?.status === 'False' ? b : undefined;
@@ -132,9 +125,7 @@ test('C01: a Redfish system without a UUID gets a BMC condition, no Server, and 
     await settled(s, 'bmc', since, { more: 1 });
     assert.ok(reads() - before <= 1, `systems listed ${reads() - before} times in 2 s`);
     assert.equal((await servers(s)).length, 0);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 /**
@@ -157,8 +148,7 @@ test('discovery writes each Server status change once: 3 status writes and 2 Eve
   timeout: 60_000,
 }, async () => {
   const n = 3;
-  const s = await startStack('disc-req', { hosts: n });
-  try {
+  await withStack('disc-req', { hosts: n }, async (s) => {
     const avail = await availableServers(s, n);
     await eventually('discovery SBCs deleted and no longer current', 10_000, async () => {
       const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
@@ -185,67 +175,71 @@ test('discovery writes each Server status change once: 3 status writes and 2 Eve
       );
       assert.deepEqual(resets(s, srv.spec.systemUUID), ['On', 'ForceOff']);
     }
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('a discovery SBC in Error: state Discovery with the reason in Discovered, never powered on', {
   timeout: 60_000,
 }, async () => {
   // A registry outside --allowed-registries: refused without any network request.
-  const s = await startStack('disc-bad', { hosts: 1, args: ['--probe-image', 'registry.invalid/probe:1'] });
-  try {
-    const srv = await eventually('Discovered=False WaitingForBootConfiguration', 20_000, async () => {
-      const [x] = await servers(s);
-      return cond(x, 'Discovered')?.reason === 'WaitingForBootConfiguration' ? x : undefined;
-    });
-    assert.equal(srv.status?.state, 'Discovery');
-    assert.equal(srv.status?.manufacturer, 'Contoso', 'the BMC facts come with the first write');
-    assert.match(cond(srv, 'Discovered')!.message, /registry\.invalid.*--allowed-registries/);
-    assert.equal(srv.status?.discovery?.poweredOnAt, undefined, 'no power-on intent');
-    // Two more reconciles of the Server (the positive control: they ran), then idle: still nothing.
-    await pokeServer(s, srv.metadata.name!);
-    assert.deepEqual(resetsSent(s, srv.spec.systemUUID), [], 'nothing powered on');
-  } finally {
-    await s.close();
-  }
+  await withStack(
+    'disc-bad',
+    { hosts: 1, args: ['--probe-image', 'registry.invalid/probe:1'] },
+    async (s) => {
+      const srv = await eventually('Discovered=False WaitingForBootConfiguration', 20_000, async () => {
+        const [x] = await servers(s);
+        return cond(x, 'Discovered')?.reason === 'WaitingForBootConfiguration' ? x : undefined;
+      });
+      assert.equal(srv.status?.state, 'Discovery');
+      assert.equal(srv.status?.manufacturer, 'Contoso', 'the BMC facts come with the first write');
+      assert.match(cond(srv, 'Discovered')!.message, /registry\.invalid.*--allowed-registries/);
+      assert.equal(srv.status?.discovery?.poweredOnAt, undefined, 'no power-on intent');
+      // Two more reconciles of the Server (the positive control: they ran), then idle: still nothing.
+      await pokeServer(s, srv.metadata.name!);
+      assert.deepEqual(resetsSent(s, srv.spec.systemUUID), [], 'nothing powered on');
+    },
+  );
 });
 
 test('discovery that never registers: attempts bounded, then state Error with the reason, no SBC, powered off', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('disc-exh', {
-    hosts: 1,
-    simFaults: { neverCallBack: true },
-    args: ['--discovery-timeout', '3s', '--discovery-max-attempts', '2'],
-  });
-  try {
-    const srv = await eventually('state Error', 40_000, async () => {
-      const [x] = await servers(s);
-      return x?.status?.state === 'Error' ? x : undefined;
-    });
-    // The condition rides in the write of the state: whoever sees Error sees why.
-    const c = cond(srv, 'Discovered');
-    assert.equal(c?.reason, 'DiscoveryAttemptsExhausted');
-    assert.match(c!.message, /attempt 2\/2 timed out after 3s/);
-    const done = await eventually('powered off, discovery SBC deleted', 15_000, async () => {
-      const [x] = await servers(s);
-      const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
-      const host = s.vbmc.systems.find((h) => h.id === x?.spec.systemUUID)?.host;
-      return items.length === 0 && host?.powerState() === 'Off' && !x?.spec.bootConfigurationRef
-        ? x
-        : undefined;
-    });
-    const r = resets(s, done.spec.systemUUID);
-    assert.equal(r.at(-1), 'ForceOff', r.join(','));
-    assert.equal(r.filter((x) => x !== 'ForceOff').length, 2, `one power action per attempt: ${r.join(',')}`);
-    const events = await eventually('the Warning Event', 10_000, async () => {
-      const e = await eventsFor(s, 'Server', done.metadata.name!, 'default');
-      return e.some((x) => x.reason === 'DiscoveryAttemptsExhausted') ? e : undefined;
-    });
-    assert.equal(events.find((x) => x.reason === 'DiscoveryAttemptsExhausted')?.type, 'Warning');
-  } finally {
-    await s.close();
-  }
+  await withStack(
+    'disc-exh',
+    {
+      hosts: 1,
+      simFaults: { neverCallBack: true },
+      args: ['--discovery-timeout', '3s', '--discovery-max-attempts', '2'],
+    },
+    async (s) => {
+      const srv = await eventually('state Error', 40_000, async () => {
+        const [x] = await servers(s);
+        return x?.status?.state === 'Error' ? x : undefined;
+      });
+      // The condition rides in the write of the state: whoever sees Error sees why.
+      const c = cond(srv, 'Discovered');
+      assert.equal(c?.reason, 'DiscoveryAttemptsExhausted');
+      assert.match(c!.message, /attempt 2\/2 timed out after 3s/);
+      const done = await eventually('powered off, discovery SBC deleted', 15_000, async () => {
+        const [x] = await servers(s);
+        const { items } = await s.client.list(Resources.ServerBootConfiguration, { namespace: s.ns });
+        const host = s.vbmc.systems.find((h) => h.id === x?.spec.systemUUID)?.host;
+        return items.length === 0 && host?.powerState() === 'Off' && !x?.spec.bootConfigurationRef
+          ? x
+          : undefined;
+      });
+      const r = resets(s, done.spec.systemUUID);
+      assert.equal(r.at(-1), 'ForceOff', r.join(','));
+      assert.equal(
+        r.filter((x) => x !== 'ForceOff').length,
+        2,
+        `one power action per attempt: ${r.join(',')}`,
+      );
+      const events = await eventually('the Warning Event', 10_000, async () => {
+        const e = await eventsFor(s, 'Server', done.metadata.name!, 'default');
+        return e.some((x) => x.reason === 'DiscoveryAttemptsExhausted') ? e : undefined;
+      });
+      assert.equal(events.find((x) => x.reason === 'DiscoveryAttemptsExhausted')?.type, 'Warning');
+    },
+  );
 });

@@ -22,7 +22,7 @@ import {
   getClaim,
   resetsSent,
   servers,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -30,72 +30,71 @@ after(releaseSharedCluster);
 test('S14 / defect 1: a second BMC object for the same BMC gets DuplicateSystemUUID, no Servers, no power action', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('dupbmc', { hosts: 2 });
-  const second = `${s.bmcName}-again`;
-  try {
-    const avail = await availableServers(s, 2);
-    const tenant = avail[0]!;
-    await createClaim(s, 'tenant', { serverRef: tenant.metadata.name!, timeout: '20s' });
-    await eventually('tenant claim Booted', 30_000, async () => {
-      const c = await getClaim(s, 'tenant');
-      return cond(c, 'Booted')?.status === 'True';
-    });
-    const resetsBefore = avail.map((x) => resetsSent(s, x.spec.systemUUID).length);
-    const first = (await s.client.get<BMC>(Resources.BMC, s.bmcName))!;
-    // The same address, port and credentials: what `kubectl apply` of a copy with another name does.
-    await s.client.create<BMC>(Resources.BMC, {
-      apiVersion: API,
-      kind: 'BMC',
-      metadata: { name: second, labels: s.labels },
-      spec: first.spec,
-    });
-    const dup = await eventually('DuplicateSystemUUID on the second BMC', 15_000, async () => {
-      const b = await s.client.get<BMC>(Resources.BMC, second);
-      return cond(b, 'DuplicateSystemUUID')?.status === 'True' ? b : undefined;
-    });
-    const c = cond(dup, 'DuplicateSystemUUID')!;
-    for (const x of avail) {
-      assert.match(c.message, new RegExp(x.spec.systemUUID), 'the message names each UUID');
-      assert.match(c.message, new RegExp(x.metadata.name!), 'and the Server that owns it');
+  await withStack('dupbmc', { hosts: 2 }, async (s) => {
+    const second = `${s.bmcName}-again`;
+    try {
+      const avail = await availableServers(s, 2);
+      const tenant = avail[0]!;
+      await createClaim(s, 'tenant', { serverRef: tenant.metadata.name!, timeout: '20s' });
+      await eventually('tenant claim Booted', 30_000, async () => {
+        const c = await getClaim(s, 'tenant');
+        return cond(c, 'Booted')?.status === 'True';
+      });
+      const resetsBefore = avail.map((x) => resetsSent(s, x.spec.systemUUID).length);
+      const first = (await s.client.get<BMC>(Resources.BMC, s.bmcName))!;
+      // The same address, port and credentials: what `kubectl apply` of a copy with another name does.
+      await s.client.create<BMC>(Resources.BMC, {
+        apiVersion: API,
+        kind: 'BMC',
+        metadata: { name: second, labels: s.labels },
+        spec: first.spec,
+      });
+      const dup = await eventually('DuplicateSystemUUID on the second BMC', 15_000, async () => {
+        const b = await s.client.get<BMC>(Resources.BMC, second);
+        return cond(b, 'DuplicateSystemUUID')?.status === 'True' ? b : undefined;
+      });
+      const c = cond(dup, 'DuplicateSystemUUID')!;
+      for (const x of avail) {
+        assert.match(c.message, new RegExp(x.spec.systemUUID), 'the message names each UUID');
+        assert.match(c.message, new RegExp(x.metadata.name!), 'and the Server that owns it');
+      }
+      // Give a wrongly created Server time to show up and be driven.
+      await new Promise((ok) => setTimeout(ok, 2_000));
+      const all = await servers(s);
+      assert.deepEqual(
+        all.filter((x) => x.spec.bmcRef?.name === second).map((x) => x.metadata.name),
+        [],
+        'no Server for a UUID another Server owns',
+      );
+      assert.equal(all.length, 2);
+      assert.deepEqual(
+        avail.map((x) => resetsSent(s, x.spec.systemUUID).length),
+        resetsBefore,
+        'no power action on any system',
+      );
+      const claim = await getClaim(s, 'tenant');
+      assert.equal(cond(claim, 'Booted')?.status, 'True', 'the tenant is undisturbed');
+      const warning = await eventMatching(
+        s,
+        'BMC',
+        second,
+        'default',
+        (e) => e.type === 'Warning' && e.reason === 'DuplicateSystemUUID',
+      );
+      assert.match(warning.message, new RegExp(tenant.metadata.name!));
+      // The first BMC is unaffected.
+      const firstNow = await s.client.get<BMC>(Resources.BMC, s.bmcName);
+      assert.notEqual(cond(firstNow, 'DuplicateSystemUUID')?.status, 'True');
+    } finally {
+      await s.client.delete(Resources.BMC, second).catch(() => undefined);
     }
-    // Give a wrongly created Server time to show up and be driven.
-    await new Promise((ok) => setTimeout(ok, 2_000));
-    const all = await servers(s);
-    assert.deepEqual(
-      all.filter((x) => x.spec.bmcRef?.name === second).map((x) => x.metadata.name),
-      [],
-      'no Server for a UUID another Server owns',
-    );
-    assert.equal(all.length, 2);
-    assert.deepEqual(
-      avail.map((x) => resetsSent(s, x.spec.systemUUID).length),
-      resetsBefore,
-      'no power action on any system',
-    );
-    const claim = await getClaim(s, 'tenant');
-    assert.equal(cond(claim, 'Booted')?.status, 'True', 'the tenant is undisturbed');
-    const warning = await eventMatching(
-      s,
-      'BMC',
-      second,
-      'default',
-      (e) => e.type === 'Warning' && e.reason === 'DuplicateSystemUUID',
-    );
-    assert.match(warning.message, new RegExp(tenant.metadata.name!));
-    // The first BMC is unaffected.
-    const firstNow = await s.client.get<BMC>(Resources.BMC, s.bmcName);
-    assert.notEqual(cond(firstNow, 'DuplicateSystemUUID')?.status, 'True');
-  } finally {
-    await s.client.delete(Resources.BMC, second).catch(() => undefined);
-    await s.close();
-  }
+  });
 });
 
 test('S14: a BMC listing more systems than --bmc-max-systems gets Servers for the first ones only', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('maxsys', { hosts: 3, args: ['--bmc-max-systems', '2'] });
-  try {
+  await withStack('maxsys', { hosts: 3, args: ['--bmc-max-systems', '2'] }, async (s) => {
     const bmc = await eventually('SystemsDiscovered=False SystemLimitExceeded', 15_000, async () => {
       const b = await s.client.get<BMC>(Resources.BMC, s.bmcName);
       return cond(b, 'SystemsDiscovered')?.reason === 'SystemLimitExceeded' ? b : undefined;
@@ -113,61 +112,67 @@ test('S14: a BMC listing more systems than --bmc-max-systems gets Servers for th
       'default',
       (e) => e.type === 'Warning' && e.reason === 'SystemLimitExceeded',
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('S14: a hand-made Server with a UUID another Server owns is not driven; ambiguous callbacks are Warning Events on both', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('dupsrv', { hosts: 1 });
-  try {
-    const [owner] = await availableServers(s, 1);
-    const uuid = owner!.spec.systemUUID;
-    const before = resetsSent(s, uuid).length;
-    await s.client.create<Server>(Resources.Server, {
-      apiVersion: API,
-      kind: 'Server',
-      metadata: { name: `${s.ns}-copy`, labels: s.labels },
-      // Upper case: the same UUID for every comparison that matters.
-      spec: { systemUUID: uuid.toUpperCase(), systemURI: owner!.spec.systemURI, bmcRef: owner!.spec.bmcRef },
-    });
-    const copy = await eventually('DuplicateSystemUUID on the copy', 15_000, async () => {
-      const x = await s.client.get<Server>(Resources.Server, `${s.ns}-copy`);
-      return cond(x, 'DuplicateSystemUUID')?.status === 'True' ? x : undefined;
-    });
-    assert.match(cond(copy, 'DuplicateSystemUUID')!.message, new RegExp(owner!.metadata.name!));
-    await new Promise((ok) => setTimeout(ok, 1_500));
-    assert.equal(resetsSent(s, uuid).length, before, 'the copy was never powered');
-    const ownerNow = await s.client.get<Server>(Resources.Server, owner!.metadata.name!);
-    assert.notEqual(cond(ownerNow, 'DuplicateSystemUUID')?.status, 'True', 'the owner is not the duplicate');
-
-    const res = await fetch(`${s.op!.bootServerUrl}/ipxe/${uuid}`);
-    assert.equal(res.status, 409);
-    assert.equal(((await res.json()) as { reason: string }).reason, 'AmbiguousServer');
-    for (const name of [owner!.metadata.name!, `${s.ns}-copy`]) {
-      await eventually(`Warning AmbiguousServer Event on ${name}`, 10_000, async () =>
-        (await eventsFor(s, 'Server', name, 'default')).some(
-          (e) => e.type === 'Warning' && e.reason === 'AmbiguousServer',
-        ),
+  await withStack('dupsrv', { hosts: 1 }, async (s) => {
+    try {
+      const [owner] = await availableServers(s, 1);
+      const uuid = owner!.spec.systemUUID;
+      const before = resetsSent(s, uuid).length;
+      await s.client.create<Server>(Resources.Server, {
+        apiVersion: API,
+        kind: 'Server',
+        metadata: { name: `${s.ns}-copy`, labels: s.labels },
+        // Upper case: the same UUID for every comparison that matters.
+        spec: {
+          systemUUID: uuid.toUpperCase(),
+          systemURI: owner!.spec.systemURI,
+          bmcRef: owner!.spec.bmcRef,
+        },
+      });
+      const copy = await eventually('DuplicateSystemUUID on the copy', 15_000, async () => {
+        const x = await s.client.get<Server>(Resources.Server, `${s.ns}-copy`);
+        return cond(x, 'DuplicateSystemUUID')?.status === 'True' ? x : undefined;
+      });
+      assert.match(cond(copy, 'DuplicateSystemUUID')!.message, new RegExp(owner!.metadata.name!));
+      await new Promise((ok) => setTimeout(ok, 1_500));
+      assert.equal(resetsSent(s, uuid).length, before, 'the copy was never powered');
+      const ownerNow = await s.client.get<Server>(Resources.Server, owner!.metadata.name!);
+      assert.notEqual(
+        cond(ownerNow, 'DuplicateSystemUUID')?.status,
+        'True',
+        'the owner is not the duplicate',
       );
+
+      const res = await fetch(`${s.op!.bootServerUrl}/ipxe/${uuid}`);
+      assert.equal(res.status, 409);
+      assert.equal(((await res.json()) as { reason: string }).reason, 'AmbiguousServer');
+      for (const name of [owner!.metadata.name!, `${s.ns}-copy`]) {
+        await eventually(`Warning AmbiguousServer Event on ${name}`, 10_000, async () =>
+          (await eventsFor(s, 'Server', name, 'default')).some(
+            (e) => e.type === 'Warning' && e.reason === 'AmbiguousServer',
+          ),
+        );
+      }
+      // A claim naming the copy is refused for the owner's sake (selection finds the owner through
+      // the UUID index, not a scan of every Server).
+      await createClaim(s, 'wants-copy', { serverRef: `${s.ns}-copy`, timeout: '20s' });
+      const refused = await eventually('the claim naming the copy is not bound', 15_000, async () => {
+        const b = cond(await getClaim(s, 'wants-copy'), 'Bound');
+        return b?.status === 'False' ? b : undefined;
+      });
+      assert.equal(refused.reason, 'ServerNotAvailable');
+      assert.match(refused.message, new RegExp(`system UUID held by Server ${owner!.metadata.name}`));
+      assert.equal(
+        (await s.client.get<Server>(Resources.Server, `${s.ns}-copy`))?.spec.serverClaimRef,
+        undefined,
+      );
+    } finally {
+      await s.client.delete(Resources.Server, `${s.ns}-copy`).catch(() => undefined);
     }
-    // A claim naming the copy is refused for the owner's sake (selection finds the owner through
-    // the UUID index, not a scan of every Server).
-    await createClaim(s, 'wants-copy', { serverRef: `${s.ns}-copy`, timeout: '20s' });
-    const refused = await eventually('the claim naming the copy is not bound', 15_000, async () => {
-      const b = cond(await getClaim(s, 'wants-copy'), 'Bound');
-      return b?.status === 'False' ? b : undefined;
-    });
-    assert.equal(refused.reason, 'ServerNotAvailable');
-    assert.match(refused.message, new RegExp(`system UUID held by Server ${owner!.metadata.name}`));
-    assert.equal(
-      (await s.client.get<Server>(Resources.Server, `${s.ns}-copy`))?.spec.serverClaimRef,
-      undefined,
-    );
-  } finally {
-    await s.client.delete(Resources.Server, `${s.ns}-copy`).catch(() => undefined);
-    await s.close();
-  }
+  });
 });

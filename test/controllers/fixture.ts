@@ -32,6 +32,7 @@ import type { SimHost, SimHostFaults } from '../../src/virtualbmc/sim.js';
 import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
 import { callbackTokenOf } from '../harness/callback-token.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
+import { stopAfter } from '../harness/stop-after.js';
 
 export const API = 'metal.ironcore.dev/v1alpha1';
 export const OS_IMAGE = 'test/os:1.0';
@@ -200,6 +201,28 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
       await client.close();
     },
   };
+}
+
+/**
+ * {@link startStack}, `body(stack)`, then `stack.close()` on every path (test/harness/stop-after.ts):
+ * the body's failure stays the test's error, a close failing after it is logged, not thrown.
+ */
+export async function withStack<T>(
+  name: string,
+  o: StackOptions,
+  body: (stack: Stack) => Promise<T>,
+): Promise<T> {
+  const s = await startStack(name, o);
+  return stopAfter(
+    s,
+    () => s.close(),
+    body,
+    (err) =>
+      console.error(
+        `stack ${s.ns}: close failed after the test had failed (the test error is reported):`,
+        err,
+      ),
+  );
 }
 
 export function b64(s: string): string {

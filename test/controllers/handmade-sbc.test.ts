@@ -26,7 +26,7 @@ import {
   hostOf,
   OS_IMAGE,
   type Stack,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -65,8 +65,7 @@ function upstreamSampleSbc(
 test('N9: a hand-made upstream-style SBC needs no callback Secret and boots a sim host to all signals', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('handmade', { hosts: 1 });
-  try {
+  await withStack('handmade', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const serverName = srv!.metadata.name!;
     await s.client.create<SecretObject>(Resources.Secret, {
@@ -131,16 +130,13 @@ test('N9: a hand-made upstream-style SBC needs no callback Secret and boots a si
     assert.equal(host.bootCount, before + 1);
     assert.equal(host.lastBoot?.source, 'network');
     assert.equal(host.lastBoot?.callbackStatus, 200);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('a hand-made SBC without ignitionSecretRef is Ready and says "no ignition configured"', {
   timeout: 60_000,
 }, async () => {
-  const s = await startStack('handmade-noign', { hosts: 1 });
-  try {
+  await withStack('handmade-noign', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     await s.client.create(
       Resources.ServerBootConfiguration,
@@ -151,7 +147,5 @@ test('a hand-made SBC without ignitionSecretRef is Ready and says "no ignition c
       return b?.status?.state === 'Ready' ? b : undefined;
     });
     assert.match(cond(sbc, 'Ready')?.message ?? '', /no ignition configured/);
-  } finally {
-    await s.close();
-  }
+  });
 });

@@ -17,7 +17,7 @@ import {
   getClaim,
   overridesSent,
   resetsSent,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -25,8 +25,7 @@ after(releaseSharedCluster);
 test('a BMC refusing the override for good: every claim ends BootRefused, no power action', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('override-refused', { hosts: 1 });
-  try {
+  await withStack('override-refused', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const uuid = srv!.spec.systemUUID;
     const sys = s.vbmc.systems.find((x) => x.id === uuid)!;
@@ -55,7 +54,5 @@ test('a BMC refusing the override for good: every claim ends BootRefused, no pow
       await s.client.delete(Resources.ServerClaim, name, s.ns);
       await eventually(`${name} released`, 30_000, async () => !(await getClaim(s, name)));
     }
-  } finally {
-    await s.close();
-  }
+  });
 });

@@ -25,7 +25,7 @@ import {
   getClaim,
   SCOPE_LABEL,
   type Stack,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -88,8 +88,7 @@ function waitTaint(s: Stack, server: string, key: string, want: boolean, timeout
 test('Continuous: tainted without the condition, untainted with it, tainted again when it turns False; the finalizer removes the taint on delete', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('readiness-cont', { hosts: 1 });
-  try {
+  await withStack('readiness-cont', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     const r = await rule(s, 'cont', 'Continuous', 'ExternalBurnIn', 'example.com/burn-in');
@@ -115,16 +114,13 @@ test('Continuous: tainted without the condition, untainted with it, tainted agai
     );
     const x = await getServer(s, name);
     assert.equal(tainted(x, 'example.com/burn-in'), false, 'the deleted rule took its taint along');
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('BootstrapOnly: untainted once the condition holds, marked, and never tainted again', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('readiness-boot', { hosts: 1 });
-  try {
+  await withStack('readiness-boot', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     const r = await rule(s, 'boot', 'BootstrapOnly', 'ExternalFirmware', 'example.com/firmware');
@@ -159,16 +155,13 @@ test('BootstrapOnly: untainted once the condition holds, marked, and never taint
     const after = await waitTaint(s, name, 'example.com/firmware-control', true);
     assert.equal(tainted(after, 'example.com/firmware'), false, 'not tainted again');
     await deleteRules(s, r, control);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test("a rule can gate on the Server's Booted condition, the bound claim's last attempt", {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('readiness-booted', { hosts: 1 });
-  try {
+  await withStack('readiness-booted', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     await createClaim(s, 'tenant', { serverRef: name, timeout: '20s' });
@@ -191,7 +184,5 @@ test("a rule can gate on the Server's Booted condition, the bound claim's last a
     const after = await waitTaint(s, name, 'example.com/control', true);
     assert.equal(tainted(after, 'example.com/not-booted'), false, 'Booted=True passes');
     await deleteRules(s, r, control);
-  } finally {
-    await s.close();
-  }
+  });
 });

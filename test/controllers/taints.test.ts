@@ -19,7 +19,7 @@ import {
   getClaim,
   hostOf,
   SCOPE_LABEL,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -30,8 +30,7 @@ const getServer = (s: { client: import('../../src/runtime/client.js').KubeClient
 test('an Evict taint releases the claim that does not tolerate it; it binds again once the taint is gone', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('evict', { hosts: 2 });
-  try {
+  await withStack('evict', { hosts: 2 }, async (s) => {
     await availableServers(s, 2);
     await createClaim(s, 'tenant', { selector: { [SCOPE_LABEL]: s.scope }, timeout: '20s' });
     const first = await eventually('claim Booted', 30_000, async () => {
@@ -68,14 +67,11 @@ test('an Evict taint releases the claim that does not tolerate it; it binds agai
       const c = await getClaim(s, 'tenant');
       return cond(c, 'Booted')?.status === 'True';
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('a claim tolerating the Evict taint stays', { timeout: 90_000 }, async () => {
-  const s = await startStack('evict-tol', { hosts: 2 });
-  try {
+  await withStack('evict-tol', { hosts: 2 }, async (s) => {
     const [srv, other] = await availableServers(s, 2);
     await createClaim(s, 'tolerant', { serverRef: srv!.metadata.name!, timeout: '20s' });
     // Positive control: a claim without the toleration, tainted in the same way at the same time.
@@ -105,16 +101,13 @@ test('a claim tolerating the Evict taint stays', { timeout: 90_000 }, async () =
       !(await eventsFor(s, 'ServerClaim', 'tolerant')).some((e) => e.reason === 'Evicted'),
       'no Evicted Event on the tolerant claim',
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('cordon puts an unclaimed Server into Maintenance (nothing binds it); uncordon brings it back', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('cordon', { hosts: 1 });
-  try {
+  await withStack('cordon', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     assert.match(
@@ -159,16 +152,13 @@ test('cordon puts an unclaimed Server into Maintenance (nothing binds it); uncor
       async () => cond(await getClaim(s, 'waits'), 'Booted')?.status === 'True',
     );
     assert.equal((await getServer(s, name))?.spec.taints?.length ?? 0, 0);
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('cordon --evict of a claimed Server: the release Event says Maintenance follows, not a claimable Server (issue 36)', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('evict-maint', { hosts: 1 });
-  try {
+  await withStack('evict-maint', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     await createClaim(s, 'tenant', { serverRef: name, timeout: '20s' });
@@ -191,7 +181,5 @@ test('cordon --evict of a claimed Server: the release Event says Maintenance fol
       /Maintenance \(taint metal\.ironcore\.dev\/maintenance=psu:Evict\): not claimable$/,
     );
     assert.doesNotMatch(released.message, /; Available$/);
-  } finally {
-    await s.close();
-  }
+  });
 });

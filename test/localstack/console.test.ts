@@ -27,7 +27,7 @@ import {
 } from '../../src/localstack/console-logic.js';
 import { REPO_ROOT } from '../../src/localstack/control-plane.js';
 import { Resources } from '../../src/runtime/resource.js';
-import { availableServers, b64, eventually, startStack } from '../controllers/fixture.js';
+import { availableServers, b64, eventually, withStack } from '../controllers/fixture.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import { within } from '../virtualbmc/ssh-session.js';
 
@@ -61,128 +61,128 @@ function metalctlConsole(kubeconfig: string, ...args: string[]): Cli {
 test('metalctl console: attach, echo, ~. leaves; busy; wrong credentials; unknown host key', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('console', { hosts: 1 });
-  const extra: string[] = [];
-  try {
-    const [srv] = await availableServers(s, 1);
-    const name = srv!.metadata.name!;
-    const sshPort = s.vbmc.console!.port;
-    const dir = mkdtempSync(join(tmpdir(), 'metalctl-console-'));
-    const knownHosts = join(dir, 'known_hosts');
-    writeFileSync(
-      knownHosts,
-      `# test\n${knownHostName('127.0.0.1', sshPort)} ${s.vbmc.console!.hostPublicKey}\n`,
-    );
+  await withStack('console', { hosts: 1 }, async (s) => {
+    const extra: string[] = [];
+    try {
+      const [srv] = await availableServers(s, 1);
+      const name = srv!.metadata.name!;
+      const sshPort = s.vbmc.console!.port;
+      const dir = mkdtempSync(join(tmpdir(), 'metalctl-console-'));
+      const knownHosts = join(dir, 'known_hosts');
+      writeFileSync(
+        knownHosts,
+        `# test\n${knownHostName('127.0.0.1', sshPort)} ${s.vbmc.console!.hostPublicKey}\n`,
+      );
 
-    const first = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', knownHosts);
-    await eventually(
-      'the attach line',
-      20_000,
-      () => first.err().includes('type ~. at the start of a line to leave') || undefined,
-    );
-    assert.match(first.err(), new RegExp(`BMC 127\\.0\\.0\\.1:${sshPort}, "console 1"`));
-    await eventually(
-      'the sim host banner',
-      10_000,
-      () => first.out().includes(srv!.spec.systemUUID) || undefined,
-    );
-    first.proc.stdin.write('ping-console-42\r');
-    await eventually('the echo', 10_000, () => first.out().includes('ping-console-42') || undefined);
+      const first = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', knownHosts);
+      await eventually(
+        'the attach line',
+        20_000,
+        () => first.err().includes('type ~. at the start of a line to leave') || undefined,
+      );
+      assert.match(first.err(), new RegExp(`BMC 127\\.0\\.0\\.1:${sshPort}, "console 1"`));
+      await eventually(
+        'the sim host banner',
+        10_000,
+        () => first.out().includes(srv!.spec.systemUUID) || undefined,
+      );
+      first.proc.stdin.write('ping-console-42\r');
+      await eventually('the echo', 10_000, () => first.out().includes('ping-console-42') || undefined);
 
-    // A second user meanwhile: refused, the first stays attached.
-    const second = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', knownHosts);
-    assert.equal(await within(second.exit, 20_000, 'the second metalctl'), 1);
-    assert.match(
-      second.err(),
-      /console 1 is busy: another session is attached \(MaxConcurrentSessions 1\); retry once it ends/,
-    );
-    first.proc.stdin.write('after-refusal\r');
-    await eventually(
-      'the echo after the refusal',
-      10_000,
-      () => first.out().includes('after-refusal') || undefined,
-    );
+      // A second user meanwhile: refused, the first stays attached.
+      const second = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', knownHosts);
+      assert.equal(await within(second.exit, 20_000, 'the second metalctl'), 1);
+      assert.match(
+        second.err(),
+        /console 1 is busy: another session is attached \(MaxConcurrentSessions 1\); retry once it ends/,
+      );
+      first.proc.stdin.write('after-refusal\r');
+      await eventually(
+        'the echo after the refusal',
+        10_000,
+        () => first.out().includes('after-refusal') || undefined,
+      );
 
-    // ~. after Enter ends the session; the escape itself is not sent.
-    first.proc.stdin.write('~.');
-    assert.equal(await within(first.exit, 10_000, 'metalctl after ~.'), 0);
-    assert.doesNotMatch(first.out(), /~\./);
-    assert.match(first.err(), /console closed \(~\.\)/);
-    await eventually(
-      'the console free again',
-      10_000,
-      () => s.vbmc.console!.activeSessions().length === 0 || undefined,
-    );
+      // ~. after Enter ends the session; the escape itself is not sent.
+      first.proc.stdin.write('~.');
+      assert.equal(await within(first.exit, 10_000, 'metalctl after ~.'), 0);
+      assert.doesNotMatch(first.out(), /~\./);
+      assert.match(first.err(), /console closed \(~\.\)/);
+      await eventually(
+        'the console free again',
+        10_000,
+        () => s.vbmc.console!.activeSessions().length === 0 || undefined,
+      );
 
-    // Unknown host key: refused, with the line to add (the public key only).
-    const emptyKnown = join(dir, 'empty_known_hosts');
-    writeFileSync(emptyKnown, '');
-    const unknown = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', emptyKnown);
-    assert.equal(await within(unknown.exit, 20_000, 'metalctl with an unknown host key'), 1);
-    assert.match(unknown.err(), /host key is not in .*empty_known_hosts: check it out of band and add/);
-    assert.ok(
-      unknown.err().includes(`[127.0.0.1]:${sshPort} ${s.vbmc.console!.hostPublicKey}`),
-      unknown.err(),
-    );
+      // Unknown host key: refused, with the line to add (the public key only).
+      const emptyKnown = join(dir, 'empty_known_hosts');
+      writeFileSync(emptyKnown, '');
+      const unknown = metalctlConsole(s.kubeconfigPath, name, '--known-hosts-file', emptyKnown);
+      assert.equal(await within(unknown.exit, 20_000, 'metalctl with an unknown host key'), 1);
+      assert.match(unknown.err(), /host key is not in .*empty_known_hosts: check it out of band and add/);
+      assert.ok(
+        unknown.err().includes(`[127.0.0.1]:${sshPort} ${s.vbmc.console!.hostPublicKey}`),
+        unknown.err(),
+      );
 
-    // Wrong credentials: a Server (not the manager's: no scope label) whose inline BMC has a wrong secret.
-    const wrong = `wrong-${s.ns}`;
-    const wrongPassword = `pw-${randomBytes(6).toString('hex')}`;
-    await s.client.create(Resources.BMCSecret, {
-      apiVersion: 'metal.ironcore.dev/v1alpha1',
-      kind: 'BMCSecret',
-      metadata: { name: wrong },
-      data: { username: b64('admin'), password: b64(wrongPassword) },
-    });
-    extra.push(wrong);
-    const port = Number(new URL(s.vbmc.url).port);
-    await s.client.create<Server>(Resources.Server, {
-      apiVersion: 'metal.ironcore.dev/v1alpha1',
-      kind: 'Server',
-      metadata: { name: wrong },
-      spec: {
-        systemUUID: randomUUID(),
-        systemURI: s.vbmc.systems[0]!.uri,
-        bmc: {
-          address: '127.0.0.1',
-          bmcSecretRef: { name: wrong },
-          protocol: { name: 'Redfish', port, scheme: 'http' },
+      // Wrong credentials: a Server (not the manager's: no scope label) whose inline BMC has a wrong secret.
+      const wrong = `wrong-${s.ns}`;
+      const wrongPassword = `pw-${randomBytes(6).toString('hex')}`;
+      await s.client.create(Resources.BMCSecret, {
+        apiVersion: 'metal.ironcore.dev/v1alpha1',
+        kind: 'BMCSecret',
+        metadata: { name: wrong },
+        data: { username: b64('admin'), password: b64(wrongPassword) },
+      });
+      extra.push(wrong);
+      const port = Number(new URL(s.vbmc.url).port);
+      await s.client.create<Server>(Resources.Server, {
+        apiVersion: 'metal.ironcore.dev/v1alpha1',
+        kind: 'Server',
+        metadata: { name: wrong },
+        spec: {
+          systemUUID: randomUUID(),
+          systemURI: s.vbmc.systems[0]!.uri,
+          bmc: {
+            address: '127.0.0.1',
+            bmcSecretRef: { name: wrong },
+            protocol: { name: 'Redfish', port, scheme: 'http' },
+          },
         },
-      },
-    });
-    const redfish401 = metalctlConsole(s.kubeconfigPath, wrong, '--known-hosts-file', knownHosts);
-    assert.equal(await within(redfish401.exit, 30_000, 'metalctl with wrong credentials (Redfish)'), 1);
-    assert.match(
-      redfish401.err(),
-      new RegExp(`the BMC refused the credentials of BMCSecret ${wrong} \\(Redfish HTTP 401\\)`),
-    );
-    // Without a system URI Redfish is not asked: the SSH login itself is refused.
-    await s.client.mergePatch(Resources.Server, wrong, undefined, { spec: { systemURI: null } });
-    const ssh401 = metalctlConsole(
-      s.kubeconfigPath,
-      wrong,
-      '--known-hosts-file',
-      knownHosts,
-      '--port',
-      String(sshPort),
-    );
-    assert.equal(await within(ssh401.exit, 30_000, 'metalctl with wrong credentials (SSH)'), 1);
-    assert.match(
-      ssh401.err(),
-      new RegExp(`the BMC refused the credentials of BMCSecret ${wrong} \\(SSH password authentication\\)`),
-    );
+      });
+      const redfish401 = metalctlConsole(s.kubeconfigPath, wrong, '--known-hosts-file', knownHosts);
+      assert.equal(await within(redfish401.exit, 30_000, 'metalctl with wrong credentials (Redfish)'), 1);
+      assert.match(
+        redfish401.err(),
+        new RegExp(`the BMC refused the credentials of BMCSecret ${wrong} \\(Redfish HTTP 401\\)`),
+      );
+      // Without a system URI Redfish is not asked: the SSH login itself is refused.
+      await s.client.mergePatch(Resources.Server, wrong, undefined, { spec: { systemURI: null } });
+      const ssh401 = metalctlConsole(
+        s.kubeconfigPath,
+        wrong,
+        '--known-hosts-file',
+        knownHosts,
+        '--port',
+        String(sshPort),
+      );
+      assert.equal(await within(ssh401.exit, 30_000, 'metalctl with wrong credentials (SSH)'), 1);
+      assert.match(
+        ssh401.err(),
+        new RegExp(`the BMC refused the credentials of BMCSecret ${wrong} \\(SSH password authentication\\)`),
+      );
 
-    for (const c of [first, second, unknown, redfish401, ssh401]) {
-      assert.ok(!`${c.out()}${c.err()}`.includes(wrongPassword), 'a password was printed');
-      assert.doesNotMatch(`${c.out()}${c.err()}`, /\bsecret\b/, 'the stack password was printed');
+      for (const c of [first, second, unknown, redfish401, ssh401]) {
+        assert.ok(!`${c.out()}${c.err()}`.includes(wrongPassword), 'a password was printed');
+        assert.doesNotMatch(`${c.out()}${c.err()}`, /\bsecret\b/, 'the stack password was printed');
+      }
+    } finally {
+      for (const n of extra) {
+        await s.client.delete(Resources.Server, n).catch(() => undefined);
+        await s.client.delete(Resources.BMCSecret, n).catch(() => undefined);
+      }
     }
-  } finally {
-    for (const n of extra) {
-      await s.client.delete(Resources.Server, n).catch(() => undefined);
-      await s.client.delete(Resources.BMCSecret, n).catch(() => undefined);
-    }
-    await s.close();
-  }
+  });
 });
 
 describe('console decisions (pure)', () => {

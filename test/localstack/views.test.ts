@@ -10,13 +10,7 @@ import { promisify } from 'node:util';
 import { claimNamespace } from '../../src/localstack/commands.js';
 import { REPO_ROOT } from '../../src/localstack/control-plane.js';
 import { binaryQuantity } from '../../src/localstack/server-view.js';
-import {
-  availableServers,
-  createClaim,
-  eventually,
-  SCOPE_LABEL,
-  startStack,
-} from '../controllers/fixture.js';
+import { availableServers, createClaim, eventually, SCOPE_LABEL, withStack } from '../controllers/fixture.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 
 after(releaseSharedCluster);
@@ -35,8 +29,7 @@ const metalctl = (kubeconfig: string, ...args: string[]) =>
 test('metalctl get/describe/cordon on a sim fleet; boots finds the claim namespace', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('views', { hosts: 1 });
-  try {
+  await withStack('views', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     const host = s.vbmc.systems.find((x) => x.id === srv!.spec.systemUUID)!.host as unknown as {
@@ -85,7 +78,5 @@ test('metalctl get/describe/cordon on a sim fleet; boots finds the claim namespa
       (await metalctl(s.kubeconfigPath, '--version')).stdout,
       /^metalctl \d+\.\d+\.\d+ .*metal\.ironcore\.dev\/v1alpha1\)$/m,
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
