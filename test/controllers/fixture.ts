@@ -5,7 +5,8 @@
  * `/bootstate` like the real agents), and helpers to wait for and count what happened.
  *
  * Every stack gets its own namespace and its own object-selector label, so test files running in
- * parallel (and other suites' objects) never meet each other's controllers.
+ * parallel (and other suites' objects) never meet each other's controllers. `withStack` runs a test
+ * body against a stack and closes it on every path.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
