@@ -9,16 +9,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { NetbootVia } from '../../src/controllers/bmc-actions/power.js';
 import { setNetbootOverride } from '../../src/controllers/bmc-actions/power.js';
-import { FakeBmc, redfishRefusal } from '../../src/testing/fake-bmc.js';
+import { FakeBmc } from '../../src/testing/fake-bmc.js';
 
 const URI = '/redfish/v1/Systems/1';
-const PATCH = (status: number, id?: string) => redfishRefusal('PATCH', URI, status, id);
 
 interface Row {
   name: string;
   via: NetbootVia;
   persistent: boolean;
-  refusals: Error[];
+  /** The next `times` PATCHes are refused with `status`. */
+  refuse?: { status: number; times: number; messageIds?: string[] };
   /** The `enabled` values PATCHed, in order. */
   patched: string[];
   /** The value the function returns, or the HTTP status it throws. */
@@ -31,7 +31,6 @@ const ROWS: Row[] = [
     name: 'NetBootOnce: Once',
     via: { target: 'Pxe' },
     persistent: false,
-    refusals: [],
     patched: ['Once'],
     result: 'Once',
   },
@@ -39,7 +38,6 @@ const ROWS: Row[] = [
     name: 'NetBootAlways: Continuous',
     via: { target: 'Pxe' },
     persistent: true,
-    refusals: [],
     patched: ['Continuous'],
     result: 'Continuous',
   },
@@ -47,7 +45,7 @@ const ROWS: Row[] = [
     name: 'NetBootAlways on a BMC without Continuous (400): Once',
     via: { target: 'Pxe' },
     persistent: true,
-    refusals: [PATCH(400, 'Base.1.8.PropertyValueNotInList')],
+    refuse: { status: 400, times: 1, messageIds: ['Base.1.8.PropertyValueNotInList'] },
     patched: ['Continuous', 'Once'],
     result: 'Once',
   },
@@ -55,7 +53,7 @@ const ROWS: Row[] = [
     name: 'NetBootAlways refused otherwise (503): thrown, not retried as Once',
     via: { target: 'Pxe' },
     persistent: true,
-    refusals: [PATCH(503)],
+    refuse: { status: 503, times: 1 },
     patched: ['Continuous'],
     result: { throws: 503 },
   },
@@ -63,7 +61,7 @@ const ROWS: Row[] = [
     name: 'NetBootOnce refused (400): thrown, no fallback',
     via: { target: 'Pxe' },
     persistent: false,
-    refusals: [PATCH(400)],
+    refuse: { status: 400, times: 1 },
     patched: ['Once'],
     result: { throws: 400 },
   },
@@ -71,7 +69,7 @@ const ROWS: Row[] = [
     name: 'the fallback refused too: thrown',
     via: { target: 'Pxe' },
     persistent: true,
-    refusals: [PATCH(400), PATCH(400)],
+    refuse: { status: 400, times: 2 },
     patched: ['Continuous', 'Once'],
     result: { throws: 400 },
   },
@@ -79,7 +77,6 @@ const ROWS: Row[] = [
     name: 'UEFI HTTP boot carries its URI',
     via: { target: 'UefiHttp', httpBootUri: 'http://boot.example/httpboot/x.efi' },
     persistent: false,
-    refusals: [],
     patched: ['Once'],
     result: 'Once',
     httpBootUri: 'http://boot.example/httpboot/x.efi',
@@ -89,7 +86,12 @@ const ROWS: Row[] = [
 describe('network boot override (fake BMC table)', () => {
   for (const row of ROWS) {
     it(row.name, async () => {
-      const bmc = new FakeBmc().refuse('setBootOverride', ...row.refusals);
+      const bmc = new FakeBmc();
+      if (row.refuse)
+        bmc.refuse('setBootOverride', row.refuse.status, {
+          times: row.refuse.times,
+          ...(row.refuse.messageIds ? { messageIds: row.refuse.messageIds } : {}),
+        });
       const run = setNetbootOverride({ bmc, systemUri: URI }, row.via, row.persistent);
       if (typeof row.result === 'object') {
         await assert.rejects(
@@ -101,7 +103,7 @@ describe('network boot override (fake BMC table)', () => {
       }
       const sent = bmc
         .callsOf('setBootOverride')
-        .map((a) => a[0] as { enabled: string; target: string; httpBootUri?: string });
+        .map((a) => a[1] as { enabled: string; target: string; httpBootUri?: string });
       assert.deepEqual(
         sent.map((o) => o.enabled),
         row.patched,
