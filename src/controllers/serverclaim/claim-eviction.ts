@@ -32,10 +32,8 @@ export async function evictClaim(
   const p = await o.power.ensure(server, 'Off');
   const ref = server.spec.bootConfigurationRef;
   const mine = ref?.name === name && ref?.namespace === namespace;
-  await o.client.mergePatch(Resources.Server, serverName, undefined, {
-    spec: { serverClaimRef: null, power: null, ...(mine ? { bootConfigurationRef: null } : {}) },
-  });
-  await o.bootConfigs.delete(name, namespace);
+  // The claim's status first: its write is guarded by the resourceVersion, and a 409 from a stale
+  // cache must come before the Server is let go, so the retry finds the binding and evicts again.
   await status.save(claim, {
     phase: 'Unbound',
     boot: null,
@@ -46,6 +44,10 @@ export async function evictClaim(
       message: why,
     })),
   });
+  await o.client.mergePatch(Resources.Server, serverName, undefined, {
+    spec: { serverClaimRef: null, power: null, ...(mine ? { bootConfigurationRef: null } : {}) },
+  });
+  await o.bootConfigs.delete(name, namespace);
   x.log.warn({ server: serverName, taint: taintText(taint), poweredOff: p.reached }, 'claim evicted');
   o.events.record(Resources.ServerClaim, claim, 'Warning', EVICTED_REASON, why);
   o.events.record(
