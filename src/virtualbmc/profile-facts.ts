@@ -13,7 +13,7 @@
  * memory, storage, chassis, OEM blocks), which nothing here reads.
  *
  * {@link factsFromTree} derives the facts from a captured tree (the data files were written by it, and
- * a test keeps them equal where `../shared` is present); {@link treeFromFacts} builds the documents.
+ * test/virtualbmc/profile-data.test.ts keeps them equal to the captured trees); {@link treeFromFacts} builds the documents.
  * Both are pure; `treeFromFacts` throws nothing.
  */
 

@@ -16,8 +16,6 @@
  */
 
 import { existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { RESET_TYPES, type ResetType } from '../bmc/bmc.js';
 import { type ProfileFacts, treeFromFacts } from './profile-facts.js';
 import { loadProfileTree, type ProfileTree } from './profile-tree.js';
@@ -179,20 +177,6 @@ export const VENDOR_PROFILES: Readonly<
     },
   },
 };
-
-/**
- * Where the captured trees live: `$METAL_REDFISH_MOCKUPS`, else `../shared/redfish-mockups` next to
- * the repository. They are reference data, not part of the project: tests read them (and check the
- * named profiles' facts against them); named profiles do not need them.
- */
-export function mockupsDir(): string {
-  const env = process.env['METAL_REDFISH_MOCKUPS'];
-  if (env) return env;
-  // dist/src/virtualbmc/profile.js (or src/virtualbmc/profile.ts) → repository root.
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4 && !existsSync(join(dir, 'package.json')); i++) dir = dirname(dir);
-  return resolve(dir, '..', 'shared', 'redfish-mockups');
-}
 
 /**
  * The profile of a vendor name (`dell`, `hpe`, `supermicro`, `supermicro-x10`, `dmtf`: from the project's

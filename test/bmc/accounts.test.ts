@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { parseAccountService, parseManagerAccount } from '../../src/bmc/accounts.js';
 import { RedfishAuthError, RedfishHttpError } from '../../src/bmc/errors.js';
 import { RedfishBMC } from '../../src/bmc/redfish-bmc.js';
-import { mockupsDir } from '../../src/virtualbmc/profile.js';
+import { mockupsDir } from '../../src/testing/mockups.js';
 import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
 import { SimHost } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';

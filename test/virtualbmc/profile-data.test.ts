@@ -16,12 +16,8 @@ import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { RedfishBMC } from '../../src/bmc/redfish-bmc.js';
-import {
-  mockupsDir,
-  resolveProfile,
-  VENDOR_PROFILES,
-  type VendorProfileName,
-} from '../../src/virtualbmc/profile.js';
+import { mockupsDir } from '../../src/testing/mockups.js';
+import { resolveProfile, VENDOR_PROFILES, type VendorProfileName } from '../../src/virtualbmc/profile.js';
 import { factsFromTree } from '../../src/virtualbmc/profile-facts.js';
 import { loadProfileTree } from '../../src/virtualbmc/profile-tree.js';
 
