@@ -14,12 +14,19 @@
  * behind Service stand-ins (src/localstack/signal-replicas.ts), as deployed; requests per server then
  * add up the manager's and every replica's requests, and the replicas' RSS is printed too.
  *
+ * After each point, unless `--no-floor`, it runs `bench/claim-floor.ts` for the same N and runs (the
+ * claim phase's request set sent with no controller, on a fresh control plane of its own) and prints
+ * claims → all Booted over that floor, both medians of the same sitting: how far the controllers are
+ * from what the requests alone cost kube-apiserver on this machine right now.
+ *
  * Usage: node dist/bench/fleet.js [--servers 100] [--sweep 100,500,2000] [--runs 3] [--bmcs 1]
- *        [--replicas 0] [--manager-args "--workers=4 --kube-api-qps=300"]
+ *        [--replicas 0] [--manager-args "--workers=4 --kube-api-qps=300"] [--no-floor]
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
 import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
@@ -43,6 +50,7 @@ const o = new Command('fleet')
     (v) => Number(v),
     0,
   )
+  .option('--no-floor', 'skip the claim floor (bench/claim-floor.ts) run after each point')
   .parse()
   .opts<{
     servers: number;
@@ -52,6 +60,7 @@ const o = new Command('fleet')
     breakdownTop: number;
     bmcs: number;
     replicas: number;
+    floor: boolean;
   }>();
 
 /** `/metrics` of the manager and of every signal replica, with the origin prefix of the replica's rows. */
@@ -122,6 +131,19 @@ async function apiRequestsByVerb(stack: LocalStack): Promise<Record<string, numb
     }
   }
   return out;
+}
+
+/** {@link apiRequestsByVerb} once two reads a second apart agree (at most 60 s). */
+async function quiescentRequests(stack: LocalStack): Promise<Record<string, number>> {
+  let last = await apiRequestsByVerb(stack);
+  for (let i = 0; i < 60; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await apiRequestsByVerb(stack);
+    const total = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
+    if (total(now) === total(last)) return now;
+    last = now;
+  }
+  return last;
 }
 
 /** CPU seconds (user+system) and peak RSS in MiB of a process, from /proc. */
@@ -247,7 +269,9 @@ async function run(n: number): Promise<FleetResult> {
     const tBooted = (performance.now() - t1) / 1000;
     assertEveryClaimClean(claimWatch.list(), writesOf);
     claimWatch.stop();
-    const after = await apiRequestsByVerb(stack);
+    // The writes that follow Booted (the Server's copy of the claim's condition, Events) belong to
+    // the boot too: count once the manager has sent nothing for a second (at most 60 s).
+    const after = await quiescentRequests(stack);
     const breakdownAfter = await apiBreakdown(stack);
     const perServer: Record<string, number> = {};
     for (const verb of Object.keys(after)) {
@@ -339,10 +363,40 @@ function rssGrowthKiB(r: FleetResult): number {
 }
 
 /** "min / median / max" of one figure over the runs of a point. */
-function spread(rs: FleetResult[], f: (r: FleetResult) => number): string {
+function spread<T>(rs: T[], f: (r: T) => number): string {
   const v = rs.map(f).sort((a, b) => a - b);
   return `${v[0]} / ${v[Math.floor((v.length - 1) / 2)]} / ${v[v.length - 1]}`;
 }
+
+/** Medians of a claim-floor run: its JSON lines, one per run, as bench/claim-floor.ts prints them. */
+interface FloorRun {
+  secondsToAllBootedSeen: number;
+  apiServerCpuSeconds: number;
+}
+
+/**
+ * Runs bench/claim-floor.ts for `n` servers and `runs` runs in a child process (its progress on this
+ * stderr) and returns its per-run figures. Throws when it exits non-zero or prints no run.
+ */
+async function claimFloor(n: number, runs: number): Promise<FloorRun[]> {
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'claim-floor.js');
+  const child = spawn(process.execPath, [script, '--servers', String(n), '--runs', String(runs)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    out += d;
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const found = out
+    .split('\n')
+    .filter((l) => l.startsWith('{"bench":"claim-floor"'))
+    .map((l) => JSON.parse(l) as FloorRun);
+  if (code !== 0 || found.length === 0) throw new Error(`claim-floor exited ${code}:\n${out.slice(-2000)}`);
+  return found;
+}
+
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
 
 const sizes = o.sweep ? o.sweep.split(',').map((s) => Number(s.trim())) : [o.servers];
 const points: { n: number; runs: FleetResult[] }[] = [];
@@ -390,7 +444,19 @@ for (const n of sizes) {
     console.log(JSON.stringify({ bench: 'fleet', ...r }));
   }
   points.push({ n, runs });
+  const floor = o.floor ? await claimFloor(n, runs.length) : undefined;
   console.log(`\nN=${n}: min / median / max of ${runs.length} run(s)`);
+  const floorRows: [string, string | number][] = floor
+    ? [
+        ['claim floor: claim create → all Booted (s)', spread(floor, (f) => f.secondsToAllBootedSeen)],
+        [
+          'claims → all Booted over the floor (medians)',
+          (
+            median(runs.map((r) => r.secondsToBooted)) / median(floor.map((f) => f.secondsToAllBootedSeen))
+          ).toFixed(3),
+        ],
+      ]
+    : [];
   printTable([
     ['time to all Available (s)', spread(runs, (r) => r.secondsToAvailable)],
     ['time claim→all Booted (s)', spread(runs, (r) => r.secondsToBooted)],
@@ -398,10 +464,12 @@ for (const n of sizes) {
     ['manager CPU seconds', spread(runs, (r) => r.managerCpuSeconds)],
     ['kube-apiserver CPU seconds', spread(runs, (r) => r.apiServerCpuSeconds)],
     ['RSS growth per server (KiB)', spread(runs, rssGrowthKiB)],
+    ...floorRows,
   ]);
   console.log(
     JSON.stringify({
       bench: 'fleet-point',
+      floorSecondsToBooted: floor?.map((f) => f.secondsToAllBootedSeen),
       servers: n,
       runs: runs.length,
       secondsToAvailable: runs.map((r) => r.secondsToAvailable),
@@ -413,7 +481,7 @@ for (const n of sizes) {
 }
 if (points.length > 1) {
   console.log('\nper-server cost by fleet size (medians)');
-  const med = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)]!;
+  const med = median;
   for (const p of points) {
     console.log(
       `N=${String(p.n).padEnd(6)} requests/server=${String(med(p.runs.map(totalRequests))).padEnd(7)} cpu ms/server=${med(

@@ -101,6 +101,8 @@ export interface LocalStackOptions {
    * vmedia` (on the bridged network; QEMU user networking has its own DHCP), else true.
    */
   dhcp?: boolean;
+  /** Extra kube-apiserver flags (benchmarks: e.g. an audit policy to list every request). */
+  apiServerArgs?: string[];
 }
 
 /** A VM that shows no sign of life; `diagnosis` holds its accel, QEMU command line and console tail. */
@@ -164,7 +166,11 @@ export class LocalStack {
       'starting etcd, kube-apiserver and the garbage collector (kube-controller-manager; built from their Go modules on first use), installing CRDs',
     );
     // The garbage collector: deleting a BMC removes its Servers (and their discovery SBCs) as in a cluster.
-    const cp = await ControlPlane.start({ garbageCollector: true, exitOnSignal: !opts.handlesSignals });
+    const cp = await ControlPlane.start({
+      garbageCollector: true,
+      exitOnSignal: !opts.handlesSignals,
+      apiServerArgs: opts.apiServerArgs,
+    });
     const cleanup: (() => Promise<unknown>)[] = [() => cp.stop()];
     const step: StartStep = { opts, say, cleanup };
     try {
