@@ -187,6 +187,7 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
       bootMetrics,
       config: cfg,
       duplicates,
+      claims,
     }),
   );
   mgr.add(

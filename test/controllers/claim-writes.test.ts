@@ -6,7 +6,8 @@
  * - Bound and the first series (status.boot, BootConfigurationReady) are one status write;
  * - a signal that only adds to what the SBC already shows (IgnitionDataFetched after the netboot was
  *   observed) writes nothing on the claim; the Booted write's history still has its time;
- * - the Server gets serverClaimRef, bootConfigurationRef and power in one spec write;
+ * - the Server gets serverClaimRef, bootConfigurationRef and power in one spec write, and its
+ *   `Booted=False Booting` in the Reserved write;
  * - the first /ignition serves the ignition Secret the SBC controller validated without reading it
  *   again; an edit is served by the next fetch.
  *
@@ -150,6 +151,16 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
       // Status writes: binding + series, power-on intent, netboot observed, Booted.
       const statusWrites = new Set(withStatus.map((c) => JSON.stringify(c.status))).size;
       assert.ok(statusWrites <= 4, `claim status versions: ${statusWrites}`);
+
+      // The Reserved write carries the Server's Booted (Booting) for the claim: no write of its own.
+      const reserved = serverVersions.find((x) => x.status?.state === 'Reserved');
+      assert.equal(cond(reserved, 'Booted')?.reason, 'Booting', 'Booted=Booting rides in the Reserved write');
+      const bootedCopies = new Set(
+        serverVersions
+          .filter((x) => x.spec.serverClaimRef)
+          .map((x) => `${cond(x, 'Booted')?.status}/${cond(x, 'Booted')?.reason}`),
+      );
+      assert.deepEqual([...bootedCopies], ['undefined/undefined', 'False/Booting', 'True/BootCompleted']);
 
       // One Server spec write for the binding and the SBC reference; no spec.power (deprecated upstream:
       // the claim's own spec.power decides).

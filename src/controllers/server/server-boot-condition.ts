@@ -4,7 +4,9 @@
  * tenant is readable on the Server — by a ServerReadinessRule (readiness-rules.ts) or `kubectl
  * wait`. Written only while the claim is bound to that Server (`spec.serverClaimRef` names it); after
  * a release it stays as the last claim left it (the last attempt's outcome), until the next claim's
- * first write. Not upstream (upstream Servers have no boot conditions).
+ * first write. Not written before the Server is Reserved: the Server controller's Reserved write
+ * sets `Booted=False Booting` for a claim that boots, and this copy follows the claim from there.
+ * Not upstream (upstream Servers have no boot conditions).
  */
 import type pino from 'pino';
 import type { Server } from '../../api/v1alpha1/server.js';
@@ -45,6 +47,11 @@ export function newServerBootConditionController(o: ServerBootConditionOptions):
     metrics: o.metrics,
   });
   c.watches(o.claims);
+  // Reserved (below): the Server's own change brings the claim's condition over.
+  c.watches(o.servers, (server) => {
+    const ref = server.spec?.serverClaimRef;
+    return ref ? [{ name: ref.name, namespace: ref.namespace }] : [];
+  });
   return c;
 }
 
@@ -58,6 +65,9 @@ async function reconcile(o: ServerBootConditionOptions, req: Request): Promise<R
     return undefined;
   const cond = mirroredBooted(claim);
   if (!cond) return undefined;
+  // Bound, not Reserved yet: the Server controller's Reserved write carries `Booted` (Booting) in
+  // the same request (server.ts bootingOps); a copy now would be a second write racing it.
+  if (server.status?.state === 'Available') return undefined;
   const stored = findCondition(server.status?.conditions, cond.type);
   // Written on a change of status or reason only: the claim's message changes on every retry of a
   // refused BMC call ("retrying in …"), and each Server write wakes the claim controller at once,

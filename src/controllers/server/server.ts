@@ -23,7 +23,8 @@ import { discoveryBootConfigurationName } from '../../api/boot-configuration-nam
 import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../../api/v1alpha1/boot-policy.js';
 import type { Server, ServerState } from '../../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../api/v1alpha1/serverbootconfiguration.js';
-import { ConditionType, EventReason } from '../../api/vocabulary.js';
+import type { ServerClaim } from '../../api/v1alpha1/serverclaim.js';
+import { BootedReason, ConditionType, EventReason } from '../../api/vocabulary.js';
 import { ApiError, type KubeClient } from '../../runtime/client.js';
 import { conditionTransition } from '../../runtime/condition-writer.js';
 import { type Condition, findCondition } from '../../runtime/conditions.js';
@@ -70,6 +71,8 @@ export interface ServerControllerOptions {
   config: ControllerConfig;
   /** Servers whose UUID another Server owns are left alone (system-ownership.ts). */
   duplicates: DuplicateServers;
+  /** Claims, read when reserving (whether the claim boots at all); without it the Reserved write carries no `Booted`. */
+  claims?: Informer<ServerClaim>;
 }
 
 /** The Server controller's reconciler: one method per state, none of them long. */
@@ -148,6 +151,43 @@ class ServerReconciler {
         value: { ...cond, observedGeneration: generation, lastTransitionTime },
       },
     ];
+  }
+
+  /**
+   * JSON-patch ops that set the Server's `Booted` to False `Booting` for the claim it is being
+   * reserved for, riding in the Reserved write: the claim's own first `Booted` (Booting) then finds
+   * it said and server-boot-condition.ts writes nothing, one Server write fewer per claim, and a
+   * re-claimed Server stops showing the last tenant's `Booted=True` as soon as it is Reserved. `[]`
+   * when the claim is not in the cache or does not ask for power On (its `Booted` will not be
+   * Booting), or the Server already says so. An entry added concurrently by another writer makes
+   * the patch invalid (the list is a map keyed by type: 422, a conflict to the caller), never a
+   * duplicate.
+   */
+  private bootingOps(s: Server): unknown[] {
+    const ref = s.spec.serverClaimRef;
+    const claim = ref ? this.o.claims?.get(ref.name, ref.namespace) : undefined;
+    if (!ref || !claim || claim.spec.power !== 'On') return [];
+    const cond = {
+      type: ConditionType.Booted,
+      status: 'False' as const,
+      reason: BootedReason.Booting,
+      message: `ServerClaim ${ref.namespace}/${ref.name}: reserved for this claim; its boot has not started yet`,
+    };
+    const conds = s.status?.conditions ?? [];
+    const stored = findCondition(conds, cond.type);
+    if (stored) {
+      if (stored.status === cond.status && stored.reason === cond.reason) return [];
+      return this.conditionOps(s, cond) ?? [];
+    }
+    const generation = s.metadata.generation ?? 0;
+    const value = {
+      ...cond,
+      observedGeneration: generation,
+      lastTransitionTime: conditionTransition(conds, cond, generation, new Date()),
+    };
+    return s.status?.conditions
+      ? [{ op: 'add', path: '/status/conditions/-', value }]
+      : [{ op: 'add', path: '/status/conditions', value: [value] }];
   }
 
   private async patchStatusOps(
@@ -293,7 +333,7 @@ class ServerReconciler {
     // Bound before the claim controller put the finalizer into its binding write (an upgrade).
     server = await addFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);
     if (state !== 'Reserved') {
-      await this.patchStatus(server, { state: 'Reserved' });
+      await this.patchStatusOps(server, { state: 'Reserved' }, this.bootingOps(server));
       const ref = server.spec.serverClaimRef;
       // No Event of its own (upstream records none either): the claim's binding Event (`Bound`, or
       // its first `BootAttemptStarted`) names this Server, and `spec.serverClaimRef` the claim.
