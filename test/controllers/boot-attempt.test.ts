@@ -31,6 +31,7 @@ import {
   deadlinesOf,
   type HandlerInput,
   HISTORY_LIMIT,
+  needsPowerRead,
   phaseOf,
   recordProgress,
   refusedStep,
@@ -268,6 +269,25 @@ describe('series decision and adoption', () => {
       power: 'Off',
     });
     assert.ok(d.kind === 'start' && d.book.attempt === 5);
+  });
+  it('no status, own SBC that served nothing (a first series not stored yet): its attempt, never adopted', () => {
+    for (const power of ['On', 'Off'] as const) {
+      const sbc = { attempt: 1, completed: false, served: false };
+      const d = seriesDecision({ ...base, book: undefined, sbc, power });
+      assert.ok(d.kind === 'start' && d.book.attempt === 1 && d.book.series === 1, `power ${power}`);
+    }
+    assert.equal(
+      needsPowerRead({ ...base, book: undefined, sbc: { attempt: 1, completed: false, served: false } }),
+      false,
+      'no BMC read: nothing booted from it',
+    );
+    const served = seriesDecision({
+      ...base,
+      book: undefined,
+      sbc: { attempt: 1, completed: false, served: true },
+      power: 'On',
+    });
+    assert.equal(served.kind, 'adopt', 'served: the running attempt is adopted');
   });
   const booted: AttemptBook = {
     series: 1,

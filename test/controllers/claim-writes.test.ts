@@ -3,7 +3,8 @@
  * in-process registry and boot server and a simulated host: every version of the claim and of its
  * Server is recorded from a watch, so the test sees each write, not a poll's sample.
  *
- * - Bound and the first series (status.boot, BootConfigurationReady) are one status write;
+ * - Bound, the first series (status.boot, BootConfigurationReady) and its power-on intent are one
+ *   status write (the first write is held while the SBC is evaluated, claim-attempt.ts);
  * - a signal that only adds to what the SBC already shows (IgnitionDataFetched after the netboot was
  *   observed) writes nothing on the claim; the Booted write's history still has its time;
  * - the Server gets serverClaimRef, bootConfigurationRef and power in one spec write, and its
@@ -48,7 +49,7 @@ async function metric(port: number, name: string, ...labels: string[]): Promise<
   return sum;
 }
 
-test('one claim to Booted: binding + series in one write, no write mirroring a signal, one Server spec write', {
+test('one claim to Booted: binding + series + power-on intent in one write, no write mirroring a signal, one Server spec write', {
   timeout: 90_000,
 }, async () => {
   await withStack('claim-writes', { hosts: 1 }, async (s) => {
@@ -141,16 +142,17 @@ test('one claim to Booted: binding + series in one write, no write mirroring a s
         'the history has every signal of the attempt',
       );
 
-      // The claim's first status write holds the binding and the first series together.
+      // The claim's first status write holds the binding, the first series and its power-on intent.
       const withStatus = claimVersions.filter((c) => c.status && Object.keys(c.status).length > 0);
       const first = withStatus[0]!;
       assert.equal(cond(first, 'Bound')?.status, 'True', 'first status write: Bound');
       assert.equal(first.status?.boot?.attempt, 1, 'first status write: the series and its attempt');
-      assert.equal(cond(first, 'BootConfigurationReady')?.status, 'False');
+      assert.ok(first.status?.boot?.poweredOnAt, 'first status write: the power-on intent');
+      assert.equal(cond(first, 'BootConfigurationReady')?.status, 'True');
       assert.equal(cond(first, 'Booted')?.reason, 'Booting');
-      // Status writes: binding + series, power-on intent, netboot observed, Booted.
+      // Status writes: binding + series + power-on intent, netboot observed, Booted.
       const statusWrites = new Set(withStatus.map((c) => JSON.stringify(c.status))).size;
-      assert.ok(statusWrites <= 4, `claim status versions: ${statusWrites}`);
+      assert.ok(statusWrites <= 3, `claim status versions: ${statusWrites}`);
 
       // The Reserved write carries the Server's Booted (Booting) for the claim: no write of its own.
       const reserved = serverVersions.find((x) => x.status?.state === 'Reserved');

@@ -7,7 +7,8 @@
  * provisioned before (a restore from backup drops `status`). When its Server is On, the engine adopts
  * it — as Booted when the SBC's completion signals count for its current attempt, else as that
  * attempt in progress (deadline from now) — and never power-cycles it without evidence that its
- * boot has not happened. A server found Off boots normally.
+ * boot has not happened. A server found Off boots normally. An own SBC that never served anything
+ * is evidence enough: nothing booted from it, so the series starts with its attempt, whatever the power.
  */
 import type { BootPolicy } from '../../api/v1alpha1/boot-policy.js';
 import type { PowerState } from '../../bmc/bmc.js';
@@ -24,8 +25,12 @@ export interface SeriesFacts {
   /** Image, ignition or policy differ from the SBC's. */
   configChanged: boolean;
   policy: BootPolicy;
-  /** The claim's own SBC, when it exists: its attempt and whether completion counts for it. */
-  sbc?: { attempt: number; completed: boolean };
+  /**
+   * The claim's own SBC, when it exists: its attempt, whether completion counts for it, and
+   * whether anything of it went over the wire (`served`: a signal or refusal condition of any
+   * attempt; absent counts as served).
+   */
+  sbc?: { attempt: number; completed: boolean; served?: boolean };
   timeoutMs: number;
   power?: PowerState;
   now: number;
@@ -38,10 +43,13 @@ export type SeriesDecision =
 
 const booted = (b: AttemptBook | undefined) => !!b?.completedAt;
 
+/** Whether the SBC exists and anything of it was served (see {@link SeriesFacts.sbc}). */
+const served = (sbc: SeriesFacts['sbc']) => !!sbc && sbc.served !== false;
+
 /** Whether {@link seriesDecision} needs the power state (a BMC read). */
 export function needsPowerRead(f: Omit<SeriesFacts, 'power' | 'now'>): boolean {
   if (f.wantOff) return false;
-  if (!f.book) return !!f.sbc;
+  if (!f.book) return served(f.sbc);
   return booted(f.book) && f.policy === 'NetBootAlways' && !!f.book.poweredOnAt;
 }
 
@@ -62,7 +70,7 @@ export function seriesStartReason(f: SeriesFacts): string | undefined {
 /** The decision for the claim's series (see the module comment). */
 export function seriesDecision(f: SeriesFacts): SeriesDecision {
   const at = new Date(f.now).toISOString();
-  if (!f.book && !f.wantOff && f.sbc && f.power === 'On') {
+  if (!f.book && !f.wantOff && f.sbc && served(f.sbc) && f.power === 'On') {
     const attempt = f.sbc.attempt;
     const base: AttemptBook = {
       series: 1,
@@ -86,7 +94,13 @@ export function seriesDecision(f: SeriesFacts): SeriesDecision {
   }
   const why = seriesStartReason(f);
   if (!why) return { kind: 'continue' };
-  const attempt = Math.max(f.book?.attempt ?? 0, f.sbc?.attempt ?? 0) + 1;
+  // An SBC that never served anything carries the first series' attempt as it is: no client holds
+  // its token and no signal of it can count (the first series is stored with its power-on intent,
+  // after the SBC was made: claim-attempt.ts).
+  const attempt =
+    !f.book && f.sbc && !served(f.sbc)
+      ? f.sbc.attempt
+      : Math.max(f.book?.attempt ?? 0, f.sbc?.attempt ?? 0) + 1;
   return {
     kind: 'start',
     why,

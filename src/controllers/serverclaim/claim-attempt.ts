@@ -16,6 +16,7 @@ import {
   BmcFailureReason,
   BootConfigurationReason,
   BootedReason,
+  ConditionType,
   EventReason,
   HTTP_BOOT_SIGNALS,
   isCompletionSignal,
@@ -72,6 +73,24 @@ import type { ClaimStatusWriter } from './claim-status.js';
 
 /** Completed virtual-media attempts remembered as ejected; beyond it the set starts again (one more eject check each). */
 const MAX_EJECTED_REMEMBERED = 10_000;
+
+/**
+ * How long a fresh claim's first status write is held while its Server is being reserved and its
+ * SBC evaluated, ms: within it the series rides in the write that precedes the power-on (one
+ * request where there were two); past it the claim says what it waits for.
+ */
+export const FIRST_WRITE_HOLD_MS = 2_000;
+
+/** Claims whose first write is held, remembered; beyond it the map starts again (a held write is then made). */
+const MAX_HELD_REMEMBERED = 10_000;
+
+/** SBC conditions that are no sign of anything served: the SBC controller's and the claim's own. */
+const UNSERVED_CONDITIONS = new Set<string>([ConditionType.Ready, ConditionType.BootCompleted]);
+
+/** Whether anything of `sbc` went over the wire: a signal or refusal condition, of any attempt. */
+function servedAnything(sbc: ServerBootConfiguration): boolean {
+  return (sbc.status?.conditions ?? []).some((c) => !UNSERVED_CONDITIONS.has(c.type));
+}
 
 /** Longest wait between boots of an attempt whose ISO the BMC keeps refusing, ms. */
 const MAX_INSERT_BACKOFF_MS = 60_000;
@@ -152,6 +171,8 @@ interface AttemptContext {
   base: CondInput[];
   observed?: PowerState;
   log: pino.Logger;
+  /** A first series not stored yet (why it starts): its book rides in the first write of the step. */
+  firstSeries?: string;
 }
 
 /** The boot of a bound claim (see the file comment). */
@@ -165,6 +186,8 @@ export class ClaimAttempts {
   private readonly insertRefused = new Map<string, { until: number; failures: number }>();
   /** `sbc uid/attempt` of completed virtual-media attempts whose CD was ejected (see ejectAfterCompletion). */
   private readonly ejected = new Set<string>();
+  /** Claim uid → when its first status write was first held (see {@link FIRST_WRITE_HOLD_MS}). */
+  private readonly held = new Map<string, number>();
 
   constructor(
     private readonly o: ServerClaimControllerOptions,
@@ -180,20 +203,41 @@ export class ClaimAttempts {
    * reconcile after Reserved words it (that reconcile then has nothing to write): binding and series
    * in one status write. Storing the series is no action; its SBC and power wait for Reserved.
    */
-  async saveUnreserved(claim: ServerClaim, bound: CondInput, log: pino.Logger): Promise<void> {
+  async saveUnreserved(claim: ServerClaim, bound: CondInput, log: pino.Logger): Promise<number | undefined> {
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
     const decision = this.binding.isFresh(claim) ? seriesDecision({ ...facts, now: Date.now() }) : undefined;
     if (decision?.kind !== 'start') {
       await this.status.save(claim, { phase: 'Bound', conditions: [bound] });
-      return;
+      return undefined;
     }
+    const hold = this.holdFirstWrite(claim);
+    if (hold !== undefined) return hold;
     await this.status.save(claim, {
       boot: decision.book,
       phase: 'Bound',
       conditions: seriesConditions(decision, s, bound),
     });
+    this.held.delete(claim.metadata.uid ?? '');
     this.announceSeries(claim, decision.book, decision.why, s, log);
+    return undefined;
+  }
+
+  /**
+   * Ms left of a fresh claim's first-write hold ({@link FIRST_WRITE_HOLD_MS}, counted from its first
+   * call), or `undefined` once it is over: then the write is made.
+   */
+  private holdFirstWrite(claim: ServerClaim): number | undefined {
+    const uid = claim.metadata.uid ?? '';
+    const now = Date.now();
+    let since = this.held.get(uid);
+    if (since === undefined) {
+      if (this.held.size >= MAX_HELD_REMEMBERED) this.held.clear();
+      since = now;
+      this.held.set(uid, since);
+    }
+    const left = since + FIRST_WRITE_HOLD_MS - now;
+    return left > 0 ? left : undefined;
   }
 
   /** One PowerState read for the series decision; `undefined` when the BMC cannot be read now. */
@@ -230,6 +274,7 @@ export class ClaimAttempts {
         ? {
             attempt: own.spec.bootAttempt ?? 1,
             completed: attemptSignals(own, s.completion).missing.length === 0,
+            served: servedAnything(own),
           }
         : undefined,
       timeoutMs: s.timeoutMs,
@@ -269,6 +314,19 @@ export class ClaimAttempts {
     }
     const observed = needsPowerRead(facts) ? await this.readPower(server) : undefined;
     const decision = seriesDecision({ ...facts, power: observed, now: Date.now() });
+    if (decision.kind === 'start' && !facts.book && !facts.retryAsked) {
+      // The first series is stored with the step's first write (the power-on intent when the SBC is
+      // Ready by then), not on its own: a stale cache repeats only this decision, on the same SBC
+      // attempt (an unserved SBC keeps its attempt: series.ts), and the guarded write lets one through.
+      const book = decision.book;
+      const sbc = await this.syncConfiguration(claim, server, book, s);
+      const readiness = bootConfigurationReadiness(sbc);
+      return this.runAttempt({
+        ...{ claim, server, sbc, book, s, readiness, observed, log },
+        base: [bound, readinessCondition(readiness)],
+        firstSeries: decision.why,
+      });
+    }
     if (decision.kind !== 'continue')
       return this.beginSeries({ claim, server, bound, decision, facts, s, log });
     if (facts.retryAsked) claim = await this.consumeRetry(claim);
@@ -277,13 +335,7 @@ export class ClaimAttempts {
     if (sbc && book.attempt > 0 && book.attempt !== (sbc.spec.bootAttempt ?? 1))
       book = { ...book, attempt: sbc.spec.bootAttempt ?? 1 }; // one numbering: the SBC's
     const readiness = sbc ? bootConfigurationReadiness(sbc) : PENDING;
-    const configReady: CondInput = {
-      type: BOOT_CONFIGURATION_READY_CONDITION,
-      status: readiness.ready ? 'True' : 'False',
-      reason: readiness.reason,
-      message: readiness.message,
-    };
-    const base = [bound, configReady];
+    const base = [bound, readinessCondition(readiness)];
     return this.runAttempt({ claim, server, sbc, book, s, readiness, base, observed, log });
   }
 
@@ -419,6 +471,7 @@ export class ClaimAttempts {
       return { requeueAfterMs: refused.until - Date.now() };
     }
     let claim = x.claim;
+    let held: number | undefined;
     const outcomeOf = (out: Outcome | undefined): CondInput[] =>
       out ? [{ type: BOOTED_CONDITION, ...conditionFields(out) }] : [];
     const carried = await carryOut({
@@ -438,13 +491,24 @@ export class ClaimAttempts {
           book = stored; // the signals are on the SBC; the history gets their times at the next phase
           outcome = undefined;
         }
+        // A first series waiting for its SBC, within the hold: nothing to say yet that the power-on
+        // intent will not say a moment later.
+        if (x.firstSeries && !stored && !step.action) {
+          held = this.holdFirstWrite(claim);
+          if (held !== undefined) return;
+        }
         claim = await this.status.save(claim, {
           boot: book,
           phase: 'Bound',
           conditions: [...x.base, ...outcomeOf(outcome)],
         });
+        if (x.firstSeries && !stored) {
+          this.held.delete(claim.metadata.uid ?? '');
+          this.announceSeries(claim, book, x.firstSeries, x.s, x.log);
+        }
       },
     });
+    if (held !== undefined) return { requeueAfterMs: held };
     if (x.sbc && x.book.poweredOnAt)
       this.o.bootMetrics.observeSignals(
         'claim',
@@ -556,6 +620,16 @@ export class ClaimAttempts {
         'boot attempt step',
       );
   }
+}
+
+/** The claim's `BootConfigurationReady` for a readiness of its SBC. */
+function readinessCondition(readiness: Readiness): CondInput {
+  return {
+    type: BOOT_CONFIGURATION_READY_CONDITION,
+    status: readiness.ready ? 'True' : 'False',
+    reason: readiness.reason,
+    message: readiness.message,
+  };
 }
 
 /** The claim conditions stored with a new series (or an adoption). */

@@ -109,8 +109,8 @@ class ServerClaimReconciler {
     };
     if (server.status?.state !== 'Reserved') {
       // The Server controller marks it Reserved first; only then may this controller drive its power.
-      await this.attempts.saveUnreserved(claim, bound, log);
-      return undefined;
+      const hold = await this.attempts.saveUnreserved(claim, bound, log);
+      return hold === undefined ? undefined : { requeueAfterMs: hold };
     }
     return this.attempts.provision(claim, server, bound, log);
   }
