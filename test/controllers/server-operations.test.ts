@@ -17,6 +17,7 @@ import { setCordon } from '../../src/localstack/server-ops.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
+import { stopAfter } from '../harness/stop-after.js';
 import {
   availableServers,
   cond,
@@ -31,7 +32,7 @@ import {
   resetsSent,
   type Stack,
   setSimFaults,
-  startStack,
+  withStack,
 } from './fixture.js';
 
 after(releaseSharedCluster);
@@ -81,8 +82,7 @@ async function unparkAndWait(s: Stack, name: string, to: string): Promise<Server
 test('park a free Server and resume it; parked it is left alone; operations on it are dropped; status loss rebuilt', {
   timeout: 150_000,
 }, async () => {
-  const s = await startStack('park-free', { hosts: 1 });
-  try {
+  await withStack('park-free', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     const host = hostOf(s, srv!);
@@ -151,16 +151,13 @@ test('park a free Server and resume it; parked it is left alone; operations on i
       const y = await getServer(s, name);
       return !y || y.metadata.uid !== uid; // the BMC controller may create it anew
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('a park request in a state other than Available/Reserved is deferred, then honoured', {
   timeout: 90_000,
 }, async () => {
-  const s = await startStack('park-defer', { hosts: 1 });
-  try {
+  await withStack('park-defer', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     await setCordon(s.client, name, true);
@@ -182,16 +179,13 @@ test('a park request in a state other than Available/Reserved is deferred, then 
       const x = await getServer(s, name);
       return x?.status?.state === 'Parked' && !(OPERATION_ANNOTATION in (x.metadata.annotations ?? {}));
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('park a claimed Server: the claim stays Bound and its controller stands down; resume to Reserved; a deletion waits for unpark', {
   timeout: 150_000,
 }, async () => {
-  const s = await startStack('park-claim', { hosts: 1 });
-  try {
+  await withStack('park-claim', { hosts: 1 }, async (s) => {
     const [srv] = await availableServers(s, 1);
     const name = srv!.metadata.name!;
     const host = hostOf(s, srv!);
@@ -234,16 +228,13 @@ test('park a claimed Server: the claim stays Bound and its controller stands dow
       const x = await getServer(s, name);
       return x?.status?.state === 'Available' && !x.spec.serverClaimRef && host.powerState() === 'Off';
     });
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('power operations: each sent once; refused while a boot attempt owns the power or where the state undoes them', {
   timeout: 150_000,
 }, async () => {
-  const s = await startStack('power-ops', { hosts: 2 });
-  try {
+  await withStack('power-ops', { hosts: 2 }, async (s) => {
     const [a, b] = await availableServers(s, 2);
     const name = a!.metadata.name!;
     const uuid = a!.spec.systemUUID;
@@ -355,64 +346,63 @@ test('power operations: each sent once; refused while a boot attempt owns the po
           /retry .* in state Reserved there is nothing to retry/.test(e.message),
       ),
     );
-  } finally {
-    await s.close();
-  }
+  });
 });
 
 test('an operation set while the manager is down runs once after the start; one taken but not confirmed is reported, never repeated', {
   timeout: 120_000,
 }, async () => {
-  const s = await startStack('ops-restart', { hosts: 1 });
-  const first = s.op;
-  try {
-    const [srv] = await availableServers(s, 1);
-    const name = srv!.metadata.name!;
-    const uuid = srv!.spec.systemUUID;
-    await setCordon(s.client, name, true);
-    await eventually(
-      'Maintenance',
-      15_000,
-      async () => (await getServer(s, name))?.status?.state === 'Maintenance',
-    );
-    const restart = async () => {
-      await s.op!.stop();
-      const log = newLogger('metal-test', { level: process.env.LOG_LEVEL ?? 'warn' });
-      return async () => {
-        s.op = await runManager(s.managerArgs, { log });
-      };
-    };
-
-    let start = await restart();
-    await annotate(s, name, { [OPERATION_ANNOTATION]: 'power-cycle-server' });
-    await sleep(1_000);
-    assert.equal(resets(s, uuid).filter((r) => r === 'PowerCycle').length, 0, 'nobody acts while down');
-    await start();
-    await consumed(s, name, 20_000);
-    await eventually('PowerCycle sent', 10_000, () => resets(s, uuid).includes('PowerCycle'));
-    // Not repeated: two more reconciles of the Server (the positive control: they ran) send nothing.
-    await pokeServer(s, name);
-    assert.equal(resets(s, uuid).filter((r) => r === 'PowerCycle').length, 1);
-
-    // The state a kill leaves between "taken" and "sent": the operation removed, the marker written.
-    start = await restart();
-    await annotate(s, name, {
-      [OPERATION_IN_PROGRESS_ANNOTATION]: `hard-restart-server ${new Date().toISOString()}`,
-    });
-    const before = resetsSent(s, uuid).length;
-    await start();
-    const interrupted = await serverEvent(s, name, 'OperationInterrupted', 20_000);
-    assert.equal(interrupted.type, 'Warning');
-    assert.match(interrupted.message, /hard-restart-server.*not sent again/);
-    await eventually('marker removed', 10_000, async () => {
-      const x = await getServer(s, name);
-      return !(OPERATION_IN_PROGRESS_ANNOTATION in (x?.metadata.annotations ?? {}));
-    });
-    await pokeServer(s, name);
-    assert.equal(resetsSent(s, uuid).length, before, 'the interrupted operation is not sent');
-  } finally {
+  await withStack('ops-restart', { hosts: 1 }, async (s) => {
+    const first = s.op;
     // Stack.close() stops the manager it started; the ones started here are this test's to stop.
-    if (s.op !== first) await s.op?.stop();
-    await s.close();
-  }
+    const stopOwn = async () => {
+      if (s.op !== first) await s.op?.stop();
+    };
+    await stopAfter(s, stopOwn, async () => {
+      const [srv] = await availableServers(s, 1);
+      const name = srv!.metadata.name!;
+      const uuid = srv!.spec.systemUUID;
+      await setCordon(s.client, name, true);
+      await eventually(
+        'Maintenance',
+        15_000,
+        async () => (await getServer(s, name))?.status?.state === 'Maintenance',
+      );
+      const restart = async () => {
+        await s.op!.stop();
+        const log = newLogger('metal-test', { level: process.env.LOG_LEVEL ?? 'warn' });
+        return async () => {
+          s.op = await runManager(s.managerArgs, { log });
+        };
+      };
+
+      let start = await restart();
+      await annotate(s, name, { [OPERATION_ANNOTATION]: 'power-cycle-server' });
+      await sleep(1_000);
+      assert.equal(resets(s, uuid).filter((r) => r === 'PowerCycle').length, 0, 'nobody acts while down');
+      await start();
+      await consumed(s, name, 20_000);
+      await eventually('PowerCycle sent', 10_000, () => resets(s, uuid).includes('PowerCycle'));
+      // Not repeated: two more reconciles of the Server (the positive control: they ran) send nothing.
+      await pokeServer(s, name);
+      assert.equal(resets(s, uuid).filter((r) => r === 'PowerCycle').length, 1);
+
+      // The state a kill leaves between "taken" and "sent": the operation removed, the marker written.
+      start = await restart();
+      await annotate(s, name, {
+        [OPERATION_IN_PROGRESS_ANNOTATION]: `hard-restart-server ${new Date().toISOString()}`,
+      });
+      const before = resetsSent(s, uuid).length;
+      await start();
+      const interrupted = await serverEvent(s, name, 'OperationInterrupted', 20_000);
+      assert.equal(interrupted.type, 'Warning');
+      assert.match(interrupted.message, /hard-restart-server.*not sent again/);
+      await eventually('marker removed', 10_000, async () => {
+        const x = await getServer(s, name);
+        return !(OPERATION_IN_PROGRESS_ANNOTATION in (x?.metadata.annotations ?? {}));
+      });
+      await pokeServer(s, name);
+      assert.equal(resetsSent(s, uuid).length, before, 'the interrupted operation is not sent');
+    });
+  });
 });
