@@ -213,8 +213,9 @@ describe('handlers', () => {
     // Not "Booting": nothing boots until power On (issue 36 item 11).
     assert.equal(s.outcome?.reason, BootedReason.PoweredOff);
   });
-  it('a TimedOut reason stays while the next attempt waits', () => {
-    const v = view({ book: { attempt: 2 }, readiness: { ready: false, reason: 'Pending', message: 'p' } });
+  it('a TimedOut reason stays while the next attempt waits, prefaced by the stored summary', () => {
+    const book = { attempt: 2, lastFailure: 'attempt 1/3 timed out after 10m: x' };
+    const v = view({ book, readiness: { ready: false, reason: 'Pending', message: 'p' } });
     const prev = {
       status: 'False' as const,
       reason: 'TimedOut',
@@ -226,6 +227,11 @@ describe('handlers', () => {
       s.outcome!.message,
       /^attempt 1\/3 timed out after 10m: x; attempt 2\/3: waiting for the boot configuration/,
     );
+    // The deadline's step stores the summary the next attempt's condition prefaces.
+    const late = view({ book: { attempt: 1, poweredOnAt: iso(T0), deadline: iso(T0 + 1) }, now: T0 + 2 });
+    const timedOut = stepFor(phaseOf(late), input(late));
+    assert.match(timedOut.book.lastFailure ?? '', /^attempt 1\/3 timed out after .*: arrived \[/);
+    assert.equal(timedOut.book.attempt, 2);
   });
 });
 

@@ -194,6 +194,13 @@ function bootProgress<P extends TProperties>(noun: string, word: string, extra: 
       ),
       deadline: Type.Optional(DateTime({ description: `When the current ${word} attempt times out.` })),
       ...extra,
+      lastFailure: Type.Optional(
+        Type.String({
+          maxLength: 2048,
+          description:
+            'How the previous attempt ended, in words (arrived and missing signals), while this one runs.',
+        }),
+      ),
       phase: Type.Optional(
         Type.String({ description: 'Phase of the attempt (see ServerClaim status.boot.phase).' }),
       ),

@@ -193,6 +193,13 @@ export const ServerClaimStatus = Type.Object(
                 'When the operator found this claim without bookkeeping and adopted its running server.',
             }),
           ),
+          lastFailure: Type.Optional(
+            Type.String({
+              maxLength: 2048,
+              description:
+                'How the previous attempt ended, in words (arrived and missing signals), while this one runs.',
+            }),
+          ),
           history: Type.Optional(
             Type.Array(AttemptRecord, {
               maxItems: 10,

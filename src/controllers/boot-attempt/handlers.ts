@@ -96,14 +96,13 @@ const booting = (
 ): Outcome => {
   const keep =
     i.previous?.reason === BootedReason.TimedOut || i.previous?.reason === BootedReason.NetbootNotObserved;
-  const prefix = keep ? timedOutPrefix(i.previous?.message) : '';
-  if (keep && prefix) {
+  if (keep && i.book.lastFailure) {
     const netboot = i.previous?.reason === BootedReason.NetbootNotObserved;
     return {
       status: 'False',
       kind: netboot ? 'netbootNotObserved' : 'timedOut',
       reason: i.previous?.reason ?? BootedReason.TimedOut,
-      message: `${prefix}${message}`,
+      message: `${i.book.lastFailure}; ${message}`,
     };
   }
   return { status: 'False', kind, reason: BootedReason.Booting, message };
@@ -194,6 +193,7 @@ function deadlineReached(i: HandlerInput, p: Extract<Phase, { kind: 'DeadlineRea
       ...(i.book.firstAttempt !== undefined ? { firstAttempt: i.book.firstAttempt } : {}),
       attemptStartedAt: new Date(i.now).toISOString(),
       phase: AttemptPhase.WaitingForConfiguration,
+      lastFailure: what,
       history,
     };
     const nextText = i.wording.attempt(next, i.settings.maxAttempts);
@@ -218,7 +218,7 @@ function deadlineReached(i: HandlerInput, p: Extract<Phase, { kind: 'DeadlineRea
   }
   return {
     phase: AttemptPhase.Exhausted,
-    book: { ...i.book, phase: AttemptPhase.Exhausted, history },
+    book: { ...withoutLastFailure(i.book), phase: AttemptPhase.Exhausted, history },
     outcome: {
       status: 'False',
       kind: 'exhausted',
@@ -249,7 +249,7 @@ function completed(i: HandlerInput, p: Extract<Phase, { kind: 'Completed' }>): S
   return {
     phase: AttemptPhase.Completed,
     book: {
-      ...i.book,
+      ...withoutLastFailure(i.book),
       completedAt: new Date(i.now).toISOString(),
       phase: AttemptPhase.Completed,
       history: closeRecord(i.book, i.now, BootedReason.BootCompleted),
@@ -352,10 +352,8 @@ export function stepFor(p: Phase, i: HandlerInput): Step {
   }
 }
 
-/** The "attempt n/N timed out …" part of a TimedOut message, kept while the next attempt runs. */
-function timedOutPrefix(message: string | undefined): string {
-  const m = message
-    ? /^((?:discovery )?attempt [^;]*?(?:timed out|saw no network boot)[^;]*);/.exec(message)
-    : null;
-  return m ? `${m[1]}; ` : '';
+/** The book without {@link AttemptBook.lastFailure}: once the series ended, no attempt runs that it could preface. */
+function withoutLastFailure(book: AttemptBook): AttemptBook {
+  const { lastFailure: _, ...rest } = book;
+  return rest;
 }

@@ -56,6 +56,11 @@ export interface AttemptBook {
   /** Set when the engine found a booted server without bookkeeping and adopted it. */
   adoptedAt?: string;
   phase?: string;
+  /**
+   * How the previous attempt of this series ended, in words (its deadline's summary: arrived and
+   * missing signals), kept while this attempt runs so its condition can still say it.
+   */
+  lastFailure?: string;
   /** The last attempts, oldest first, at most {@link HISTORY_LIMIT}. */
   history?: AttemptRecord[];
 }

@@ -129,6 +129,7 @@ const BOOK_KEYS = [
   'poweredOnAt',
   'netbootDeadline',
   'deadline',
+  'lastFailure',
   'phase',
 ] as const;
 

@@ -85,6 +85,7 @@ function bootPatch(b: Boot): Record<string, unknown> {
     'deadline',
     'completedAt',
     'adoptedAt',
+    'lastFailure',
     'history',
   ] as const;
   return Object.fromEntries(keys.map((k) => [k, b[k] ?? null]));
