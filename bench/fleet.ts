@@ -475,6 +475,7 @@ for (const n of sizes) {
       secondsToAvailable: runs.map((r) => r.secondsToAvailable),
       secondsToBooted: runs.map((r) => r.secondsToBooted),
       requestsPerServer: runs.map(totalRequests),
+      apiServerCpuMsPerServer: runs.map((r) => Math.round((r.apiServerCpuSeconds * 1000) / r.servers)),
       rssGrowthKiBPerServer: runs.map(rssGrowthKiB),
     }),
   );
@@ -482,15 +483,18 @@ for (const n of sizes) {
 if (points.length > 1) {
   console.log('\nper-server cost by fleet size (medians)');
   const med = median;
+  const perServer = (p: (typeof points)[number], f: (r: FleetResult) => number) =>
+    med(p.runs.map((r) => f(r) / r.servers));
   for (const p of points) {
-    console.log(
-      `N=${String(p.n).padEnd(6)} requests/server=${String(med(p.runs.map(totalRequests))).padEnd(7)} cpu ms/server=${med(
-        p.runs.map((r) => (r.managerCpuSeconds * 1000) / r.servers),
-      )
-        .toFixed(1)
-        .padEnd(
-          7,
-        )} RSS KiB/server=${String(med(p.runs.map(rssGrowthKiB))).padEnd(5)} booted s=${med(p.runs.map((r) => r.secondsToBooted))}`,
-    );
+    const cells = [
+      `N=${String(p.n).padEnd(6)}`,
+      `requests/server=${String(med(p.runs.map(totalRequests))).padEnd(6)}`,
+      `manager cpu ms/server=${(perServer(p, (r) => r.managerCpuSeconds) * 1000).toFixed(1).padEnd(6)}`,
+      `kube-apiserver cpu ms/server=${(perServer(p, (r) => r.apiServerCpuSeconds) * 1000).toFixed(1).padEnd(6)}`,
+      `RSS KiB/server=${String(med(p.runs.map(rssGrowthKiB))).padEnd(5)}`,
+      `available s=${med(p.runs.map((r) => r.secondsToAvailable))}`,
+      `booted s=${med(p.runs.map((r) => r.secondsToBooted))}`,
+    ];
+    console.log(cells.join(' '));
   }
 }
