@@ -772,6 +772,7 @@ async function startServers({ cfg, mgr, setup, callbackKey, catalog, oci, log }:
     host: cfg.registry.host,
     port: cfg.registry.port,
     callbackAuth: cfg.callbackAuth,
+    inventoryNamespace: cfg.controllers.managerNamespace,
     metrics: mgr.metrics.registry,
   });
   const registryUrl = hostFacingUrl('--registry-url', cfg.registry.url, {
