@@ -4,9 +4,11 @@
  *
  * For each row (a request kind on objects shaped like the fleet's: a claim's SBC with its four
  * conditions, a Server as the BMC controller creates it, a Server with the status a discovered fleet
- * server has — hardware facts, conditions, discovery bookkeeping and `status.registration` with the
- * simulated host's payload, ~1.5 KiB — and with `--payload-kib K` also one with a metalprobe-like
- * payload of about K KiB), it sends `--requests` requests at `--concurrency`, waits `--settle-ms` for
+ * server has in the registration layout the registry writes — upstream's hardware fields mapped
+ * from the payload, conditions, discovery bookkeeping and the small `status.registration` record,
+ * the whole payload in its ConfigMap (inventory/registration-record.ts) — for the simulated host's
+ * ~1.4 KiB payload and, with `--payload-kib K`, a metalprobe-like payload of about K KiB
+ * (src/virtualbmc/probe-payload.ts); plus the registry's one-time ConfigMap apply of each), it sends `--requests` requests at `--concurrency`, waits `--settle-ms` for
  * the API server's asynchronous work (watch cache, fan-out) and reads kube-apiserver's and etcd's CPU
  * time (user + system, `/proc/PID/stat`, 10 ms ticks) before and after. Printed: CPU ms per request
  * with the idle CPU subtracted (the idle rate is measured over `--idle-seconds` before every run and
@@ -29,10 +31,18 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command } from 'commander';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
+import type { Server } from '../src/api/v1alpha1/server.js';
+import { hardwareFromRegistration } from '../src/inventory/registration-hardware.js';
+import {
+  type RegistrationRecord,
+  registrationConfigMap,
+  registrationDigest,
+} from '../src/inventory/registration-record.js';
 import { ControlPlane } from '../src/localstack/control-plane.js';
 import { KubeClient } from '../src/runtime/client.js';
 import { type KObject, Resources, type ResourceType } from '../src/runtime/resource.js';
 import type { HostIdentity } from '../src/virtualbmc/host.js';
+import { metalprobeLikePayload } from '../src/virtualbmc/probe-payload.js';
 import { registrationData } from '../src/virtualbmc/sim.js';
 import { simIdentity } from '../src/virtualbmc/sim-fleet.js';
 import { condition, discoveredStatus, FAKE_UID, NS, runTime, server } from './fleet-objects.js';
@@ -113,37 +123,6 @@ function sbc(name: string): KObject {
   } as KObject;
 }
 
-const CPU_FLAGS =
-  'fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid dca sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch cpuid_fault epb cat_l3 cdp_l3 invpcid_single intel_ppin ssbd mba ibrs ibpb stibp ibrs_enhanced tpr_shadow vnmi flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm cqm mpx rdt_a avx512f avx512dq rdseed adx smap clflushopt clwb intel_pt avx512cd avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local dtherm ida arat pln pts pku ospke avx512_vnni md_clear flush_l1d arch_capabilities'.split(
-    ' ',
-  );
-
-/**
- * The sim host's payload, grown towards `kib` KiB the way metalprobe's grows on a real machine: one
- * `cpu` entry per logical CPU with its full flag list (metalprobe reports each one), then more
- * block devices. Stops at the first entry that reaches the size.
- */
-function metalprobeLikePayload(id: HostIdentity, kib: number): Record<string, unknown> {
-  const data = registrationData(id) as { cpu: unknown[]; storage: unknown[] };
-  const size = () => JSON.stringify(data).length;
-  for (let i = 1; size() < kib * 1024 && i < 4096; i++) {
-    data.cpu.push({
-      id: i,
-      totalCores: id.cpus,
-      totalHardwareThreads: id.cpus * 2,
-      vendor: 'GenuineIntel',
-      model: 'Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz',
-      family: '6',
-      stepping: '6',
-      mhz: '2000.000',
-      cacheSize: '49152 KB',
-      capabilities: CPU_FLAGS,
-      vulnerabilities: { spectre_v2: 'Mitigation; Enhanced IBRS', mds: 'Not affected' },
-    });
-  }
-  return data as Record<string, unknown>;
-}
-
 // --- rows ---
 
 interface Row {
@@ -220,47 +199,73 @@ async function main(): Promise<void> {
       setup: () =>
         each((i) => client.create(Resources.Server, server(`cost-bare-${i}`, simIdentity(i, 'bare'), false))),
     };
+    // A discovered Server in the registration layout the registry writes: upstream's status fields
+    // (the payload's hardware mapping among them), a small record in status.registration, and the
+    // whole payload in a ConfigMap written once (inventory/registration-record.ts).
+    const payloadOf = new Map<string, (id: HostIdentity) => Record<string, unknown>>();
+    const created = new Map<string, Server>();
     const discovered = (
       label: string,
       prefix: string,
       payload: (id: HostIdentity) => Record<string, unknown>,
-    ): Shape => ({
-      label,
-      rt: Resources.Server,
-      name: (i) => `${prefix}-${i}`,
-      setup: () =>
-        each(async (i) => {
-          const name = `${prefix}-${i}`;
-          const id = simIdentity(i, prefix);
-          await client.create(Resources.Server, server(name, id, true));
-          await client.mergePatch(
-            Resources.Server,
-            name,
-            undefined,
-            { status: discoveredStatus(id, 0) },
-            { subresource: 'status' },
-          );
-          // The registry's write: a JSON patch of status.registration, by its own field manager.
-          await registry.jsonPatch(
-            Resources.Server,
-            name,
-            undefined,
-            [
-              {
-                op: 'add',
-                path: '/status/registration',
-                value: { receivedAt: runTime(0), clientAddress: '127.0.0.1', data: payload(id) },
-              },
-            ],
-            { subresource: 'status' },
-          );
-        }),
+    ): Shape => {
+      payloadOf.set(prefix, payload);
+      return {
+        label,
+        rt: Resources.Server,
+        name: (i) => `${prefix}-${i}`,
+        setup: () =>
+          each(async (i) => {
+            const name = `${prefix}-${i}`;
+            const id = simIdentity(i, prefix);
+            const data = payload(id);
+            const srv = await client.create<Server>(Resources.Server, server(name, id, true) as Server);
+            created.set(name, srv);
+            await client.mergePatch(
+              Resources.Server,
+              name,
+              undefined,
+              { status: { ...discoveredStatus(id, 0), ...hardwareFromRegistration(data) } },
+              { subresource: 'status' },
+            );
+            // The registry's writes: the payload's ConfigMap (one apply), then the record.
+            const digest = registrationDigest(data);
+            const cm = registrationConfigMap(srv, NS, data, digest);
+            await registry.apply(Resources.ConfigMap, cm, { force: true });
+            const record: RegistrationRecord = {
+              receivedAt: runTime(0),
+              clientAddress: '127.0.0.1',
+              digest,
+              authenticated: true,
+              attempt: 1,
+              bootConfigurationUID: FAKE_UID,
+              payload: { namespace: NS, name: cm.metadata.name! },
+            };
+            await registry.jsonPatch(
+              Resources.Server,
+              name,
+              undefined,
+              [{ op: 'add', path: '/status/registration', value: record }],
+              { subresource: 'status' },
+            );
+          }),
+      };
+    };
+    /** The registry's write of a new payload for a discovered shape's Server: one ConfigMap apply. */
+    const payloadApply = (s: Shape, prefix: string): Row => ({
+      label: `${s.label}: payload ConfigMap apply (new payload)`,
+      // The payload is made before the request is sent; only the apply is measured with it.
+      request: (i, run) => {
+        const data = { ...payloadOf.get(prefix)!(simIdentity(i, prefix)), run };
+        const cm = registrationConfigMap(created.get(s.name(i))!, NS, data, registrationDigest(data));
+        return registry.apply(Resources.ConfigMap, cm, { force: true });
+      },
     });
     const simShape = discovered('Server, discovered (sim payload)', 'cost-sim', registrationData);
     const largeShape =
       o.payloadKib > 0
         ? discovered(`Server, discovered (${o.payloadKib} KiB payload)`, 'cost-big', (id) =>
-            metalprobeLikePayload(id, o.payloadKib),
+            metalprobeLikePayload(registrationData(id), id, o.payloadKib),
           )
         : undefined;
 
@@ -348,6 +353,8 @@ async function main(): Promise<void> {
         statusCondition(s, 'metal-cost-second', 'Probed'),
         serverSpecPatch(s),
       ]),
+      payloadApply(simShape, 'cost-sim'),
+      ...(largeShape ? [payloadApply(largeShape, 'cost-big')] : []),
       {
         label: 'Event: create',
         request: (i, run) =>
@@ -373,10 +380,11 @@ async function main(): Promise<void> {
     const sizes: [string, string][] = [];
     for (const s of [sbcShape, ...serverShapes]) {
       const obj = await client.get(s.rt, s.name(0), s.rt.namespaced ? NS : undefined);
-      const reg = (obj as { status?: { registration?: { data?: unknown } } }).status?.registration?.data;
+      const at = (obj as { status?: { registration?: RegistrationRecord } }).status?.registration?.payload;
+      const cm = at ? await client.get(Resources.ConfigMap, at.name, at.namespace) : undefined;
       sizes.push([
         s.label,
-        `${JSON.stringify(obj).length} bytes${reg ? ` (registration.data ${JSON.stringify(reg).length} bytes)` : ''}`,
+        `${JSON.stringify(obj).length} bytes${cm ? ` (its payload ConfigMap ${JSON.stringify(cm).length} bytes)` : ''}`,
       ]);
     }
 

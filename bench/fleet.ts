@@ -10,6 +10,8 @@
  * stack; the summary prints min / median / max of each figure.
  * `--sweep 100,500,2000` runs each size in turn and prints how each figure grows with N.
  * `--bmcs 10` spreads the simulated systems over 10 virtual BMCs (10 BMC objects).
+ * `--payload-kib 56` makes every simulated host register a metalprobe-like payload of ~56 KiB (many
+ * NICs, disks, PCI devices, DMI tables; src/virtualbmc/probe-payload.ts) instead of its ~1.4 KiB one.
  * `--replicas 2` runs the registry and the boot server as processes of their own, 2 replicas each,
  * behind Service stand-ins (src/localstack/signal-replicas.ts), as deployed; requests per server then
  * add up the manager's and every replica's requests, and the replicas' RSS is printed too.
@@ -20,7 +22,7 @@
  * from what the requests alone cost kube-apiserver on this machine right now.
  *
  * Usage: node dist/bench/fleet.js [--servers 100] [--sweep 100,500,2000] [--runs 3] [--bmcs 1]
- *        [--replicas 0] [--manager-args "--workers=4 --kube-api-qps=300"] [--no-floor]
+ *        [--replicas 0] [--payload-kib 0] [--manager-args "--workers=4 --kube-api-qps=300"] [--no-floor]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -45,6 +47,12 @@ const o = new Command('fleet')
   .option('--breakdown-top <n>', 'rows of the per-origin/resource breakdown printed', (v) => Number(v), 25)
   .option('--bmcs <n>', 'virtual BMCs the systems are spread over', (v) => Number(v), 1)
   .option(
+    '--payload-kib <n>',
+    "registration payload per host, ~n KiB, metalprobe-like (0: the sim host's ~1.4 KiB)",
+    (v) => Number(v),
+    0,
+  )
+  .option(
     '--replicas <n>',
     'registry and boot server as own processes, this many replicas each (0: inside the manager)',
     (v) => Number(v),
@@ -61,6 +69,7 @@ const o = new Command('fleet')
     bmcs: number;
     replicas: number;
     floor: boolean;
+    payloadKib: number;
   }>();
 
 /** `/metrics` of the manager and of every signal replica, with the origin prefix of the replica's rows. */
@@ -204,6 +213,7 @@ async function run(n: number): Promise<FleetResult> {
       ...o.managerArgs.split(' ').filter(Boolean),
     ],
     simTiming: { firmwareMs: 200, kernelMs: 500 },
+    ...(o.payloadKib > 0 ? { simPayloadKib: o.payloadKib } : {}),
     bmcs: o.bmcs,
     signalReplicas: o.replicas,
     progress: (l) => console.error(`[fleet ${n}] ${l}`),

@@ -33,6 +33,7 @@ import {
   ImageCatalogSource,
 } from '../controllers/serverbootconfiguration/image-catalog-source.js';
 import { type ControllerSetup, setupControllers } from '../controllers/setup.js';
+import { SERVER_LABEL } from '../inventory/registration-record.js';
 import { type CallbackAuth, startRegistry } from '../registry/server.js';
 import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { newLogger } from '../runtime/logger.js';
@@ -726,8 +727,11 @@ function catalogSourceOf(cfg: ManagerConfig, mgr: Manager, log: pino.Logger): Im
   if (cfg.imageCatalogFile) return ImageCatalogSource.fromFile(cfg.imageCatalogFile, log);
   if (cfg.imageCatalogConfigMap) {
     const { namespace, name } = cfg.imageCatalogConfigMap;
+    // Not the registration payload ConfigMaps that share the namespace (tens of KiB each, one per
+    // Server; inventory/registration-record.ts): the selector keeps them out of the watch and out
+    // of the informer's view of this process's own fresh writes.
     return ImageCatalogSource.fromConfigMap(
-      mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace }),
+      mgr.informer<ConfigMapObject>(Resources.ConfigMap, { namespace, labelSelector: `!${SERVER_LABEL}` }),
       name,
       log,
       namespace,
@@ -772,6 +776,7 @@ async function startServers({ cfg, mgr, setup, callbackKey, catalog, oci, log }:
     host: cfg.registry.host,
     port: cfg.registry.port,
     callbackAuth: cfg.callbackAuth,
+    inventoryNamespace: cfg.controllers.managerNamespace,
     metrics: mgr.metrics.registry,
   });
   const registryUrl = hostFacingUrl('--registry-url', cfg.registry.url, {

@@ -1,6 +1,7 @@
 /**
  * Standalone registry (`node dist/src/cmd/registry.js`): stateless, so several replicas can serve
  * behind one Service. Prints one JSON log line with its URL once listening. SIGTERM/SIGINT close it.
+ * Registration payloads go to ConfigMaps in the namespace of `--callback-key-secret` (the manager's).
  */
 import { Command, Option } from 'commander';
 import { loadKubeConfig } from '../runtime/kubeconfig.js';
@@ -38,7 +39,14 @@ const stack = await startSignalStack({
   callbackKey,
   kubeConfig: loadKubeConfig(o.kubeconfig),
   log,
-  registry: { host, port, callbackAuth: o.callbackAuth, tls: tlsFiles(o) },
+  // The callback key Secret lives in the manager's namespace: so do the registration payloads.
+  registry: {
+    host,
+    port,
+    callbackAuth: o.callbackAuth,
+    tls: tlsFiles(o),
+    inventoryNamespace: callbackKey.namespace,
+  },
 });
 log.info({ url: stack.registry!.url }, 'registry listening');
 await serveUntilSignal(stack, o.metricsAddr);

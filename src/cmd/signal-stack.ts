@@ -1,6 +1,6 @@
 /**
  * Wires the registry and/or the boot server to a cluster: one KubeClient, informers for Servers
- * (indexed by canonical system UUID; registration payloads cached as their projection) and
+ * (indexed by canonical system UUID; without managedFields, inventory/server-index.ts) and
  * ServerBootConfigurations, the callback key (read once from its Secret, or handed in by the
  * manager) and an Event recorder. No Secret informer: tokens are derived from the key
  * (bootauth/callback-token.ts), so a signal server reads no Secret but the key and, for the boot
@@ -16,7 +16,6 @@ import { readCallbackKey, type SecretRef } from '../bootauth/callback-key-secret
 import { CallbackKey } from '../bootauth/callback-token.js';
 import { type BootServerOptions, startBootServer } from '../bootserver/server.js';
 import type { RunningServer } from '../bootsignals/http-app.js';
-import { slimRegistration } from '../inventory/registration-cache.js';
 import { cachedServer, SERVER_UUID_INDEX, serverUUIDIndexer } from '../inventory/server-index.js';
 import { type RegistryOptions, startRegistry } from '../registry/server.js';
 import { KubeClient } from '../runtime/client.js';

@@ -1,14 +1,16 @@
 /**
  * How the manager's and the signal servers' Server caches are shaped: indexed by canonical system
  * UUID ({@link SERVER_UUID_INDEX}, two index reads per lookup, never a scan) and stored without
- * `managedFields` and with the registration payload as its projection (registration-cache.ts), so
- * a fleet's cache costs what the decisions read. Pure functions; the informers live with whoever
- * starts them (controllers/setup.ts, cmd/signal-stack.ts).
+ * `managedFields`, so a fleet's cache costs what the decisions read. The registration payload is
+ * not on the Server (inventory/registration-record.ts); a record of an earlier release that still
+ * carries it (`status.registration.data`) is cached as its hardware mapping instead. Pure
+ * functions; the informers live with whoever starts them (controllers/setup.ts, cmd/signal-stack.ts).
  */
 import { canonicalSystemUUID } from '../api/system-uuid.js';
 import type { Server } from '../api/v1alpha1/server.js';
 import { stripManagedFields } from '../runtime/informer.js';
-import { slimRegistration } from './registration-cache.js';
+import { hardwareFromRegistration } from './registration-hardware.js';
+import { registrationRecord } from './registration-record.js';
 
 /** Informer index of Servers by canonical `spec.systemUUID`. */
 export const SERVER_UUID_INDEX = 'systemUUID';
@@ -21,8 +23,16 @@ export function serverUUIDIndexer(server: Server): string[] {
 
 /**
  * Informer transform for Servers, shared by the manager's and the signal servers' caches: no
- * `managedFields`, and the registration payload as its projection (see registration-cache.ts).
+ * `managedFields`; a legacy payload in the record replaced by its hardware mapping (the cache must
+ * not hold kilobytes per Server; `GET /systems` reads a legacy payload from the API server).
+ * Modifies and returns its argument. A cached Server is never written back whole.
  */
 export function cachedServer(server: Server): Server {
-  return slimRegistration(stripManagedFields(server));
+  const s = stripManagedFields(server);
+  const record = registrationRecord(s);
+  if (record?.data !== undefined) {
+    if (!record.hardware) record.hardware = hardwareFromRegistration(record.data);
+    delete record.data;
+  }
+  return s;
 }

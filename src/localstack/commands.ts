@@ -21,6 +21,7 @@ import type { Server } from '../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { BootedReason, ConditionType, currentAttemptCondition } from '../api/vocabulary.js';
+import { REGISTRATION_PAYLOAD_KEY, registrationRecord } from '../inventory/registration-record.js';
 import { KubeClient } from '../runtime/client.js';
 import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { type KObject, Resources } from '../runtime/resource.js';
@@ -589,7 +590,31 @@ export async function describeServerFrom(
   const sbc = ref?.name
     ? await client.get<ServerBootConfiguration>(Resources.ServerBootConfiguration, ref.name, ref.namespace)
     : undefined;
-  return describeServer(server, bmc, await eventsAbout(client, 'Server', name), now, sbc);
+  return describeServer(
+    server,
+    bmc,
+    await eventsAbout(client, 'Server', name),
+    now,
+    sbc,
+    await payloadOf(client, server),
+  );
+}
+
+/** The registration payload the Server's record names (its ConfigMap's JSON), if any. */
+async function payloadOf(client: KubeClient, server: Server): Promise<unknown> {
+  const at = registrationRecord(server)?.payload;
+  if (!at) return undefined;
+  const cm = await client.get<KObject & { data?: Record<string, string> }>(
+    Resources.ConfigMap,
+    at.name,
+    at.namespace,
+  );
+  const json = cm?.data?.[REGISTRATION_PAYLOAD_KEY];
+  try {
+    return json === undefined ? undefined : JSON.parse(json);
+  } catch {
+    return undefined; // a damaged ConfigMap costs the speed column, not the describe
+  }
 }
 
 /** `describe server NAME`. Exit 0, 1 (not found, API), 2 (usage). */

@@ -50,6 +50,8 @@ export interface LocalStackOptions {
   bmcProfile?: VendorProfileName;
   /** Sim back end only: simulated firmware and kernel times in ms. */
   simTiming?: { firmwareMs?: number; kernelMs?: number };
+  /** Sim back end only: each host registers a metalprobe-like payload of ~this many KiB (virtualbmc/probe-payload.ts). */
+  simPayloadKib?: number;
   /** QEMU back end only: accelerator (default `$METAL_QEMU_ACCEL`, else `auto`: KVM only after a probe boot proved it). */
   accel?: AccelChoice;
   /**
@@ -475,6 +477,7 @@ async function startHosts(
       firmwareMs: opts.simTiming?.firmwareMs ?? 200,
       kernelMs: opts.simTiming?.kernelMs ?? 500,
     },
+    ...(opts.simPayloadKib ? { payloadKib: opts.simPayloadKib } : {}),
     logger: opts.log,
   });
   return { hosts: fleet.hosts, closeFleet: () => fleet.close() };

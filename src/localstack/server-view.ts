@@ -155,9 +155,13 @@ export function claimState(claim: ServerClaim): string {
   return booted ? `${booted.status}/${booted.reason}` : '-';
 }
 
-/** NICs with what the registration adds (speed, by MAC or name). */
-export function nicRows(server: Server): string[][] {
-  const data = server.status?.registration?.data as { nics?: unknown } | undefined;
+/**
+ * NICs with what the registration payload adds (speed, by MAC or name): `payload` is the whole
+ * payload from its ConfigMap (commands.ts reads it; the Server holds only the record), else a
+ * record of an earlier release's own `data`.
+ */
+export function nicRows(server: Server, payload?: unknown): string[][] {
+  const data = (payload ?? server.status?.registration?.data) as { nics?: unknown } | undefined;
   const nics = (Array.isArray(data?.nics) ? data.nics : []) as {
     name?: string;
     mac?: string;
@@ -217,11 +221,13 @@ export function describeServer(
   now = Date.now(),
   /** The Server's current boot configuration: its `FetchRefused` of the current attempt is shown. */
   sbc?: ServerBootConfiguration,
+  /** The registration payload from its ConfigMap (NIC speeds), when read. */
+  payload?: unknown,
 ): string {
   const refused = sbc ? currentAttemptCondition(sbc, ConditionType.FetchRefused) : undefined;
   return [
     ...summaryFields(server, bmc),
-    ...nicSections(server),
+    ...nicSections(server, payload),
     field('Refused fetch', refused ? `${refused.reason}: ${refused.message}` : 'none'),
     'Disks:',
     diskRows(server).length
@@ -273,13 +279,13 @@ function summaryFields(server: Server, bmc: BMC | undefined): string[] {
 }
 
 /** The NICs the inventory found, then those the BMC reports (`<not read>` before the BMC was read). */
-function nicSections(server: Server): string[] {
+function nicSections(server: Server, payload: unknown): string[] {
   const st = server.status ?? {};
   const bmcNics = (st.bmcNetworkInterfaces ?? []).map((n) => [n.name, n.macAddress, n.carrierStatus ?? '-']);
   return [
     'NICs:',
-    nicRows(server).length
-      ? columns(['NAME', 'MAC', 'IPS', 'SPEED', 'CARRIER'], nicRows(server), '  ')
+    nicRows(server, payload).length
+      ? columns(['NAME', 'MAC', 'IPS', 'SPEED', 'CARRIER'], nicRows(server, payload), '  ')
       : '  <none>',
     'NICs reported by the BMC:',
     st.bmcNetworkInterfaces === undefined

@@ -1,25 +1,35 @@
 /**
  * `POST /register` `{"systemUUID", "data": {...}}` + `Authorization: Bearer <token>` of the server's
  * current DISCOVERY attempt → 201 `{systemUUID, stored: true, changed: true}` when stored, 200 with
- * `changed: false` when identical to what is stored (see registry/server.ts for the whole contract).
+ * `changed: false` when identical to what is stored (the record's digest; see registry/server.ts
+ * for the whole contract).
  *
  * The order is the guard: shape and depth (400 `TooDeep` deeper than {@link MAX_REGISTRATION_DEPTH};
  * 413 over {@link REGISTER_BODY_LIMIT_BYTES}, by Fastify) before authentication, authentication
  * (401/409/403 `NotDiscovery`) before anything is written — a wrong token leaves no trace — and the
- * NIC check (409 `UnknownNICs`) before the payload is stored. The payload lands in
- * `Server.status.registration` (with the source address) before `RegistrationReceived` is set on the
- * current SBC and before the answer; 503 + `Retry-After` while the API server is unavailable.
+ * NIC check (409 `UnknownNICs`) before the payload is stored. The whole payload lands in its
+ * ConfigMap (one server-side apply, inventory/registration-record.ts) before the Server's
+ * `status.registration` record (receivedAt, clientAddress, digest, attempt, where the payload is,
+ * the bounded hardware mapping) names it, and both before the answer: a 2xx means both are
+ * durable. The record's attempt is the discovery flow's completion signal (no SBC condition).
+ * 503 + `Retry-After` while the API server is unavailable; 409 `NoInventoryNamespace` when neither
+ * the registry's configuration nor the attempt's SBC says where payloads go.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { Server } from '../api/v1alpha1/server.js';
-import { BootSignal, EventReason, SignalReason } from '../api/vocabulary.js';
+import { EventReason } from '../api/vocabulary.js';
 import { apiFailure, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { clientAddress } from '../bootsignals/client-address.js';
 import { AUTHENTICATED, type HttpApp } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
-import { recordSignal } from '../bootsignals/signal-condition.js';
 import { checkRegistrationMacs, registrationRefusedCondition } from '../inventory/machine-identity.js';
-import { registrationDigest } from '../inventory/registration-cache.js';
+import { hardwareFromRegistration } from '../inventory/registration-hardware.js';
+import {
+  type RegistrationRecord,
+  registrationConfigMap,
+  registrationDigest,
+  registrationRecord,
+} from '../inventory/registration-record.js';
 import type { KubeClient } from '../runtime/client.js';
 import { applyCondition } from '../runtime/condition-writer.js';
 import type { EventRecorder } from '../runtime/events.js';
@@ -41,6 +51,8 @@ export interface RegistryRouteDeps {
   client: KubeClient;
   events: EventRecorder;
   auth: RegistryAuth;
+  /** Namespace of the payload ConfigMaps (the manager's); default: the discovery SBC's namespace. */
+  inventoryNamespace?: string;
 }
 
 const registerBody = {
@@ -84,9 +96,16 @@ export function registerRegisterRoute(app: HttpApp, deps: RegistryRouteDeps): vo
       const server = auth.target.server;
       const from = clientAddress(req.socket.remoteAddress);
       await refuseForeignNics(deps, server, body.data, from, req.log);
-      const changed = await storeRegistration(deps, server, body.data, from);
-      await recordRegistered(deps, auth);
-      req.log.info({ server: server.metadata.name, systemUUID: uuid, changed }, 'registration stored');
+      const changed = await storeRegistration(deps, auth, body.data, from);
+      req.log.info(
+        {
+          server: server.metadata.name,
+          systemUUID: uuid,
+          changed,
+          attempt: auth.target.sbc?.spec.bootAttempt,
+        },
+        'registration stored',
+      );
       return reply.code(changed ? 201 : 200).send({ systemUUID: uuid, stored: true, changed });
     },
   );
@@ -135,49 +154,86 @@ async function refuseForeignNics(
   );
 }
 
-/**
- * Whether `data` from `from` differs from what `server` stores (`changed`), and whether it must be
- * written (`write`: changed, or the same payload from another address). The cache holds a
- * projection of the stored payload with the digest of the whole one, so digests are compared.
- */
-export function registrationChange(
-  server: Server,
-  data: unknown,
-  from: string,
-): { changed: boolean; replaced: boolean; write: boolean } {
-  const previous = server.status?.registration?.data;
-  const changed = previous === undefined || registrationDigest(previous) !== registrationDigest(data);
+/** What a registration under `auth` answers: the attempt and SBC uid (none without an SBC), and whether it was authenticated. */
+type Answering = Pick<RegistrationRecord, 'attempt' | 'bootConfigurationUID' | 'authenticated'>;
+
+function answering(auth: Authorization): Answering {
+  const sbc = auth.target.sbc;
+  const authenticated = auth.authenticated;
+  if (!sbc) return { authenticated };
   return {
-    changed,
-    replaced: !!previous && changed,
-    write: changed || server.status?.registration?.clientAddress !== from,
+    authenticated,
+    attempt: sbc.spec.bootAttempt ?? 1,
+    ...(sbc.metadata.uid ? { bootConfigurationUID: sbc.metadata.uid } : {}),
   };
 }
 
 /**
- * Stores `data` in `Server.status.registration` when {@link registrationChange} says so (503 while
- * the API server is unavailable), with a Normal Event `RegistrationChanged` when it replaced a
- * different payload. Returns `changed`.
+ * Whether `data` (digest `digest`) from `from` for `attempt` differs from what `server` stores
+ * (`changed`, by the record's digest), and whether the record must be written (`write`: changed,
+ * or the same payload from another address, for another attempt or with other authentication).
+ */
+export function registrationChange(
+  server: Server,
+  digest: string,
+  from: string,
+  attempt: Answering,
+): { changed: boolean; replaced: boolean; write: boolean } {
+  const previous = registrationRecord(server);
+  const changed = previous?.digest === undefined || previous.digest !== digest || !previous.payload;
+  return {
+    changed,
+    replaced: !!previous && changed,
+    write:
+      changed ||
+      previous?.clientAddress !== from ||
+      previous?.attempt !== attempt.attempt ||
+      previous?.bootConfigurationUID !== attempt.bootConfigurationUID ||
+      previous?.authenticated !== attempt.authenticated,
+  };
+}
+
+/**
+ * Stores `data` when {@link registrationChange} says so: the ConfigMap first (only when the payload
+ * changed), then the Server's record (503 while the API server is unavailable), with a Normal Event
+ * `RegistrationChanged` when it replaced a different payload. Returns `changed`.
  */
 async function storeRegistration(
   deps: RegistryRouteDeps,
-  server: Server,
+  auth: Authorization,
   data: Record<string, unknown>,
   from: string,
 ): Promise<boolean> {
-  const { changed, replaced, write } = registrationChange(server, data, from);
+  const server = auth.target.server;
+  const digest = registrationDigest(data);
+  const attempt = answering(auth);
+  const { changed, replaced, write } = registrationChange(server, digest, from, attempt);
   if (!write) return changed;
-  const registration = { receivedAt: nowSeconds(), clientAddress: from, data };
-  const ops = server.status
-    ? [{ op: 'add', path: '/status/registration', value: registration }]
-    : [{ op: 'add', path: '/status', value: { registration } }];
+  const namespace = deps.inventoryNamespace ?? auth.target.sbc?.metadata.namespace;
+  if (!namespace)
+    throw new HttpError(
+      409,
+      'NoInventoryNamespace',
+      `Server ${server.metadata.name} has no discovery boot configuration yet`,
+    );
+  const cm = registrationConfigMap(server, namespace, data, digest);
   try {
-    await deps.client.jsonPatch(Resources.Server, server.metadata.name!, undefined, ops, {
-      subresource: 'status',
-    });
+    if (changed)
+      await deps.client.apply(Resources.ConfigMap, cm, { force: true, fieldManager: REGISTRY_COMPONENT });
   } catch (err) {
-    apiFailure(err, 'storing the registration');
+    apiFailure(err, 'storing the registration payload');
   }
+  const registration: RegistrationRecord = {
+    receivedAt: nowSeconds(),
+    clientAddress: from,
+    digest,
+    ...attempt,
+    payload: { namespace, name: cm.metadata.name! },
+  };
+  // Unchanged: the mapping as stored (absent once discovery copied it into the status).
+  const hardware = changed ? hardwareFromRegistration(data) : registrationRecord(server)?.hardware;
+  if (hardware) registration.hardware = hardware;
+  await writeRecord(deps, server, registration);
   if (replaced) {
     deps.events.record(
       Resources.Server,
@@ -190,14 +246,16 @@ async function storeRegistration(
   return changed;
 }
 
-/** `RegistrationReceived` on the current SBC, if any (reason `Unauthenticated` without a token). */
-async function recordRegistered(deps: RegistryRouteDeps, auth: Authorization): Promise<void> {
-  const sbc = auth.target.sbc;
-  if (!sbc) return;
-  await recordSignal(deps.client, REGISTRY_COMPONENT, sbc, {
-    type: BootSignal.RegistrationReceived,
-    status: 'True',
-    reason: auth.authenticated ? SignalReason.Registered : SignalReason.Unauthenticated,
-    message: `registration for attempt ${sbc.spec.bootAttempt ?? 1} stored`,
-  });
+/** `status.registration` := `registration`, one JSON patch of the status (503 when the API is away). */
+async function writeRecord(deps: RegistryRouteDeps, server: Server, registration: RegistrationRecord) {
+  const ops = server.status
+    ? [{ op: 'add', path: '/status/registration', value: registration }]
+    : [{ op: 'add', path: '/status', value: { registration } }];
+  try {
+    await deps.client.jsonPatch(Resources.Server, server.metadata.name!, undefined, ops, {
+      subresource: 'status',
+    });
+  } catch (err) {
+    apiFailure(err, 'storing the registration');
+  }
 }

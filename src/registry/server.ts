@@ -3,19 +3,21 @@
  *
  * - `POST /register` `{"systemUUID", "data": {...}}` + `Authorization: Bearer <token>` of the
  *   server's current DISCOVERY attempt (its SBC is controlled by the Server) → 201 stored (200 when
- *   identical to what is stored). The payload lands in `Server.status.registration` before the
- *   answer, with the source address seen (`clientAddress`; the boot server tells a NAT from it,
- *   bootserver/client-identity.ts), and `RegistrationReceived` is set on the current SBC. 409
+ *   identical to what is stored, by digest). The whole payload lands in a ConfigMap in the
+ *   manager's namespace (`registration-<server>`, label `metal.ironcore.dev/server`, owned by the
+ *   Server; inventory/registration-record.ts), then the Server's `status.registration` records it:
+ *   receivedAt, the source address seen (`clientAddress`; the boot server tells a NAT from it,
+ *   bootserver/client-identity.ts), digest, the attempt it answers (discovery's completion
+ *   signal), where the payload is and the bounded hardware mapping — both before the answer. 409
  *   `UnknownNICs` and nothing stored when a NIC with an address has a MAC the Server's BMC does not
  *   report (`status.bmcNetworkInterfaces`; inventory/machine-identity.ts), with the Server's
  *   `MachineIdentity` condition and a Warning Event `RegistrationRefused` saying who and what. A claim attempt's token is refused
  *   (403 `NotDiscovery`): a tenant cannot rewrite the inventory (S11). Bodies over 64 KiB are 413,
  *   `data` nested deeper than {@link MAX_REGISTRATION_DEPTH} is 400 `TooDeep`.
- * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404 when none),
- *   read from the API server (the Server cache holds only a projection of it, see
- *   inventory/registration-cache.ts).
+ * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload (404
+ *   `NoRegistration` when none), read from its ConfigMap.
  * - `DELETE /delete/{uuid}` + Bearer token of the current discovery attempt → 200; removes the
- *   stored payload. (Both need the token since S5; the controllers never call them.)
+ *   payload's ConfigMap and the record. (Both need the token since S5; the controllers never call them.)
  * - `POST /bootstate` `{"systemUUID", "booted": bool}` + `Authorization: Bearer <token>` → 200 once
  *   `BootStateReceived` (True for booted, False reason `BootFailed` otherwise) is stored on the
  *   server's current SBC for the current attempt.
@@ -46,6 +48,8 @@ export { jsonDepth, MAX_REGISTRATION_DEPTH, REGISTER_BODY_LIMIT_BYTES } from './
 
 export interface RegistryOptions extends SignalServerOptions {
   callbackAuth: CallbackAuth;
+  /** Namespace of the payload ConfigMaps (the manager's); default: each discovery SBC's namespace. */
+  inventoryNamespace?: string;
 }
 
 /** Starts the registry; resolves once it listens. */
@@ -57,6 +61,7 @@ export async function startRegistry(opts: RegistryOptions): Promise<RunningServe
     client: opts.client,
     events: opts.events,
     auth: new RegistryAuth(base.resolver, opts.events, opts.callbackAuth),
+    ...(opts.inventoryNamespace ? { inventoryNamespace: opts.inventoryNamespace } : {}),
   };
   registerRegisterRoute(base.app, deps);
   registerSystemsRoutes(base.app, deps);

@@ -1,11 +1,12 @@
 /**
  * The registration read and delete routes, and the boot-state callback:
  *
- * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload, read from the
- *   API server when the cache holds only its projection; 404 `NoRegistration` when none.
+ * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload, read from its
+ *   ConfigMap (the record in `status.registration` names it; a record of an earlier release from
+ *   the Server itself); 404 `NoRegistration` when there is no record or no ConfigMap.
  * - `DELETE /delete/{uuid}` + Bearer token of the current discovery attempt (403 `NotDiscovery`
- *   otherwise) → 200 `{systemUUID, deleted: true}`; a payload removed concurrently (422) is the
- *   outcome asked for.
+ *   otherwise) → 200 `{systemUUID, deleted: true}` once the ConfigMap and then the record are gone;
+ *   either removed concurrently (404, 422) is the outcome asked for.
  * - `POST /bootstate` `{"systemUUID", "booted": bool}` + Bearer token → 200
  *   `{systemUUID, attempt, recorded: true}` once `BootStateReceived` (True for booted, False reason
  *   `BootFailed` otherwise; `Unauthenticated` without a token) is stored on the current SBC; 404
@@ -20,7 +21,8 @@ import { apiFailure, BootTargetResolver } from '../bootsignals/boot-target.js';
 import { AUTHENTICATED, type HttpApp } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
 import { recordSignal } from '../bootsignals/signal-condition.js';
-import { isProjection } from '../inventory/registration-cache.js';
+import { REGISTRATION_PAYLOAD_KEY, registrationRecord } from '../inventory/registration-record.js';
+import type { KObject } from '../runtime/resource.js';
 import { Resources } from '../runtime/resource.js';
 import { REGISTRY_COMPONENT, requireDiscovery } from './callback-auth.js';
 import type { RegistryRouteDeps } from './register-route.js';
@@ -40,17 +42,7 @@ export function registerSystemsRoutes(app: HttpApp, deps: RegistryRouteDeps): vo
   app.get('/systems/:uuid', { ...AUTHENTICATED, schema: { params: uuidParam } }, async (req) => {
     const uuid = BootTargetResolver.parseUUID((req.params as { uuid: string }).uuid);
     const { target } = await deps.auth.authorize(req, uuid);
-    let data = target.server.status?.registration?.data;
-    if (isProjection(data)) {
-      // The cache keeps only what the operator maps: the whole payload is read where it is stored.
-      let stored: Server | undefined;
-      try {
-        stored = await deps.client.get<Server>(Resources.Server, target.server.metadata.name!);
-      } catch (err) {
-        apiFailure(err, 'reading the registration');
-      }
-      data = stored?.status?.registration?.data;
-    }
+    const data = await storedPayload(deps, target.server);
     if (!data) throw new HttpError(404, 'NoRegistration', `no registration stored for ${uuid}`);
     return data;
   });
@@ -60,7 +52,15 @@ export function registerSystemsRoutes(app: HttpApp, deps: RegistryRouteDeps): vo
     const auth = await deps.auth.authorize(req, uuid);
     requireDiscovery(auth);
     const server = auth.target.server;
-    if (server.status?.registration) {
+    const record = registrationRecord(server);
+    if (record?.payload) {
+      try {
+        await deps.client.delete(Resources.ConfigMap, record.payload.name, record.payload.namespace);
+      } catch (err) {
+        apiFailure(err, 'deleting the registration payload');
+      }
+    }
+    if (record) {
       try {
         await deps.client.jsonPatch(
           Resources.Server,
@@ -78,6 +78,31 @@ export function registerSystemsRoutes(app: HttpApp, deps: RegistryRouteDeps): vo
     }
     return { systemUUID: uuid, deleted: true };
   });
+}
+
+/**
+ * The whole payload `server`'s record names: its ConfigMap's JSON (undefined when the record or the
+ * ConfigMap is missing), or for a record of an earlier release the Server's own `data`, read from
+ * the API server (the caches never hold it).
+ */
+async function storedPayload(deps: RegistryRouteDeps, server: Server): Promise<unknown> {
+  const record = registrationRecord(server);
+  if (!record) return undefined;
+  try {
+    if (!record.payload) {
+      const stored = await deps.client.get<Server>(Resources.Server, server.metadata.name!);
+      return registrationRecord(stored ?? server)?.data;
+    }
+    const cm = await deps.client.get<KObject & { data?: Record<string, string> }>(
+      Resources.ConfigMap,
+      record.payload.name,
+      record.payload.namespace,
+    );
+    const json = cm?.data?.[REGISTRATION_PAYLOAD_KEY];
+    return json === undefined ? undefined : JSON.parse(json);
+  } catch (err) {
+    return apiFailure(err, 'reading the registration');
+  }
 }
 
 export function registerBootstateRoute(app: HttpApp, deps: RegistryRouteDeps): void {

@@ -39,6 +39,8 @@ export interface SimFleetOptions {
   uuidCase?: 'lower' | 'upper';
   timing?: Partial<SimTiming>;
   faults?: Partial<SimHostFaults>;
+  /** Registration payload size per host, KiB (sim.ts `payloadKib`); default the small sim payload. */
+  payloadKib?: number;
   /** Concurrent connections per origin from the whole fleet. Default 64. */
   maxConnections?: number;
   logger?: Logger;
@@ -63,6 +65,7 @@ export function createSimFleet(opts: SimFleetOptions): SimFleet {
         ...(opts.timing ? { timing: opts.timing } : {}),
         ...(opts.faults ? { faults: opts.faults } : {}),
         ...(opts.logger ? { logger: opts.logger } : {}),
+        ...(opts.payloadKib ? { payloadKib: opts.payloadKib } : {}),
       }),
   );
   return {

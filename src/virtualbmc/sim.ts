@@ -9,7 +9,8 @@
  * 4. waits `kernelMs` (+ the `callbackDelayMs` fault), then, as the agent in the booted image:
  *    - `metal.mode=probe`: `POST {registry}/register` `{"systemUUID", "data"}` with
  *      `Authorization: Bearer <token>`, data in the shape of upstream metal-operator's
- *      `registry.Server` (see {@link registrationData});
+ *      `registry.Server` (see {@link registrationData}; with `payloadKib` grown to a large
+ *      machine's size, probe-payload.ts);
  *    - `metal.mode=os`: `POST {registry}/bootstate` `{"systemUUID", "booted": true}` with
  *      `Authorization: Bearer <token>` (none with `metal.callback=skip`).
  * Every HTTP step is retried like a real agent: on 5xx, 429 and connection errors, with exponential backoff
@@ -32,6 +33,7 @@ import { Backoff } from '../runtime/backoff.js';
 import type { BootDevice, Host, HostIdentity, HostPowerState } from './host.js';
 import { parseIpxeScript, parseKernelCommandLine } from './ipxe.js';
 import { commandLineInImage, fetchImage, MediaFetchError, probeImage } from './media.js';
+import { metalprobeLikePayload } from './probe-payload.js';
 
 export interface SimHostFaults {
   /** Boot normally (script, ignition) but never post the callback. */
@@ -98,6 +100,8 @@ export interface SimHostOptions {
   /** Connection pool, shared by many hosts; undici's global dispatcher when omitted. */
   dispatcher?: Dispatcher;
   logger?: Logger;
+  /** Post a metalprobe-like registration of about this many KiB (probe-payload.ts); 0: {@link registrationData}. */
+  payloadKib?: number;
 }
 
 export type BootPhase =
@@ -144,6 +148,8 @@ export class SimHost implements Host {
   private media: string | undefined;
   /** Serial ports opened by the console and not yet closed. */
   private readonly serialPorts = new Set<PassThrough>();
+  /** The registration payload, made at the first registration (the same every time after). */
+  private payload: Record<string, unknown> | undefined;
 
   constructor(opts: SimHostOptions) {
     this.identity = opts.identity;
@@ -234,6 +240,16 @@ export class SimHost implements Host {
     port.on('close', () => this.serialPorts.delete(port));
     port.write(`simulated host ${this.identity.uuid}: serial console, echoes what it receives\r\n`);
     return port;
+  }
+
+  /** What this host's agent posts to `/register` (see {@link SimHostOptions.payloadKib}). */
+  private registration(): Record<string, unknown> {
+    this.payload ??= metalprobeLikePayload(
+      registrationData(this.identity),
+      this.identity,
+      this.opts.payloadKib ?? 0,
+    );
+    return this.payload;
   }
 
   async close(): Promise<void> {
@@ -344,7 +360,7 @@ export class SimHost implements Host {
     const res =
       cmdline.mode === 'probe'
         ? await this.http('POST', `${registry}/register`, signal, {
-            body: { systemUUID, data: registrationData(this.identity) },
+            body: { systemUUID, data: this.registration() },
             ...(cmdline.token === undefined ? {} : { bearer: cmdline.token }),
           })
         : await this.http('POST', `${registry}/bootstate`, signal, {

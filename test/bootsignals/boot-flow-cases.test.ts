@@ -8,7 +8,7 @@ import { request as httpRequest } from 'node:http';
 import { after, describe, it } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
-import { registrationDigest } from '../../src/inventory/registration-cache.js';
+import { registrationDigest, registrationRecord } from '../../src/inventory/registration-record.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { waitFor } from '../harness/control-plane.js';
 import { releaseSharedCluster } from '../harness/shared.js';
@@ -22,6 +22,7 @@ import {
   type SignalStackFixture,
   sbcCondition,
   seedBootTarget,
+  storedRegistration,
   useSignalStack,
   waitCached,
 } from './fixture.js';
@@ -99,11 +100,10 @@ describe('boot-flow cases (registry + boot server)', () => {
         await waitFor(
           'registration in cache',
           5_000,
-          // The cache holds a projection of it and the digest of the whole payload.
+          // The Server's record carries the digest; the payload is in its ConfigMap.
           () =>
-            registrationDigest(
-              fx.stack.sources.servers.get(s.server.metadata.name!)?.status?.registration?.data,
-            ) === registrationDigest(data),
+            registrationRecord(fx.stack.sources.servers.get(s.server.metadata.name!)!)?.digest ===
+            registrationDigest(data),
         );
         for (const read of [seeded.toLowerCase(), seeded.toUpperCase()]) {
           const sys = await getText(`${fx.stack.registryUrl}/systems/${read}`, bearer(s.token));
@@ -235,7 +235,7 @@ describe('boot-flow cases (registry + boot server)', () => {
     assert.equal(second.status, 200, second.text);
     assert.equal(JSON.parse(second.text).changed, false);
     assert.equal(await versions(s), before, 'identical registration wrote nothing');
-    // The cache keeps a projection and the digest of the whole payload: key order is no change.
+    // The record keeps the digest of the whole payload: key order is no change.
     const reordered = await postJson(
       `${fx.stack.registryUrl}/register`,
       { systemUUID: s.uuid, data: { memory: { totalBytes: 536870912 }, cpu: [{ id: '0' }] } },
@@ -243,18 +243,26 @@ describe('boot-flow cases (registry + boot server)', () => {
     );
     assert.equal(reordered.status, 200, reordered.text);
     assert.equal(await versions(s), before, 'reordered registration wrote nothing');
-    // A difference the projection does not keep (`memory` is no list here) is still a change.
+    // A difference the hardware mapping does not keep (`memory` is no list here) is still a change.
     const changed = await postJson(
       `${fx.stack.registryUrl}/register`,
       { ...payload, data: { ...payload.data, memory: { totalBytes: 1073741824 } } },
       bearer(s.token),
     );
     assert.equal(changed.status, 201);
-    const srv = await fx.client.get<Server>(Resources.Server, s.server.metadata.name!);
-    assert.deepEqual(srv?.status?.registration?.data, {
-      cpu: [{ id: '0' }],
-      memory: { totalBytes: 1073741824 },
-    });
+    const stored = await storedRegistration(fx.client, s.server.metadata.name!);
+    assert.deepEqual(stored.payload, { cpu: [{ id: '0' }], memory: { totalBytes: 1073741824 } });
+    assert.equal(stored.record?.digest, registrationDigest(stored.payload));
+    assert.equal(stored.record?.data, undefined, 'the payload is not in the Server');
+    assert.deepEqual(stored.record?.hardware, { processors: [{ id: '0', type: 'CPU' }] });
+    assert.equal(stored.record?.attempt, 1);
+    assert.equal(stored.record?.bootConfigurationUID, s.sbc.metadata.uid);
+    const owners = (stored.configMap?.metadata as { ownerReferences?: { kind: string; name: string }[] })
+      ?.ownerReferences;
+    assert.deepEqual(
+      owners?.map((o) => `${o.kind}/${o.name}`),
+      [`Server/${s.server.metadata.name}`],
+    );
     await waitFor('RegistrationChanged Event', 10_000, async () => {
       const events = await fx.client.list<
         import('../../src/runtime/resource.js').KObject & {
@@ -411,7 +419,10 @@ describe('--callback-auth=optional (upstream agents without a token)', () => {
     assert.equal(first.cond?.reason, 'Unauthenticated');
     const reg = await postJson(`${opt.stack.registryUrl}/register`, { systemUUID: s.uuid, data: { a: 1 } });
     assert.equal(reg.status, 201, reg.text);
-    assert.equal((await sbcCondition(opt.client, s, 'RegistrationReceived')).cond?.reason, 'Unauthenticated');
+    const anonReg = await storedRegistration(opt.client, s.server.metadata.name!);
+    assert.equal(anonReg.record?.authenticated, false, 'the record says it came without a token');
+    assert.equal(anonReg.record?.attempt, 1);
+    assert.deepEqual(anonReg.payload, { a: 1 });
     const { token: tokenB } = await nextAttempt(opt.client, s);
     await waitFor(
       'rotation cached',

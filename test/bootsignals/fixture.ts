@@ -38,6 +38,7 @@ export {
   testCatalog,
   testToken,
 } from '../../src/testing/boot-target-seed.js';
+export { storedRegistration } from '../../src/testing/stored-registration.js';
 
 import {
   recordPowerOn,

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import type { SecretRef } from '../../src/bootauth/callback-key-secret.js';
 import type { KubeClient } from '../../src/runtime/client.js';
@@ -22,6 +21,7 @@ import {
   type Seeded,
   seedBootTarget,
   spawnRegistry,
+  storedRegistration,
   storeTestCallbackKey,
 } from './fixture.js';
 
@@ -112,8 +112,9 @@ describe('registry restart safety', () => {
       ns.name,
     );
     assert.equal(sbc?.status?.conditions?.find((c) => c.type === 'BootStateReceived')?.status, 'True');
-    const srv = await client.get<Server>(Resources.Server, s.server.metadata.name!);
-    assert.deepEqual(srv?.status?.registration?.data, { nics: [{ name: 'eth0' }] });
+    const stored = await storedRegistration(client, s.server.metadata.name!);
+    assert.deepEqual(stored.payload, { nics: [{ name: 'eth0' }] }, 'the payload in its ConfigMap');
+    assert.equal(stored.record?.attempt, 1, "the Server's record names the attempt");
     registry = await startRegistry(port!);
     const sys = await fetch(`${url}/systems/${s.uuid}`, { headers: { authorization: `Bearer ${s.token}` } });
     assert.equal(sys.status, 200);

@@ -3,7 +3,9 @@ import { after, test } from 'node:test';
 import { binarySIQuantity } from '../../src/api/quantity.js';
 import { canonicalSystemUUID } from '../../src/api/system-uuid.js';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
+import { registrationDigest } from '../../src/inventory/registration-record.js';
 import { Resources } from '../../src/runtime/resource.js';
+import { storedRegistration } from '../../src/testing/stored-registration.js';
 import { registrationData } from '../../src/virtualbmc/sim.js';
 import { releaseSharedCluster } from '../harness/shared.js';
 import {
@@ -45,12 +47,12 @@ test('BMC → Servers → discovery → Available with the probe data, for 3 sim
       assert.ok(srv.status?.networkInterfaces?.[0]?.ips?.length);
       assert.equal(srv.status?.processors?.[0]?.totalCores, host.identity.cpus);
       assert.equal(srv.status?.storages?.[0]?.drives?.[0]?.capacity, 64 * 1024 ** 3);
-      // Stored whole (the manager's cache keeps only a projection of it: never written back).
-      assert.deepEqual(
-        srv.status?.registration?.data,
-        registrationData(host.identity),
-        'registration persisted',
-      );
+      // Stored whole in its ConfigMap; the Server keeps the record, the hardware only once.
+      const stored = await storedRegistration(s.client, srv.metadata.name!);
+      assert.deepEqual(stored.payload, registrationData(host.identity), 'registration persisted');
+      assert.equal(stored.record?.digest, registrationDigest(registrationData(host.identity)));
+      assert.equal(stored.record?.hardware, undefined, 'the hardware moved into the status fields');
+      assert.equal(stored.record?.data, undefined, 'the payload is not in the Server');
       assert.equal(cond(srv, 'Discovered')?.status, 'True');
       // Issue 28: the NICs as the BMC reports them, read before the power-on, and what they mean.
       assert.deepEqual(srv.status?.bmcNetworkInterfaces, [

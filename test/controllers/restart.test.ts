@@ -212,7 +212,7 @@ test('C02: /bootstate answered 2xx, then registry and manager SIGKILLed before a
         // A claim's token cannot rewrite the inventory (security review S11): /register takes only a
         // discovery attempt's token; the registration half of C02 is test/bootsignals/boot-flow-cases.
         const before = (await s.client.get<Server>(Resources.Server, srv!.metadata.name!))?.status
-          ?.registration?.data;
+          ?.registration;
         const reg = await postJson(
           `${url}/register`,
           { systemUUID: uuid, data: { memory: [] } },
@@ -238,7 +238,7 @@ test('C02: /bootstate answered 2xx, then registry and manager SIGKILLed before a
         });
         assert.equal(done.status?.boot?.attempt, 1, 'completed in the attempt the callbacks belonged to');
         const after = await s.client.get<Server>(Resources.Server, srv!.metadata.name!);
-        assert.deepEqual(after?.status?.registration?.data, before, 'the refused /register changed nothing');
+        assert.deepEqual(after?.status?.registration, before, 'the refused /register changed nothing');
       } catch (err) {
         (err as Error).message += `\n--- manager output (tail) ---\n${m.output().slice(-4000)}`;
         throw err;

@@ -9,7 +9,7 @@ import {
   selectorMatches,
   tolerates,
 } from '../../src/controllers/common/server-selection.js';
-import { hardwareFromRegistration } from '../../src/controllers/server/registration.js';
+import { hardwareFromRegistration } from '../../src/inventory/registration-hardware.js';
 import { registrationData } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';
 

@@ -11,6 +11,7 @@ import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import { SYSTEM_UUID_BYTE_SWAPPED_REASON } from '../../src/bootsignals/uuid-alias.js';
 import { Resources } from '../../src/runtime/resource.js';
+import { storedRegistration } from '../../src/testing/stored-registration.js';
 import type { BootDevice, Host, HostIdentity } from '../../src/virtualbmc/host.js';
 import { startVirtualBmc, type VirtualBmc } from '../../src/virtualbmc/server.js';
 import { SimHost } from '../../src/virtualbmc/sim.js';
@@ -98,7 +99,7 @@ test('a host reporting its UUID byte-swapped is discovered, recorded and boots a
         });
         assert.equal(server.spec.systemUUID, redfishForm, 'the inventory keeps the BMC form');
         assert.equal(server.status?.smbiosUUIDAlias, hostForm, 'the host form is recorded');
-        const reg = server.status?.registration?.data as {
+        const reg = (await storedRegistration(s.client, server.metadata.name!)).payload as {
           systemInfo?: { systemInformation?: { uuid?: string } };
         };
         assert.equal(

@@ -66,7 +66,7 @@ describe('end to end with QEMU VMs', { timeout: 20 * 60_000 }, () => {
       const host = stack.hosts.find((h) => h.identity.uuid === srv.spec.systemUUID) as QemuHost | undefined;
       assert.ok(host, `a VM with UUID ${srv.spec.systemUUID}`);
       assert.equal(srv.status?.state, 'Available');
-      assert.ok(srv.status?.registration?.data, 'registration payload stored');
+      assert.ok(srv.status?.registration?.payload, 'registration payload stored (its ConfigMap named)');
       const macs = (srv.status?.networkInterfaces ?? []).map((n) => n.macAddress.toLowerCase());
       assert.ok(macs.includes(host.identity.macAddress), `MAC ${host.identity.macAddress} in ${macs}`);
       const mem = srv.status?.totalSystemMemory;

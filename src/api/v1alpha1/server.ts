@@ -1,8 +1,9 @@
 /**
  * Server: one bare-metal machine (a Redfish ComputerSystem), cluster scoped.
  *
- * Additions to upstream (all optional): `status.registration` (the probe agent's registration
- * payload, persisted so it survives restarts; upstream keeps it in memory) and `status.discovery`
+ * Additions to upstream (all optional): `status.registration` (a record of the probe agent's
+ * registration: when, from where, its digest and attempt; the whole payload, persisted so it
+ * survives restarts where upstream keeps it in memory, is in a ConfigMap the record names) and `status.discovery`
  * (the discovery attempt and its deadline, so bounded discovery survives manager restarts),
  * `spec.automatedCleaningMode` (metal3's BareMetalHost field and values: `metadata` | `disabled`),
  * the state `Cleaning` and `status.cleanup` (the cleanup boot run on release, bookkept like
@@ -264,12 +265,66 @@ export const ServerStatus = Type.Object(
                 'The source address the registry saw the registration come from. When it is not one of the addresses the payload reports, a NAT sits between host and signal servers and the boot server does not identify the host by those addresses (it pins boot files to their first client instead).',
             }),
           ),
-          data: Type.Unsafe<Record<string, unknown>>({
-            type: 'object',
-            'x-kubernetes-preserve-unknown-fields': true,
-            description:
-              'The probe agent registration payload as posted (upstream RegistrationPayload shape).',
-          }),
+          digest: Type.Optional(
+            Type.String({
+              maxLength: 64,
+              description:
+                "Hex sha256 of the payload's canonical JSON: a repeated identical registration is answered 200 changed=false.",
+            }),
+          ),
+          attempt: Type.Optional(
+            Int32({
+              description: 'The discovery attempt (its SBC spec.bootAttempt) whose probe registered.',
+            }),
+          ),
+          authenticated: Type.Optional(
+            Type.Boolean({
+              description: 'False for a registration without a token (--callback-auth=optional).',
+            }),
+          ),
+          bootConfigurationUID: Type.Optional(
+            Type.String({
+              maxLength: 64,
+              description:
+                "uid of that attempt's ServerBootConfiguration (a record of an earlier discovery never counts for a new one).",
+            }),
+          ),
+          payload: Type.Optional(
+            Type.Object(
+              {
+                namespace: Type.String({ maxLength: 63 }),
+                name: Type.String({ maxLength: 253 }),
+              },
+              {
+                description:
+                  'The ConfigMap holding the whole payload (key registration.json), owned by this Server.',
+              },
+            ),
+          ),
+          hardware: Type.Optional(
+            Type.Object(
+              {
+                networkInterfaces: Type.Optional(Type.Array(NetworkInterface, { maxItems: 64 })),
+                processors: Type.Optional(Type.Array(Processor, { maxItems: 16 })),
+                totalSystemMemory: Type.Optional(Quantity()),
+                storages: Type.Optional(Type.Array(Storage, { maxItems: 64 })),
+                sku: Type.Optional(Type.String()),
+                biosVersion: Type.Optional(Type.String()),
+              },
+              {
+                description:
+                  "The payload's hardware in upstream's status shape (processors per socket; lists capped), until discovery completes and copies it into the status fields of the same names.",
+              },
+            ),
+          ),
+          data: Type.Optional(
+            Type.Unsafe<Record<string, unknown>>({
+              type: 'object',
+              'x-kubernetes-preserve-unknown-fields': true,
+              description:
+                'Deprecated: the whole payload, as releases before the payload ConfigMap stored it; never written now.',
+            }),
+          ),
         },
         {
           description: 'Last registration of the probe agent, written by the registry before it answers 201.',

@@ -8,8 +8,11 @@
  *   attempt's power-on intent and `MachineIdentity`; then the network boot. While the SBC is merely
  *   pending nothing is written for {@link INITIAL_SILENT_WAIT_MS}.
  * - Discovery: the attempts through {@link ServerBootFlow} (`status.discovery`, condition
- *   `Discovered`). Done when `RegistrationReceived` counts for the current attempt and
- *   `status.registration` exists: hardware copied into the status, state Available, powered off.
+ *   `Discovered`). Done when the registry's record (`status.registration`) answers the current
+ *   attempt of the current SBC — the record is the signal, no SBC condition is written for it: the
+ *   record's hardware mapping copied into upstream's status fields and dropped from the record (the
+ *   Server carries it once), state Available, powered off. A record of an earlier release counts
+ *   with the SBC's `RegistrationReceived`, as then.
  *   After `--discovery-max-attempts` timed-out attempts: state Error, `Discovered=False
  *   DiscoveryAttemptsExhausted`.
  * A failed BMC read is the condition's reason (BMC failure classes, bmc-connections.ts) and a retry
@@ -22,6 +25,7 @@ import type { ServerBootConfiguration } from '../../api/v1alpha1/serverbootconfi
 import {
   BootSignal,
   ConditionType,
+  currentAttemptCondition,
   DISCOVERY_SIGNALS,
   DiscoveredReason,
   EventReason,
@@ -33,13 +37,13 @@ import {
   bmcNetworkInterfaces,
   nicInventoryCondition,
 } from '../../inventory/machine-identity.js';
+import { registrationAnswers, registrationRecord } from '../../inventory/registration-record.js';
 import type { Result } from '../../runtime/controller.js';
 import { Resources } from '../../runtime/resource.js';
 import { type BmcConnections, classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
 import { AttemptPhase } from '../boot-attempt/index.js';
 import { bootConfigurationReadiness, NOT_EVALUATED } from '../common/boot-configuration.js';
 import { applyOwnedCondition } from '../common/owned-conditions.js';
-import { hardwareFromRegistration } from './registration.js';
 import {
   type BootFlowSpec,
   type ServerBootBook,
@@ -59,7 +63,8 @@ export const DISCOVERY_FLOW: BootFlowSpec = {
   sbcName: discoveryBootConfigurationName,
   attemptKeyPrefix: 'd',
   settings: (cfg) => ({
-    completion: [BootSignal.RegistrationReceived],
+    // The registration record is the completion evidence (DiscoveryActions.run), not a condition.
+    completion: [],
     timeoutMs: cfg.discoveryTimeoutMs,
     netbootTimeoutMs: cfg.netbootTimeoutMs,
     maxAttempts: cfg.discoveryMaxAttempts,
@@ -194,7 +199,13 @@ export class DiscoveryActions {
     first?: { status: Record<string, unknown>; also?: ReturnType<typeof nicInventoryCondition> },
     observed?: PowerState,
   ): Promise<Result | undefined> {
-    const step = this.flow.decide(d, sbc, !!server.status?.registration);
+    const registered = registrationAnswers(
+      registrationRecord(server),
+      d.attempt,
+      sbc.metadata.uid,
+      !!currentAttemptCondition(sbc, BootSignal.RegistrationReceived),
+    );
+    const step = this.flow.decide(d, sbc, registered);
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
     if (step.phase === AttemptPhase.Exhausted) return this.flow.exhaust(server, step, sbc, log);
     return this.flow.advance(server, step, d, sbc, log, {
@@ -209,13 +220,15 @@ export class DiscoveryActions {
     d: ServerBootBook,
     log: pino.Logger,
   ): Promise<undefined> {
-    const hw = hardwareFromRegistration(server.status?.registration?.data);
+    const { hardware: hw = {}, data: _legacy, ...record } = registrationRecord(server) ?? { receivedAt: '' };
     return this.flow.complete(
       server,
       sbc,
       d,
       {
-        status: hw,
+        // The hardware moves from the record into upstream's fields: stored once. A record of an
+        // earlier release is left as stored (its payload is nowhere else).
+        status: { ...hw, ...(record.payload ? { registration: record } : {}) },
         book: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
         reason: DiscoveredReason.Registered,
         message: `registration received in attempt ${d.attempt}`,

@@ -1,18 +1,24 @@
 /**
- * The Server cache's registration projection (pure): the Server status mapping reads the same from
- * the projection as from the whole payload, for every agent dialect and for malformed parts; the
- * projection is smaller; the digest does not depend on key order, tells payloads apart that differ
- * outside the projection, and survives the projection.
+ * The registration's layout (pure): the payload ConfigMap's name, label and owner; the digest (key
+ * order does not matter, any difference does); which record answers which discovery attempt; the
+ * hardware mapping (one processor per socket, lists capped); and the Server cache's handling of a
+ * record of an earlier release that still carries the payload (cached as its hardware mapping, the
+ * same for every agent dialect).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
-import { hardwareFromRegistration } from '../../src/controllers/server/registration.js';
+import { HARDWARE_LIMITS, hardwareFromRegistration } from '../../src/inventory/registration-hardware.js';
 import {
-  isProjection,
+  REGISTRATION_PAYLOAD_KEY,
+  type RegistrationRecord,
+  registrationAnswers,
+  registrationConfigMap,
+  registrationConfigMapName,
   registrationDigest,
-  slimRegistration,
-} from '../../src/inventory/registration-cache.js';
+  registrationRecord,
+  SERVER_LABEL,
+} from '../../src/inventory/registration-record.js';
 import { cachedServer } from '../../src/inventory/server-index.js';
 import { registrationData } from '../../src/virtualbmc/sim.js';
 import { simIdentity } from '../../src/virtualbmc/sim-fleet.js';
@@ -123,40 +129,91 @@ const dialects: Record<string, () => Record<string, unknown>> = {
 };
 
 for (const [name, make] of Object.entries(dialects)) {
-  test(`registration projection (${name}): same Server status, digest of the whole payload`, () => {
+  test(`legacy record in the cache (${name}): its hardware mapping instead of the payload`, () => {
     const whole = make();
-    const slim = cachedServer(server(structuredClone(whole)));
-    const data = slim.status?.registration?.data;
-    assert.ok(isProjection(data), 'marked as a projection');
-    assert.deepEqual(hardwareFromRegistration(data), hardwareFromRegistration(whole));
-    assert.equal(registrationDigest(data), registrationDigest(whole));
-    assert.ok(JSON.stringify(data).length <= JSON.stringify(whole).length);
-    assert.equal(slim.status?.registration?.receivedAt, '2026-12-01T00:00:00Z');
-    assert.equal(slim.status?.registration?.clientAddress, '10.0.0.5');
-    assert.equal((slim.metadata as { managedFields?: unknown }).managedFields, undefined);
+    const cached = cachedServer(server(structuredClone(whole)));
+    const record = registrationRecord(cached)!;
+    assert.equal(record.data, undefined, 'the payload is not cached');
+    assert.deepEqual(record.hardware, hardwareFromRegistration(whole));
+    assert.equal(record.receivedAt, '2026-12-01T00:00:00Z');
+    assert.equal(record.clientAddress, '10.0.0.5');
+    assert.equal((cached.metadata as { managedFields?: unknown }).managedFields, undefined);
     // A second pass (an informer re-offering a cached object) keeps it as it is.
-    assert.equal(slimRegistration(slim).status?.registration?.data, data);
+    assert.deepEqual(registrationRecord(cachedServer(cached)), record);
   });
 }
 
-test('registration projection: what is not mapped is not cached', () => {
-  const whole = upstreamPayload();
-  const data = cachedServer(server(structuredClone(whole))).status?.registration?.data as Record<
-    string,
-    unknown
-  >;
-  assert.deepEqual(Object.keys(data).sort(), ['cpu', 'memory', 'networkInterfaces', 'storage', 'systemInfo']);
-  assert.deepEqual((data.cpu as Record<string, unknown>[])[0], {
-    id: 0,
-    vendor: 'GenuineIntel',
-    model: 'Xeon',
+test('hardware mapping: one processor per socket, lists capped', () => {
+  const p = upstreamPayload();
+  // Every logical CPU listed, as some agents do: 2 sockets of 32 threads.
+  p.cpu = Array.from({ length: 64 }, (_, i) => ({
+    id: i % 2,
     totalCores: 16,
     totalHardwareThreads: 32,
-  });
-  assert.ok(
-    JSON.stringify(data).length * 4 < JSON.stringify(whole).length,
-    'a quarter of the payload or less',
+    vendor: 'GenuineIntel',
+    model: 'Xeon',
+  }));
+  p.networkInterfaces = Array.from({ length: 100 }, (_, i) => ({
+    name: `eth${i}`,
+    macAddress: `52:54:00:00:00:${(i % 256).toString(16).padStart(2, '0')}`,
+  }));
+  p.storage = Array.from({ length: 100 }, (_, i) => ({ name: `sd${i}`, sizeBytes: 1024 }));
+  const hw = hardwareFromRegistration(p);
+  assert.deepEqual(
+    hw.processors?.map((c) => [c.id, c.totalCores, c.totalThreads]),
+    [
+      ['0', 16, 32],
+      ['1', 16, 32],
+    ],
   );
+  assert.equal(hw.networkInterfaces?.length, HARDWARE_LIMITS.networkInterfaces);
+  assert.equal(hw.storages?.length, HARDWARE_LIMITS.storages);
+  assert.equal(hw.sku, 'SKU-7');
+});
+
+test('payload ConfigMap: name (hashed when too long), label, owner, digest, payload', () => {
+  const s = server({});
+  s.metadata.uid = 'u-1';
+  const data = upstreamPayload();
+  const cm = registrationConfigMap(s, 'metal-system', data, registrationDigest(data)) as unknown as {
+    metadata: Required<Server['metadata']>;
+    data: Record<string, string>;
+  };
+  assert.equal(cm.metadata.name, 'registration-s');
+  assert.equal(cm.metadata.namespace, 'metal-system');
+  assert.deepEqual(cm.metadata.labels, { [SERVER_LABEL]: 's' });
+  assert.deepEqual(cm.metadata.ownerReferences, [
+    { apiVersion: 'metal.ironcore.dev/v1alpha1', kind: 'Server', name: 's', uid: 'u-1' },
+  ]);
+  assert.deepEqual(JSON.parse(cm.data[REGISTRATION_PAYLOAD_KEY]!), data);
+  const long = `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.${'d'.repeat(60)}`;
+  const hashed = registrationConfigMapName(long);
+  assert.match(hashed, /^registration-[0-9a-f]{40}$/);
+  assert.notEqual(hashed, registrationConfigMapName(`${long}x`));
+  assert.equal(registrationConfigMapName('x'.repeat(240)), `registration-${'x'.repeat(240)}`);
+  const ls = structuredClone(s);
+  ls.metadata.name = long;
+  const label = registrationConfigMap(ls, 'n', {}, 'd').metadata.labels?.[SERVER_LABEL] ?? '';
+  assert.ok(label.length <= 63 && label !== long, 'a long name is labelled by its hash');
+});
+
+test('which record answers which discovery attempt', () => {
+  const r = (x: Partial<RegistrationRecord>): RegistrationRecord => ({ receivedAt: 't', ...x });
+  const rows: [RegistrationRecord | undefined, number, string | undefined, boolean, boolean][] = [
+    [undefined, 1, 'u', true, false],
+    [r({ attempt: 1, bootConfigurationUID: 'u' }), 1, 'u', false, true],
+    [r({ attempt: 1, bootConfigurationUID: 'u' }), 2, 'u', true, false], // an earlier attempt
+    [r({ attempt: 1, bootConfigurationUID: 'old' }), 1, 'u', true, false], // an earlier discovery
+    [r({ attempt: 2 }), 2, 'u', false, true], // unauthenticated: no SBC uid known
+    [r({ data: {} }), 1, 'u', true, true], // earlier release: the SBC's signal decides
+    [r({ data: {} }), 1, 'u', false, false],
+  ];
+  for (const [rec, attempt, uid, legacy, want] of rows)
+    assert.equal(
+      registrationAnswers(rec, attempt, uid, legacy),
+      want,
+      JSON.stringify([rec, attempt, uid, legacy]),
+    );
 });
 
 test('registration digest: key order does not matter, any difference does', () => {
@@ -173,16 +230,12 @@ test('registration digest: key order does not matter, any difference does', () =
         : v;
   assert.equal(registrationDigest(reversed(a)), registrationDigest(a));
   const b = upstreamPayload();
-  (b.pciDevices as Record<string, unknown>[])[29]!.vendor = 'AMD'; // outside the projection
+  (b.pciDevices as Record<string, unknown>[])[29]!.vendor = 'AMD'; // outside the hardware mapping
   assert.notEqual(registrationDigest(b), registrationDigest(a));
   const c = upstreamPayload();
   (c.cpu as unknown[]).reverse(); // array order is data
   assert.notEqual(registrationDigest(c), registrationDigest(a));
   assert.notEqual(registrationDigest({ x: '1' }), registrationDigest({ x: 1 }));
-  const slimA = cachedServer(server(structuredClone(a))).status?.registration?.data;
-  const slimB = cachedServer(server(structuredClone(b))).status?.registration?.data;
-  assert.deepEqual(slimA, slimB, 'equal projections ...');
-  assert.notEqual(registrationDigest(slimA), registrationDigest(slimB), '... of different payloads');
 });
 
 test('a Server without registration passes unchanged', () => {
