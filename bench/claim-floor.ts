@@ -12,6 +12,7 @@
  * controllers (test/controllers/claim-writes.test.ts pins theirs).
  *
  * Usage: node dist/bench/claim-floor.js [--servers 1000] [--runs 3] [--concurrency 64] [--set fleet]
+ *        [--payload-kib 0]
  */
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -22,12 +23,19 @@ import type { ServerClaim } from '../src/api/v1alpha1/serverclaim.js';
 import { BOOTSERVER_COMPONENT } from '../src/bootserver/server.js';
 import { CONTROLLER_COMPONENT } from '../src/controllers/common/owned-conditions.js';
 import { CLAIM_FINALIZER } from '../src/controllers/serverclaim/serverclaim.js';
+import { hardwareFromRegistration } from '../src/inventory/registration-hardware.js';
+import {
+  type RegistrationRecord,
+  registrationConfigMapName,
+  registrationDigest,
+} from '../src/inventory/registration-record.js';
 import { ControlPlane, waitFor } from '../src/localstack/control-plane.js';
 import { OS_IMAGE } from '../src/localstack/vm-artefacts.js';
 import { REGISTRY_COMPONENT } from '../src/registry/server.js';
 import { KubeClient } from '../src/runtime/client.js';
 import { Informer } from '../src/runtime/informer.js';
 import { type KObject, Resources } from '../src/runtime/resource.js';
+import { metalprobeLikePayload } from '../src/virtualbmc/probe-payload.js';
 import { registrationData } from '../src/virtualbmc/sim.js';
 import { simIdentity } from '../src/virtualbmc/sim-fleet.js';
 import { discoveredStatus, NS, runTime, server } from './fleet-objects.js';
@@ -39,8 +47,21 @@ const o = new Command('claim-floor')
   .option('--concurrency <n>', 'servers whose sequences run at a time', (v) => Number(v), 64)
   .option('--set <set>', 'request set: fleet (16 per server) or trace (19)', 'fleet')
   .option('--settle-seconds <n>', 'quiet time after setup and after each reset', (v) => Number(v), 5)
+  .option(
+    '--payload-kib <n>',
+    "the Servers' upstream fields mapped from a metalprobe-like payload of ~n KiB (0: the sim host's)",
+    (v) => Number(v),
+    0,
+  )
   .parse()
-  .opts<{ servers: number; runs: number; concurrency: number; set: string; settleSeconds: number }>();
+  .opts<{
+    servers: number;
+    runs: number;
+    concurrency: number;
+    set: string;
+    settleSeconds: number;
+    payloadKib: number;
+  }>();
 if (o.set !== 'trace' && o.set !== 'fleet') throw new Error(`--set must be fleet or trace, not ${o.set}`);
 const FULL = o.set === 'trace';
 const REQUESTS_PER_SERVER = FULL ? 19 : 16;
@@ -491,24 +512,39 @@ async function main(): Promise<void> {
       delete s.spec.bootConfigurationRef;
       s.spec.power = 'Off';
       await client.create(Resources.Server, s);
+      // As discovery leaves it (inventory/registration-record.ts): upstream's fields from the
+      // payload's mapping and the registry's small record; the payload itself is in a ConfigMap the
+      // claim phase never touches, so none is made here.
+      const data =
+        o.payloadKib > 0
+          ? metalprobeLikePayload(registrationData(ids[i]!), ids[i]!, o.payloadKib)
+          : registrationData(ids[i]!);
       await client.mergePatch(
         Resources.Server,
         serverName(i),
         undefined,
-        { status: discoveredStatus(ids[i]!, 0, { state: 'Available', powerState: 'Off' }) },
+        {
+          status: {
+            ...discoveredStatus(ids[i]!, 0, { state: 'Available', powerState: 'Off' }),
+            ...hardwareFromRegistration(data),
+          },
+        },
         { subresource: 'status' },
       );
+      const record: RegistrationRecord = {
+        receivedAt: runTime(0),
+        clientAddress: '127.0.0.1',
+        digest: registrationDigest(data),
+        authenticated: true,
+        attempt: 1,
+        bootConfigurationUID: '00000000-0000-4000-8000-000000000000',
+        payload: { namespace: NS, name: registrationConfigMapName(serverName(i)) },
+      };
       await registry.jsonPatch(
         Resources.Server,
         serverName(i),
         undefined,
-        [
-          {
-            op: 'add',
-            path: '/status/registration',
-            value: { receivedAt: runTime(0), clientAddress: '127.0.0.1', data: registrationData(ids[i]!) },
-          },
-        ],
+        [{ op: 'add', path: '/status/registration', value: record }],
         { subresource: 'status' },
       );
     });

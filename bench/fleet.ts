@@ -16,7 +16,7 @@
  * behind Service stand-ins (src/localstack/signal-replicas.ts), as deployed; requests per server then
  * add up the manager's and every replica's requests, and the replicas' RSS is printed too.
  *
- * After each point, unless `--no-floor`, it runs `bench/claim-floor.ts` for the same N and runs (the
+ * After each point, unless `--no-floor`, it runs `bench/claim-floor.ts` for the same N, runs and payload (the
  * claim phase's request set sent with no controller, on a fresh control plane of its own) and prints
  * claims → all Booted over that floor, both medians of the same sitting: how far the controllers are
  * from what the requests alone cost kube-apiserver on this machine right now.
@@ -390,7 +390,8 @@ interface FloorRun {
  */
 async function claimFloor(n: number, runs: number): Promise<FloorRun[]> {
   const script = join(dirname(fileURLToPath(import.meta.url)), 'claim-floor.js');
-  const child = spawn(process.execPath, [script, '--servers', String(n), '--runs', String(runs)], {
+  const args = ['--servers', String(n), '--runs', String(runs), '--payload-kib', String(o.payloadKib)];
+  const child = spawn(process.execPath, [script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
