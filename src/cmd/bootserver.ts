@@ -46,6 +46,10 @@ const cmd = addSignalProcessOptions(
     'none',
   )
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
+  .option(
+    '--no-prebuild-uki',
+    "build an HTTP-boot attempt's UKI on the firmware's first request, not when its boot configuration turns Ready",
+  )
   .parse();
 const o = cmd.opts<
   SignalProcessFlags & {
@@ -57,6 +61,7 @@ const o = cmd.opts<
     scriptClientIdentity: 'known-address' | 'first-address';
     clientMacSource: string;
     injectBootstate: boolean;
+    prebuildUki: boolean;
   }
 >();
 const log = newLogger('bootserver');
@@ -105,6 +110,7 @@ const stack = await startSignalStack({
     scriptClientIdentity: o.scriptClientIdentity,
     clientMacSource: parseAddressSource(o.clientMacSource),
     injectBootstateUnit: o.injectBootstate,
+    prebuildUki: o.prebuildUki,
     ignition: oci.ignition,
     oci: { images: oci.images, cache: oci.cache },
   },
