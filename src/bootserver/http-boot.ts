@@ -25,6 +25,7 @@
  * bound, another replica's event, a UUID asked in its byte-swapped form) builds it as before.
  */
 import { createReadStream } from 'node:fs';
+import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
@@ -159,10 +160,11 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
         );
         o.prebuilt?.served(sbc);
       }
-      return reply
-        .type('application/efi')
-        .header('content-length', String(size))
-        .send(createReadStream(file));
+      reply.type('application/efi').header('content-length', String(size));
+      // HEAD (Fastify's route of the GET): an empty stream. Fastify reads a HEAD's stream to its end
+      // and discards it, which for the file is the whole UKI, tens of MiB per HEAD (OVMF sends one
+      // before every GET); no payload at all would make it answer `content-length: 0`.
+      return reply.send(req.method === 'HEAD' ? Readable.from([]) : createReadStream(file));
     },
   );
 }

@@ -3,8 +3,8 @@
  * signal servers in-process and real objcopy builds:
  * - which SBCs qualify (pure table: Ready, HTTP boot, not provisioned, not being deleted);
  * - an HTTP-boot SBC turning Ready has its UKI built before any request (`metal_uki_builds_total`
- *   moved with no request made), a PXE SBC seeded before it got none, and the first GET is served
- *   from the prebuilt file (no build on request);
+ *   moved with no request made), a PXE SBC seeded before it got none, and the first HEAD and GET
+ *   are served from the prebuilt file (no build on request; HEAD tells the file's size);
  * - an attempt change discards the old attempt's file (its token) and prebuilds the new one; the
  *   SBC's deletion discards that one too.
  * Client addresses are distinct loopback addresses (127.0.0.0/8 is all local on Linux).
@@ -95,8 +95,19 @@ describe('UKI prebuild against the API server', () => {
       'one build, for the HTTP-boot SBC, before any request',
     );
     assert.equal(await metric('metal_uki_prebuilds_held'), 1);
-    const res = await getFrom(`${fx.stack.bootUrl}/httpboot/${s.uuid}/1/uki.efi`, `${net}.1.2`);
+    const url = `${fx.stack.bootUrl}/httpboot/${s.uuid}/1/uki.efi`;
+    // As OVMF does: HEAD for the size first (the headers alone, the file is not read), then GET.
+    const head = await getFrom(url, `${net}.1.2`, {}, 'HEAD');
+    assert.equal(head.status, 200, head.text);
+    assert.equal(head.text, '');
+    const res = await getFrom(url, `${net}.1.2`);
     assert.equal(res.status, 200, res.text.slice(0, 200));
+    assert.equal(Buffer.byteLength(res.text, 'latin1') > 0, true);
+    assert.equal(
+      Number(head.headers['content-length']),
+      Number(res.headers['content-length']),
+      'HEAD tells the size',
+    );
     assert.equal(res.text.slice(0, 2), 'MZ');
     assert.ok(res.text.includes(`metal.token=${s.token}`), 'the attempt token in the command line');
     assert.equal((await metric('metal_uki_builds_total')) - builds0, 1, 'the first request built nothing');
