@@ -223,7 +223,8 @@ export class UkiPrebuilder {
     const [namespace, name] = [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)];
     const sbc = this.src.sbcs.get(name, namespace);
     const want = sbc && prebuildAttempt(sbc);
-    if (!sbc || !want || !('attempt' in want) || want.attempt !== r.attempt) return; // changed meanwhile
+    // Changed meanwhile (its event replaced this record already, or will find none and start anew).
+    if (!sbc || !want || !('attempt' in want) || want.attempt !== r.attempt) return this.forget(key, r);
     const server = this.src.servers.get(sbc.spec.serverRef?.name ?? '');
     const ref = server?.spec.bootConfigurationRef;
     const uuid = canonicalSystemUUID(server?.spec.systemUUID);
