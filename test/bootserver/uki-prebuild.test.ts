@@ -6,13 +6,18 @@
  *   moved with no request made), a PXE SBC seeded before it got none, and the first HEAD and GET
  *   are served from the prebuilt file (no build on request; HEAD tells the file's size);
  * - an attempt change discards the old attempt's file (its token) and prebuilds the new one; the
- *   SBC's deletion discards that one too.
+ *   SBC's deletion discards that one too;
+ * - a request while the prebuild runs (objcopy delayed by a second) joins it: one build; beyond
+ *   `maxHeld` an SBC is not prebuilt (`bound`), left to the request.
  * Client addresses are distinct loopback addresses (127.0.0.0/8 is all local on Linux).
  */
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { Registry } from 'prom-client';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import { ukiInputFor } from '../../src/bootserver/http-boot.js';
 import { DEFAULT_EFI_STUB, UkiBuilder } from '../../src/bootserver/uki.js';
@@ -114,11 +119,10 @@ describe('UKI prebuild against the API server', () => {
     assert.equal(await metric('metal_uki_prebuilds_held'), 0, 'served: no longer held');
   });
 
-  it("an attempt change discards the old attempt's prebuilt UKI and prebuilds the new one; deletion discards it", {
-    skip: noStub,
-  }, async () => {
+  /** A prebuilder of its own over the stack's caches, with its own builder (objcopy `objcopy`). */
+  const ownPrebuilder = (opts: { objcopy?: string; maxHeld?: number } = {}) => {
     const { sources } = fx.stack;
-    const uki = new UkiBuilder();
+    const uki = new UkiBuilder({ objcopy: opts.objcopy });
     const resolver = new BootTargetResolver(sources);
     const catalog = testCatalog();
     const inputs = {
@@ -126,14 +130,29 @@ describe('UKI prebuild against the API server', () => {
       baseUrl: () => 'http://127.0.0.1:1',
       registryUrl: 'http://127.0.0.1:2',
     };
-    const pre = new UkiPrebuilder({
-      sbcs: sources.sbcs,
-      servers: sources.servers,
-      uki,
-      token: (sbc, uuid, server) => resolver.targetFor(uuid, server, sbc).callback?.token,
-      inputFor: (sbc, uuid, token) => ukiInputFor(inputs, sbc, uuid, token),
-      log: newLogger('test-prebuild', { level: process.env.LOG_LEVEL ?? 'warn' }),
-    });
+    const metrics = new Registry();
+    const inputFor = (sbc: ServerBootConfiguration, uuid: string, token: string) =>
+      ukiInputFor(inputs, sbc, uuid, token);
+    const pre = new UkiPrebuilder(
+      {
+        sbcs: sources.sbcs,
+        servers: sources.servers,
+        uki,
+        token: (sbc, uuid, server) => resolver.targetFor(uuid, server, sbc).callback?.token,
+        inputFor,
+        log: newLogger('test-prebuild', { level: process.env.LOG_LEVEL ?? 'warn' }),
+        metrics,
+      },
+      { maxHeld: opts.maxHeld },
+    );
+    return { pre, uki, resolver, inputFor, metrics };
+  };
+
+  it("an attempt change discards the old attempt's prebuilt UKI and prebuilds the new one; deletion discards it", {
+    skip: noStub,
+  }, async () => {
+    const { sources } = fx.stack;
+    const { pre, uki } = ownPrebuilder();
     pre.start();
     try {
       const s = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim', bootMethod: 'HTTPBoot' });
@@ -165,6 +184,46 @@ describe('UKI prebuild against the API server', () => {
     } finally {
       pre.close();
       uki.close();
+    }
+  });
+
+  it('a request during the prebuild waits for it: one build; beyond maxHeld an SBC is left to the request', {
+    skip: noStub,
+  }, async () => {
+    const { sources } = fx.stack;
+    // Real objcopy, a second late: the prebuild is still running when the "request" comes.
+    const dir = mkdtempSync(join(tmpdir(), 'uki-slow-'));
+    const slow = join(dir, 'objcopy');
+    writeFileSync(slow, '#!/bin/sh\nsleep 1\nexec objcopy "$@"\n', { mode: 0o755 });
+    const { pre, uki, resolver, inputFor, metrics } = ownPrebuilder({ objcopy: slow, maxHeld: 1 });
+    pre.start();
+    try {
+      const a = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim', bootMethod: 'HTTPBoot' });
+      await waitCached(fx.stack, a);
+      const sbcA = sources.sbcs.get(a.sbc.metadata.name!, a.sbc.metadata.namespace)!;
+      await waitFor('the prebuild running', 10_000, () => pre.stateOf(sbcA)?.state === 'building');
+      const target = resolver.targetFor(a.uuid, sources.servers.get(a.server.metadata.name!)!, sbcA);
+      const { input } = await inputFor(sbcA, a.uuid, target.callback!.token);
+      assert.equal(uki.state(input), 'building', 'the request comes while the prebuild runs');
+      const lease = await uki.lease(input); // what the route does
+      lease.release();
+      assert.equal(uki.builds, 1, 'the request joined the prebuild');
+      assert.equal(pre.stateOf(sbcA)?.state, 'held');
+      assert.equal(pre.stateOf(sbcA)?.path, lease.path);
+
+      const b = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim', bootMethod: 'HTTPBoot' });
+      await waitCached(fx.stack, b);
+      const bound = async () =>
+        ((await metrics.getSingleMetric('metal_uki_prebuilds_total')?.get())?.values ?? [])
+          .filter((v) => v.labels.result === 'bound')
+          .reduce((n, v) => n + v.value, 0);
+      await waitFor('the held bound refusing B', 10_000, async () => (await bound()) >= 1);
+      assert.equal(uki.builds, 1, 'nothing built for B');
+      assert.equal(pre.stateOf(sources.sbcs.get(b.sbc.metadata.name!, b.sbc.metadata.namespace)!), undefined);
+    } finally {
+      pre.close();
+      uki.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
