@@ -20,8 +20,12 @@
  * - 503 + `Retry-After` while the configuration is not Ready or is being rotated,
  *   `AwaitingPowerOn` while the power-on of the attempt is not recorded, and `BootFileBusy` while
  *   the UKI builds are at their bound (uki.ts, security review N7).
+ * The UKI is normally prebuilt when the SBC turned Ready (uki-prebuild.ts), so the first request
+ * is answered from disk; a request during the prebuild waits for it, one the prebuild missed (its
+ * bound, another replica's event, a UUID asked in its byte-swapped form) builds it as before.
  */
 import { createReadStream } from 'node:fs';
+import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
 import { BootSignal, ConditionType, countsForCurrentAttempt, SignalReason } from '../api/vocabulary.js';
@@ -40,7 +44,7 @@ import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
 import { attemptKernelArgs } from './ipxe-script.js';
-import { type UkiBuilder, UkiBusy, type UkiLease } from './uki.js';
+import { type UkiBuilder, UkiBusy, type UkiInput, type UkiLease } from './uki.js';
 
 export interface HttpBootRouteOptions {
   client: SignalServerOptions['client'];
@@ -62,6 +66,8 @@ export interface HttpBootRouteOptions {
   parseUUID: (raw: unknown) => string;
   /** OCI images: kernel and initrd layers of the attempt's resolved image come through the blob cache. */
   oci?: { images: BootImages; cache: BlobCache } | undefined;
+  /** The prebuilds (uki-prebuild.ts), told when a GET served an attempt's file so it stops holding it. */
+  prebuilt?: { served(sbc: ServerBootConfiguration): void } | undefined;
 }
 
 const REGISTRY_RETRY_AFTER_S = 5;
@@ -129,7 +135,7 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
       pinCheck?.(sbc);
       await o.intents.require(sbc, target.server);
-      const { image, lease } = await buildUki(o, sbc, uuid, attempt, token, log);
+      const { image, lease } = await buildUki(o, sbc, uuid, token, log);
       // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
       reply.raw.once('close', lease.release);
       const file = lease.path;
@@ -152,11 +158,13 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
           { sbc: sbc.metadata.name, attempt, image: image.name, bytes: size },
           'HTTP boot file served',
         );
+        o.prebuilt?.served(sbc);
       }
-      return reply
-        .type('application/efi')
-        .header('content-length', String(size))
-        .send(createReadStream(file));
+      reply.type('application/efi').header('content-length', String(size));
+      // HEAD (Fastify's route of the GET): an empty stream. Fastify reads a HEAD's stream to its end
+      // and discards it, which for the file is the whole UKI, tens of MiB per HEAD (OVMF sends one
+      // before every GET); no payload at all would make it answer `content-length: 0`.
+      return reply.send(req.method === 'HEAD' ? Readable.from([]) : createReadStream(file));
     },
   );
 }
@@ -217,18 +225,26 @@ function httpBootAttempt(
   return { sbc, token: target.callback.token, attempt };
 }
 
+/** What the attempt's UKI is built from, and the image it boots (see {@link ukiInputFor}). */
+export interface AttemptUki {
+  image: ReturnType<typeof bootImageFor>;
+  input: UkiInput;
+}
+
 /**
- * The attempt's UKI, leased from the builder: 503 `BootFileBusy` + `Retry-After` while the builds
- * are at their bound, 503 when the build failed; the errors of {@link localBootFiles}.
+ * The UKI input of `sbc`'s current attempt for the canonical `uuid` and the attempt's `token`: the
+ * same for the route and the prebuild (uki-prebuild.ts), so both name one builder entry and a
+ * request waits for a prebuild in progress instead of starting a second build. Throws HttpError
+ * 503 + `Retry-After` while the image is neither in the catalog nor resolved for this attempt,
+ * and the errors of {@link localBootFiles}.
  */
-async function buildUki(
-  o: HttpBootRouteOptions,
+export async function ukiInputFor(
+  o: Pick<HttpBootRouteOptions, 'catalog' | 'baseUrl' | 'registryUrl' | 'oci'>,
   sbc: ServerBootConfiguration,
   uuid: string,
-  attempt: number,
   token: string,
-  log: Logger,
-): Promise<{ image: ReturnType<typeof bootImageFor>; lease: UkiLease }> {
+): Promise<AttemptUki> {
+  const attempt = sbc.spec.bootAttempt ?? 1;
   // Catalog entry or the OCI image resolved for this attempt (503 while unresolved), as iPXE boots.
   const image = bootImageFor(o.catalog(), sbc, uuid, o.baseUrl(), token);
   const { kernel, initrd } = await localBootFiles(o, sbc, image.kernel, image.initrd);
@@ -240,8 +256,24 @@ async function buildUki(
     bootServerUrl: o.baseUrl(),
     registryUrl: o.registryUrl,
   }).join(' ');
+  return { image, input: { kernel, initrd, cmdline } };
+}
+
+/**
+ * The attempt's UKI, leased from the builder (prebuilt when its SBC turned Ready, uki-prebuild.ts;
+ * else built now): 503 `BootFileBusy` + `Retry-After` while the builds are at their bound, 503
+ * when the build failed; the errors of {@link ukiInputFor}.
+ */
+async function buildUki(
+  o: HttpBootRouteOptions,
+  sbc: ServerBootConfiguration,
+  uuid: string,
+  token: string,
+  log: Logger,
+): Promise<{ image: ReturnType<typeof bootImageFor>; lease: UkiLease }> {
+  const { image, input } = await ukiInputFor(o, sbc, uuid, token);
   try {
-    return { image, lease: await o.uki.lease({ kernel, initrd, cmdline }) };
+    return { image, lease: await o.uki.lease(input) };
   } catch (err) {
     if (err instanceof UkiBusy) {
       log.warn({ err: err.message }, 'UKI builds busy: retry later');

@@ -31,7 +31,8 @@
  *   config (see {@link callbackOnlyIgnition}); with the hook disabled there is nothing to serve:
  *   404 `NoIgnitionConfigured`.
  * - `GET /images/{name}/kernel|initrd` → files of images whose catalog entry is a local path.
- * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts).
+ * - `GET /httpboot/{uuid}/{attempt}/uki.efi` → the attempt's UKI for UEFI HTTP boot (http-boot.ts),
+ *   prebuilt when its SBC turns Ready (uki-prebuild.ts; `prebuildUki`).
  * - `GET /oci/{uuid}/{attempt}/{layer}` → layers of the attempt's OCI image (blob-route.ts).
  * - `GET /vmedia/{uuid}/{attempt}/{capability}/boot.iso` → the attempt's virtual-media ISO, fetched
  *   by the BMC (vmedia-route.ts).
@@ -61,11 +62,12 @@ import { LiveBootConfigurationCheck } from './attempt-in-progress.js';
 import { registerBlobRoute } from './blob-route.js';
 import { ClientIdentity, type ClientIdentityMode } from './client-identity.js';
 import { FetchRefusals, recordFetchRefusals } from './fetch-refusal.js';
-import { registerHttpBootRoute } from './http-boot.js';
+import { registerHttpBootRoute, ukiInputFor } from './http-boot.js';
 import { registerIgnitionRoute } from './ignition-route.js';
 import { registerImageRoute } from './image-route.js';
 import { registerIpxeRoutes } from './ipxe-route.js';
 import { UkiBuilder } from './uki.js';
+import { UkiPrebuilder, type UkiPrebuildOptions } from './uki-prebuild.js';
 import { VirtualMediaIsoBuilder } from './vmedia-iso.js';
 import { registerVirtualMediaRoute } from './vmedia-route.js';
 
@@ -103,6 +105,11 @@ export interface BootServerOptions extends SignalServerOptions {
   ignition?: IgnitionRenderer;
   /** OCI images: registry access and the blob cache behind `/oci/...` (blob-route.ts); none = catalog only. */
   oci?: { images: BootImages; cache: BlobCache };
+  /**
+   * Build an HTTP-boot attempt's UKI when its SBC turns Ready (uki-prebuild.ts, with these bounds),
+   * not on the firmware's first request (default true; false: on request only, as before).
+   */
+  prebuildUki?: boolean | UkiPrebuildOptions;
 }
 
 /** Field-manager prefix of the boot server's condition writes. */
@@ -116,19 +123,22 @@ export async function startBootServer(opts: BootServerOptions): Promise<RunningS
   let baseUrl = opts.externalUrl ?? '';
   const builders = registerBootRoutes(base, opts, () => baseUrl);
   const running = await listenSignalServer(base, opts, () => {
+    builders.prebuilt?.close();
     builders.iso.close();
     builders.uki.close();
   });
   baseUrl ||= running.url;
+  // Only now: the command lines of prebuilt UKIs carry the URL the server listens on.
+  builders.prebuilt?.start();
   return running;
 }
 
 /** Registers every route of the boot server on `base.app`; returns the builders to close on stop. */
 function registerBootRoutes(
-  { app, resolver }: SignalServerBase,
+  { app, resolver, metrics }: SignalServerBase,
   opts: BootServerOptions,
   baseUrl: () => string,
-): { uki: UkiBuilder; iso: VirtualMediaIsoBuilder } {
+): { uki: UkiBuilder; iso: VirtualMediaIsoBuilder; prebuilt: UkiPrebuilder | undefined } {
   const intents = new PowerIntentGate(opts.client, opts.claims);
   const pin = opts.pinScriptClient ?? true;
   const identity = new ClientIdentity(
@@ -155,10 +165,36 @@ function registerBootRoutes(
     inject: opts.injectBootstateUnit ?? true,
   });
   registerImageRoute(app, opts.catalog);
-  const uki = new UkiBuilder();
-  registerHttpBootRoute(app, { ...common, uki, intents, identity, pin, baseUrl, parseUUID, oci: opts.oci });
+  const uki = new UkiBuilder({ metrics });
+  const inputs = { catalog: opts.catalog, baseUrl, registryUrl: opts.registryUrl, oci: opts.oci };
+  const prebuild = opts.prebuildUki ?? true;
+  const prebuilt = prebuild
+    ? new UkiPrebuilder(
+        {
+          sbcs: opts.sbcs,
+          servers: opts.servers,
+          uki,
+          token: (sbc, uuid, server) => resolver.targetFor(uuid, server, sbc).callback?.token,
+          inputFor: (sbc, uuid, token) => ukiInputFor(inputs, sbc, uuid, token),
+          log: opts.log.child({ component: 'uki-prebuild' }),
+          metrics,
+        },
+        prebuild === true ? {} : prebuild,
+      )
+    : undefined;
+  registerHttpBootRoute(app, {
+    ...common,
+    uki,
+    intents,
+    identity,
+    pin,
+    baseUrl,
+    parseUUID,
+    oci: opts.oci,
+    prebuilt,
+  });
   if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
   const iso = new VirtualMediaIsoBuilder(uki);
   registerVirtualMediaRoute(app, { ...common, iso, baseUrl, parseUUID, oci: opts.oci });
-  return { uki, iso };
+  return { uki, iso, prebuilt };
 }

@@ -13,7 +13,11 @@
  * - the folder: at most `maxEntries` files and `maxBytes` bytes, least recently used removed first,
  *   but never a file under a lease ({@link UkiBuilder.lease}: the route holds one until the response
  *   ended), so a file handed out is never deleted before it was sent; when only leased files are
- *   left and a build would exceed `maxBytes`, {@link UkiBusy} too.
+ *   left and a build would exceed `maxBytes`, {@link UkiBusy} too;
+ * - a file's life: {@link UkiBuilder.discard} removes the UKI of inputs that will not be served
+ *   again (an attempt changed, its SBC deleted: uki-prebuild.ts) at once, or when its last lease ends.
+ * Every objcopy run is counted in `metal_uki_builds_total` of `metrics` (when given) and in
+ * {@link UkiBuilder.builds}, so a test or benchmark can tell a prebuilt file from one built on request.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -22,6 +26,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Counter, type Registry } from 'prom-client';
 
 const run = promisify(execFile);
 
@@ -50,6 +55,23 @@ export interface UkiBuilderOptions {
   maxBuilds?: number;
   /** Builds waiting for a slot (default 8). */
   maxQueued?: number;
+  /** Where `metal_uki_builds_total` (objcopy runs started) is registered; none: {@link UkiBuilder.builds} only. */
+  metrics?: Registry;
+}
+
+const buildCounters = new WeakMap<Registry, Counter>();
+function buildCounter(registry: Registry | undefined): Counter | undefined {
+  if (!registry) return undefined;
+  let c = buildCounters.get(registry);
+  if (!c) {
+    c = new Counter({
+      name: 'metal_uki_builds_total',
+      help: 'UKI builds (objcopy runs) started, prebuilds and builds on request alike.',
+      registers: [registry],
+    });
+    buildCounters.set(registry, c);
+  }
+  return c;
 }
 
 /** Thrown when no build can start now (queue full, cache full of leased files): retry later. */
@@ -69,6 +91,8 @@ interface Entry {
   bytes: number;
   refs: number;
   done: boolean;
+  /** Removed when built and no longer leased ({@link UkiBuilder.discard}). */
+  discard?: boolean;
 }
 
 const MiB = 1024 * 1024;
@@ -116,8 +140,13 @@ export class UkiBuilder {
   private total = 0;
   private running = 0;
   private readonly waiting: (() => void)[] = [];
+  private readonly counter: Counter | undefined;
+  /** objcopy runs started since construction. */
+  builds = 0;
 
-  constructor(private readonly opts: UkiBuilderOptions = {}) {}
+  constructor(private readonly opts: UkiBuilderOptions = {}) {
+    this.counter = buildCounter(opts.metrics);
+  }
 
   /**
    * The UKI for `input` under a lease: built on first request (queued behind `maxBuilds` others),
@@ -146,6 +175,7 @@ export class UkiBuilder {
           entry.bytes = statSync(f).size;
           this.total += entry.bytes;
           this.evict(0);
+          if (entry.discard && entry.refs === 0) this.remove(key, entry);
           return f;
         },
         (err: unknown) => {
@@ -163,6 +193,7 @@ export class UkiBuilder {
       if (released) return;
       released = true;
       entry.refs--;
+      if (entry.discard && entry.refs === 0 && entry.done) this.remove(key, entry);
       this.evict(0);
     };
     try {
@@ -182,6 +213,39 @@ export class UkiBuilder {
     const l = await this.lease(input);
     l.release();
     return l.path;
+  }
+
+  /**
+   * Whether the UKI of `input` is kept: `built` (on disk), `building`, or `undefined` (not kept, or its
+   * kernel or initrd is gone). Reads no file but the inputs' metadata.
+   */
+  state(input: UkiInput): 'built' | 'building' | undefined {
+    let key: string;
+    try {
+      key = this.key(input);
+    } catch {
+      return undefined;
+    }
+    const e = this.built.get(key);
+    return e ? (e.done ? 'built' : 'building') : undefined;
+  }
+
+  /**
+   * Removes the UKI of `input` (it carries a token that is no longer served): at once when nobody
+   * leases it, else when its last lease is released; a build in progress is removed when it ends
+   * unleased. A later {@link lease} of the same input builds it again. Unknown inputs: nothing.
+   */
+  discard(input: UkiInput): void {
+    let key: string;
+    try {
+      key = this.key(input);
+    } catch {
+      return; // kernel or initrd gone: the key (and so the entry) cannot be named; LRU removes it
+    }
+    const e = this.built.get(key);
+    if (!e) return;
+    e.discard = true;
+    if (e.done && e.refs === 0) this.remove(key, e);
   }
 
   /** Bytes of UKIs kept. */
@@ -221,6 +285,8 @@ export class UkiBuilder {
 
   private build(i: UkiInput, key: string): Promise<string> {
     return this.slot(async () => {
+      this.builds++;
+      this.counter?.inc();
       const out = path.join(this.dir, `${key}.efi`);
       const cmdline = path.join(this.dir, `${key}.cmdline`);
       const osrel = path.join(this.dir, 'os-release');
@@ -250,9 +316,15 @@ export class UkiBuilder {
     for (const [key, e] of [...this.built]) {
       if (this.built.size <= maxEntries && this.total + need <= maxBytes) return;
       if (!e.done || e.refs > 0) continue;
-      this.built.delete(key);
-      this.total -= e.bytes;
-      void e.file.then((f) => fs.rm(f, { force: true })).catch(() => undefined);
+      this.remove(key, e);
     }
+  }
+
+  /** Forgets a built, unleased entry and deletes its file (asynchronously). */
+  private remove(key: string, e: Entry): void {
+    if (this.built.get(key) !== e) return;
+    this.built.delete(key);
+    this.total -= e.bytes;
+    void e.file.then((f) => fs.rm(f, { force: true })).catch(() => undefined);
   }
 }

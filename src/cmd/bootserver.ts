@@ -4,11 +4,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
+import type { ServerClaim } from '../api/v1alpha1/serverclaim.js';
 import { parseAddressSource } from '../bootserver/address-source.js';
 import { ImageCatalog } from '../oci/image-catalog.js';
 import { KubeClient } from '../runtime/client.js';
+import { Informer } from '../runtime/informer.js';
 import { loadKubeConfig } from '../runtime/kubeconfig.js';
 import { newLogger } from '../runtime/logger.js';
+import { Resources } from '../runtime/resource.js';
 import { HostUrlError, hostFacingUrl } from './host-url.js';
 import { addImageOptions, imageFlagsOf, imageServices } from './image-flags.js';
 import { splitAddr } from './listen-address.js';
@@ -46,6 +49,14 @@ const cmd = addSignalProcessOptions(
     'none',
   )
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
+  .option(
+    '--claims-cache',
+    "watch ServerClaims (needs list and watch on serverclaims, beyond config/signals' get): a claim whose cached copy shows the attempt's power-on is not read per boot-file request",
+  )
+  .option(
+    '--no-prebuild-uki',
+    "build an HTTP-boot attempt's UKI on the firmware's first request, not when its boot configuration turns Ready",
+  )
   .parse();
 const o = cmd.opts<
   SignalProcessFlags & {
@@ -57,6 +68,8 @@ const o = cmd.opts<
     scriptClientIdentity: 'known-address' | 'first-address';
     clientMacSource: string;
     injectBootstate: boolean;
+    prebuildUki: boolean;
+    claimsCache?: boolean;
   }
 >();
 const log = newLogger('bootserver');
@@ -79,17 +92,17 @@ const catalog = o.imageCatalog
   ? ImageCatalog.parse(readFileSync(o.imageCatalog, 'utf8'))
   : ImageCatalog.empty();
 const kubeConfig = loadKubeConfig(o.kubeconfig);
-const oci = await imageServices(
-  imageFlagsOf(cmd.opts()),
-  new KubeClient(kubeConfig, { fieldManager: 'metal-bootserver' }),
-  log,
-).catch((err: unknown) => {
+const kube = new KubeClient(kubeConfig, { fieldManager: 'metal-bootserver' });
+const oci = await imageServices(imageFlagsOf(cmd.opts()), kube, log).catch((err: unknown) => {
   // A read-only folder is fixed by a volume or a flag: one line naming it, not a stack trace.
   if (!(err instanceof NotWritableError)) throw err;
   process.stderr.write(`error: ${err.message}\n`);
   process.exit(1);
 });
 const callbackKey = callbackKeyRef(o);
+// Stopped with the process (serveUntilSignal exits once the stack closed).
+const claims = o.claimsCache ? new Informer<ServerClaim>(kube, Resources.ServerClaim, { log }) : undefined;
+await claims?.start();
 const stack = await startSignalStack({
   callbackKey,
   kubeConfig,
@@ -105,6 +118,8 @@ const stack = await startSignalStack({
     scriptClientIdentity: o.scriptClientIdentity,
     clientMacSource: parseAddressSource(o.clientMacSource),
     injectBootstateUnit: o.injectBootstate,
+    prebuildUki: o.prebuildUki,
+    claims,
     ignition: oci.ignition,
     oci: { images: oci.images, cache: oci.cache },
   },

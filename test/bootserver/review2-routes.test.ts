@@ -8,7 +8,8 @@
  *   throttled (429 after its 404 budget).
  * - N16: `/ipxe` answers an unknown UUID as it answers a known server without boot configuration.
  * - N7: a burst of HTTP-boot requests needing 40 distinct UKIs gets complete files or 503 +
- *   `Retry-After`, never a 500 for a file deleted before it was sent.
+ *   `Retry-After`, never a 500 for a file deleted before it was sent (UKI prebuilds off in this
+ *   suite, so every UKI is built on request; prebuilds: uki-prebuild.test.ts).
  * Client addresses are distinct loopback addresses (127.0.0.0/8 is all local on Linux).
  */
 import assert from 'node:assert/strict';
@@ -42,7 +43,8 @@ const reasonOf = (text: string) => {
 };
 
 describe('second security review: boot-server routes', () => {
-  fx = useSignalStack('review2');
+  // No prebuilds: N7 is about the request path's build bound, which prebuilt files would bypass.
+  fx = useSignalStack('review2', { prebuildUki: false });
 
   it('N2: an HTTP-boot attempt pinned to one address gives its token to no other address by /ipxe', async () => {
     const s = await seedBootTarget(fx.client, fx.namespace.name, { flow: 'claim', bootMethod: 'HTTPBoot' });

@@ -133,6 +133,8 @@ export interface TestStackOptions {
   callbackKey?: SecretRef;
   /** {@link useSignalStack} only: store the key in the suite's namespace and pass it as {@link callbackKey}. */
   keyFromSecret?: boolean;
+  /** The boot server's UKI prebuilds (`BootServerOptions.prebuildUki`; default on). */
+  prebuildUki?: boolean;
 }
 
 /** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
@@ -167,6 +169,7 @@ export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}
       })(),
       pinScriptClient: opts.pin ?? true,
       clientMacSource: opts.clientMacSource,
+      prebuildUki: opts.prebuildUki,
     },
   });
   return { ...stack, registryUrl, bootUrl: stack.bootServer!.url };

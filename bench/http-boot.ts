@@ -1,0 +1,345 @@
+/**
+ * Benchmark (issue 35): time to first byte of `GET /httpboot/{uuid}/{attempt}/uki.efi` with 50 hosts
+ * (default) HTTP-booting at once, with UKI prebuilds (the default) and without (`bootserver
+ * --no-prebuild-uki`), target ≤ 50 ms p99 with prebuilds. Real parts: a control plane (kube-apiserver
+ * + etcd), the standalone boot server (`dist/src/cmd/bootserver.js`, its own process, a fresh one
+ * per run so its UKI cache starts cold) and real objcopy builds of a catalog image (random bytes,
+ * `--kernel-mib` + `--initrd-mib`).
+ *
+ * Per run and mode: N Servers, each with a ServerClaim owning a Ready `bootMethod: HTTPBoot` SBC
+ * and the claim's record of the attempt's power-on (the route's gate), seeded with the boot server
+ * already watching; with prebuilds the bench waits until the boot server's
+ * `metal_uki_prebuilds_total{result="built"}` reached N (its `/metrics`) and prints how long that
+ * took. Then N clients, each from its own loopback address (the first-address pin: 127.0.0.0/8 is
+ * all local on Linux) and its own connections, fetch their attempt's URL at once as OVMF does:
+ * HEAD (the size), then GET; a 503 is retried after its `Retry-After` (at most 10 times), as
+ * firmware told to wait would. Printed per run: HEAD to its response headers and GET to the first
+ * body byte of the file (p50 / p99 / max ms, retries included), 503 answers, UKI builds the boot
+ * server ran (`metal_uki_builds_total`) and how many of them happened after the first request; the
+ * summary gives min / median / max over `--runs` and the 1-min load average at start and end (the
+ * machine may be shared: times are noisy, counts not). A GET's first byte waits for the
+ * `HTTPBootFileFetched` pin write to the API server (http-boot.ts: stored before a byte of the
+ * file leaves); both requests wait for the power-on gate's claim read unless `--claims-cache`
+ * (the boot server's flag of that name) lets it answer from a ServerClaim informer.
+
+ *   node dist/bench/http-boot.js [--servers 50] [--runs 3] [--kernel-mib 8] [--initrd-mib 24]
+ *     [--modes prebuild,on-request] [--claims-cache]
+ *
+ * Throws (exit 1) when a client gets no file after its retries, a file is short, or a run's
+ * prebuilds do not finish within 120 s.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { ControlPlane, freePorts, REPO_ROOT, waitFor } from '../src/localstack/control-plane.js';
+import { KubeClient } from '../src/runtime/client.js';
+import { Resources } from '../src/runtime/resource.js';
+import {
+  type Seeded,
+  seedBootTarget,
+  storeTestCallbackKey,
+  TEST_IMAGE,
+} from '../src/testing/boot-target-seed.js';
+import { pool, printTable, summarize } from './stats.js';
+
+const { values } = parseArgs({
+  options: {
+    servers: { type: 'string', default: '50' },
+    runs: { type: 'string', default: '3' },
+    'kernel-mib': { type: 'string', default: '8' },
+    'initrd-mib': { type: 'string', default: '24' },
+    modes: { type: 'string', default: 'prebuild,on-request' },
+    'claims-cache': { type: 'boolean', default: false },
+  },
+});
+const SERVERS = Number(values.servers);
+const RUNS = Number(values.runs);
+const MODES = values.modes.split(',') as ('prebuild' | 'on-request')[];
+const MiB = 1024 * 1024;
+const MAX_TRIES = 10;
+const load = () => loadavg()[0]!.toFixed(1);
+
+interface Fetched {
+  /** ms from the client's first HEAD to the headers of its 200 (retries included). */
+  head: number;
+  /** ms from the client's first GET to the first body byte of the file (retries included). */
+  ttfb: number;
+  busy: number;
+}
+
+interface Answer {
+  status: number;
+  retryAfter: number;
+  /** ms to the response headers. */
+  headers: number;
+  /** ms to the first body byte (NaN without a body). */
+  firstByte: number;
+  bytes: number;
+  length: number;
+}
+
+/** One request from `from` on its own connection. */
+function once(url: string, from: string, method: 'HEAD' | 'GET'): Promise<Answer> {
+  const t0 = performance.now();
+  return new Promise((ok, fail) => {
+    const req = request(url, { localAddress: from, agent: false, method }, (res) => {
+      const headers = performance.now() - t0;
+      let firstByte = Number.NaN;
+      let bytes = 0;
+      res.on('data', (c: Buffer) => {
+        if (bytes === 0) firstByte = performance.now() - t0;
+        bytes += c.length;
+      });
+      res.on('end', () =>
+        ok({
+          status: res.statusCode ?? 0,
+          retryAfter: Number(res.headers['retry-after'] ?? 1),
+          headers,
+          firstByte,
+          bytes,
+          length: Number(res.headers['content-length'] ?? -1),
+        }),
+      );
+      res.on('error', fail);
+    });
+    req.on('error', fail);
+    req.end();
+  });
+}
+
+/**
+ * `method` until 200 (503: wait its Retry-After; at most {@link MAX_TRIES}); ms from the first try
+ * to the headers (HEAD) or the first body byte (GET) of the 200, and the 503s. Throws otherwise.
+ */
+async function until200(
+  url: string,
+  from: string,
+  method: 'HEAD' | 'GET',
+): Promise<{ ms: number; busy: number }> {
+  const t0 = performance.now();
+  for (let busy = 0; busy < MAX_TRIES; busy++) {
+    const start = performance.now() - t0;
+    const r = await once(url, from, method);
+    if (r.status === 200) {
+      if (method === 'GET' && r.bytes !== r.length)
+        throw new Error(`${url}: ${r.bytes} of ${r.length} bytes`);
+      return { ms: start + (method === 'GET' ? r.firstByte : r.headers), busy };
+    }
+    if (r.status !== 503) throw new Error(`${method} ${url} from ${from}: ${r.status}`);
+    await new Promise((ok) => setTimeout(ok, r.retryAfter * 1000));
+  }
+  throw new Error(`${method} ${url}: still 503 after ${MAX_TRIES} tries`);
+}
+
+/** A host as OVMF fetches: HEAD (the size), then GET. */
+async function bootFile(url: string, from: string): Promise<Fetched> {
+  const head = await until200(url, from, 'HEAD');
+  const get = await until200(url, from, 'GET');
+  return { head: head.ms, ttfb: get.ms, busy: head.busy + get.busy };
+}
+
+/** The boot server's counter `name` (summed over labels matching `label`), from its /metrics. */
+async function scrape(metricsUrl: string, name: string, label = ''): Promise<number> {
+  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(name) && l.includes(label))
+    .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+}
+
+interface RunResult {
+  head: ReturnType<typeof summarize>;
+  ttfb: ReturnType<typeof summarize>;
+  busy: number;
+  builds: number;
+  buildsAfterRequests: number;
+  prebuildSeconds: number;
+}
+
+async function main(): Promise<void> {
+  const loadStart = load();
+  const cp = await ControlPlane.start();
+  const client = new KubeClient(cp.kubeConfig(), { fieldManager: 'bench' });
+  const dir = mkdtempSync(join(tmpdir(), 'metal-bench-httpboot-'));
+  const children: ChildProcess[] = [];
+  try {
+    writeFileSync(join(dir, 'vmlinuz'), randomBytes(Number(values['kernel-mib']) * MiB));
+    writeFileSync(join(dir, 'initrd'), randomBytes(Number(values['initrd-mib']) * MiB));
+    writeFileSync(
+      join(dir, 'catalog.yaml'),
+      `images:\n  ${TEST_IMAGE}:\n    kernel: ${join(dir, 'vmlinuz')}\n    initrd: ${join(dir, 'initrd')}\n    cmdline: console=ttyS0\n`,
+    );
+    await client.create(Resources.Namespace, {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'bench' },
+    });
+    const key = await storeTestCallbackKey(client, 'bench');
+    const results: Record<string, RunResult[]> = {};
+    let round = 0;
+    for (let run = 1; run <= RUNS; run++) {
+      for (const mode of MODES) {
+        round++;
+        const [port, metricsPort] = (await freePorts(2)) as [number, number];
+        const child = spawn(
+          process.execPath,
+          [
+            join(REPO_ROOT, 'dist', 'src', 'cmd', 'bootserver.js'),
+            `--kubeconfig=${cp.kubeconfigPath}`,
+            `--callback-key-secret=${key.namespace}/${key.name}`,
+            `--addr=127.0.0.1:${port}`,
+            `--metrics-addr=127.0.0.1:${metricsPort}`,
+            '--registry-url=http://127.0.0.1:1',
+            `--image-catalog=${join(dir, 'catalog.yaml')}`,
+            `--image-cache-dir=${join(dir, `blobs-${round}`)}`,
+            ...(mode === 'prebuild' ? [] : ['--no-prebuild-uki']),
+            ...(values['claims-cache'] ? ['--claims-cache'] : []),
+          ],
+          { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'warn' } },
+        );
+        children.push(child);
+        let out = '';
+        child.stdout!.on('data', (b: Buffer) => {
+          out += b.toString();
+        });
+        child.stderr!.on('data', (b: Buffer) => {
+          out += b.toString();
+        });
+        const boot = `http://127.0.0.1:${port}`;
+        const metrics = `http://127.0.0.1:${metricsPort}`;
+        await waitFor('boot server listening', 30_000, async () => {
+          if (child.exitCode !== null) throw new Error(`boot server exited: ${out}`);
+          try {
+            return (await fetch(`${metrics}/metrics`)).ok;
+          } catch {
+            return false;
+          }
+        });
+        const r = await oneRun(client, boot, metrics, mode, round);
+        child.kill('SIGTERM');
+        await new Promise((ok) => child.once('exit', ok));
+        results[mode] = [...(results[mode] ?? []), r];
+        console.log(
+          `run ${run} ${mode}: HEAD to headers p50 / p99 / max ${r.head.p50} / ${r.head.p99} / ${r.head.max} ms; GET to first byte p50 / p99 / max ${r.ttfb.p50} / ${r.ttfb.p99} / ${r.ttfb.max} ms; 503 answers ${r.busy}; UKI builds ${r.builds} (${r.buildsAfterRequests} after the first request)${mode === 'prebuild' ? `; all prebuilt ${r.prebuildSeconds} s after the last SBC turned Ready` : ''}; load ${load()}`,
+        );
+      }
+    }
+    summary(results, loadStart);
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    await client.close();
+    await cp.stop();
+  }
+}
+
+/** Seeds N HTTP-boot targets, waits for prebuilds (mode `prebuild`), fires N clients at once, cleans up. */
+async function oneRun(
+  client: KubeClient,
+  boot: string,
+  metrics: string,
+  mode: string,
+  round: number,
+): Promise<RunResult> {
+  const seeded: Seeded[] = [];
+  await pool(
+    Array.from({ length: SERVERS }, (_, i) => i),
+    10,
+    async () => {
+      seeded.push(await seedBootTarget(client, 'bench', { flow: 'claim', bootMethod: 'HTTPBoot' }));
+    },
+  );
+  const readyAt = performance.now();
+  let prebuildSeconds = Number.NaN;
+  if (mode === 'prebuild') {
+    await waitFor(
+      'prebuilds',
+      120_000,
+      async () => (await scrape(metrics, 'metal_uki_prebuilds_total', 'built')) >= SERVERS,
+    );
+    prebuildSeconds = Math.round((performance.now() - readyAt) / 100) / 10;
+  }
+  const buildsBefore = await scrape(metrics, 'metal_uki_builds_total');
+  const fetched = await Promise.all(
+    seeded.map((s, i) =>
+      bootFile(
+        `${boot}/httpboot/${s.uuid}/1/uki.efi`,
+        `127.${100 + (round % 100)}.${Math.floor(i / 200)}.${(i % 200) + 2}`,
+      ),
+    ),
+  );
+  const builds = await scrape(metrics, 'metal_uki_builds_total');
+  await pool(seeded, 10, async (s) => {
+    await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, 'bench');
+    await client.delete(Resources.ServerClaim, s.claim!.metadata.name!, 'bench');
+    await client.delete(Resources.Server, s.server.metadata.name!);
+  });
+  return {
+    ttfb: summarize(fetched.map((f) => f.ttfb)),
+    head: summarize(fetched.map((f) => f.head)),
+    busy: fetched.reduce((n, f) => n + f.busy, 0),
+    builds,
+    buildsAfterRequests: builds - buildsBefore,
+    prebuildSeconds,
+  };
+}
+
+function summary(results: Record<string, RunResult[]>, loadStart: string): void {
+  const mmm = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return { min: s[0]!, median: s[Math.floor((s.length - 1) / 2)]!, max: s[s.length - 1]! };
+  };
+  const fmt = (xs: number[]) => {
+    const m = mmm(xs);
+    return `${m.min} / ${m.median} / ${m.max}`;
+  };
+  const rows: [string, string][] = [
+    [
+      'hosts × image',
+      `${SERVERS} × ${values['kernel-mib']} + ${values['initrd-mib']} MiB, ${RUNS} runs per mode`,
+    ],
+  ];
+  const json: Record<string, unknown> = {
+    servers: SERVERS,
+    runs: RUNS,
+    claimsCache: values['claims-cache'],
+    loadStart,
+    loadEnd: load(),
+  };
+  for (const [mode, rs] of Object.entries(results)) {
+    rows.push(
+      [`${mode}: HEAD to headers p50 ms (min/median/max of runs)`, fmt(rs.map((r) => r.head.p50))],
+      [`${mode}: HEAD to headers p99 ms`, fmt(rs.map((r) => r.head.p99))],
+      [`${mode}: HEAD to headers max ms`, fmt(rs.map((r) => r.head.max))],
+      [`${mode}: GET TTFB p50 ms`, fmt(rs.map((r) => r.ttfb.p50))],
+      [
+        `${mode}: GET TTFB p99 ms${mode === 'prebuild' ? ' (target <= 50)' : ''}`,
+        fmt(rs.map((r) => r.ttfb.p99)),
+      ],
+      [`${mode}: GET TTFB max ms`, fmt(rs.map((r) => r.ttfb.max))],
+      [`${mode}: 503 answers per run`, fmt(rs.map((r) => r.busy))],
+      [`${mode}: UKI builds after the first request`, fmt(rs.map((r) => r.buildsAfterRequests))],
+    );
+    if (mode === 'prebuild')
+      rows.push([`${mode}: s from the last Ready to all prebuilt`, fmt(rs.map((r) => r.prebuildSeconds))]);
+    json[mode] = {
+      headP50: mmm(rs.map((r) => r.head.p50)),
+      headP99: mmm(rs.map((r) => r.head.p99)),
+      ttfbP50: mmm(rs.map((r) => r.ttfb.p50)),
+      ttfbP99: mmm(rs.map((r) => r.ttfb.p99)),
+      ttfbMax: mmm(rs.map((r) => r.ttfb.max)),
+      busy: mmm(rs.map((r) => r.busy)),
+      buildsAfterRequests: mmm(rs.map((r) => r.buildsAfterRequests)),
+      ...(mode === 'prebuild' ? { prebuildSeconds: mmm(rs.map((r) => r.prebuildSeconds)) } : {}),
+    };
+  }
+  rows.push(['1-min load average at start / end', `${loadStart} / ${load()}`]);
+  printTable(rows);
+  console.log(JSON.stringify(json));
+}
+
+await main();
