@@ -17,9 +17,9 @@
  * body byte of the file (p50 / p99 / max ms, retries included), 503 answers, UKI builds the boot
  * server ran (`metal_uki_builds_total`) and how many of them happened after the first request; the
  * summary gives min / median / max over `--runs` and the 1-min load average at start and end (the
- * machine may be shared: times are noisy, counts not). A GET's first byte waits for the
- * `HTTPBootFileFetched` pin write to the API server (http-boot.ts: stored before a byte of the
- * file leaves); both requests wait for the power-on gate's claim read unless `--claims-cache`
+ * machine may be shared: times are noisy, counts not). A GET's first bytes, the UKI's PE headers,
+ * leave while the `HTTPBootFileFetched` pin is written to the API server; the sections wait for it
+ * (http-boot.ts, pe-headers.ts); both requests wait for the power-on gate's claim read unless `--claims-cache`
  * (the boot server's flag of that name) lets it answer from a ServerClaim informer.
 
  *   node dist/bench/http-boot.js [--servers 50] [--runs 3] [--kernel-mib 8] [--initrd-mib 24]

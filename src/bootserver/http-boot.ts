@@ -10,8 +10,13 @@
  * first-address pin (attempt-pin.ts; the `HTTPBootFileFetched` write is the compare-and-swap).
  * Answers:
  * - 200 `application/efi` with the UKI (command line with the attempt token); a GET sets
- *   `HTTPBootFileFetched` (the pin) before the body is sent (OVMF sends HEAD first, which sets
- *   nothing and pins nothing);
+ *   `HTTPBootFileFetched` (the pin) before anything past the PE headers is sent (OVMF sends HEAD
+ *   first, which sets nothing and pins nothing). The status, headers and the PE headers
+ *   (pe-headers.ts: no section, so no token) go out at once, so the first byte does not wait for the
+ *   API server; a request of an attempt another request is being pinned for in this process waits for
+ *   that pin and then gets the file or 403 as before. Only a client that loses the compare-and-swap to
+ *   a request on another replica at the same moment, or a pin the API server fails, sees its
+ *   connection closed after the PE headers instead of a 403 / 503;
  * - 400 malformed UUID or attempt; 404 unknown server, no boot configuration, or NetBootOnce after
  *   completion (`Provisioned`: the firmware then boots the next entry, the disk);
  * - 409 `NotHTTPBoot` (the configuration boots over PXE) or `StaleAttempt` (another attempt's URL);
@@ -44,6 +49,7 @@ import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
 import { attemptKernelArgs } from './ipxe-script.js';
+import { peHeaders } from './pe-headers.js';
 import { type UkiBuilder, UkiBusy, type UkiInput, type UkiLease } from './uki.js';
 
 export interface HttpBootRouteOptions {
@@ -122,6 +128,8 @@ const params = {
 };
 
 export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): void {
+  /** `sbc uid/attempt` → settles once the pin of the last GET of that attempt here is decided (pinInTurn). */
+  const pinning = new Map<string, Promise<void>>();
   app.get(
     '/httpboot/:uuid/:attempt/uki.efi',
     { ...UNSERVED_BUDGETED, schema: { params } },
@@ -140,33 +148,109 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       reply.raw.once('close', lease.release);
       const file = lease.path;
       const size = lease.size;
+      // Set right before each send: an error answer must not carry the file's length.
+      const fileHeaders = () => reply.type('application/efi').header('content-length', String(size));
       if (req.method === 'GET') {
-        // The pin is stored (compare-and-swap) before a byte of the file leaves.
-        await recordSignal(
-          o.client,
-          o.component,
-          sbc,
-          {
-            type: BootSignal.HTTPBootFileFetched,
-            status: 'True',
-            reason: SignalReason.BootFileServed,
-            message: pinMessage('boot file', attempt, client),
-          },
-          { check: pinCheck },
+        // The pin (compare-and-swap) is stored before anything past the PE headers leaves.
+        const pin = () =>
+          recordSignal(
+            o.client,
+            o.component,
+            sbc,
+            {
+              type: BootSignal.HTTPBootFileFetched,
+              status: 'True',
+              reason: SignalReason.BootFileServed,
+              message: pinMessage('boot file', attempt, client),
+            },
+            { check: pinCheck },
+          ).then(() => {
+            log.info(
+              { sbc: sbc.metadata.name, attempt, image: image.name, bytes: size },
+              'HTTP boot file served',
+            );
+            o.prebuilt?.served(sbc);
+          });
+        const early = await pinInTurn(
+          pinning,
+          `${sbc.metadata.uid}/${attempt}`,
+          () => peHeaders(file, token),
+          pin,
         );
-        log.info(
-          { sbc: sbc.metadata.name, attempt, image: image.name, bytes: size },
-          'HTTP boot file served',
-        );
-        o.prebuilt?.served(sbc);
+        if (early) {
+          const body = headersThenFile(early.head, early.pin, file, log, () => reply.raw.destroy());
+          return fileHeaders().send(Readable.from(body));
+        }
       }
-      reply.type('application/efi').header('content-length', String(size));
       // HEAD (Fastify's route of the GET): an empty stream. Fastify reads a HEAD's stream to its end
       // and discards it, which for the file is the whole UKI, tens of MiB per HEAD (OVMF sends one
       // before every GET); no payload at all would make it answer `content-length: 0`.
-      return reply.send(req.method === 'HEAD' ? Readable.from([]) : createReadStream(file));
+      return fileHeaders().send(req.method === 'HEAD' ? Readable.from([]) : createReadStream(file));
     },
   );
+}
+
+/**
+ * Runs the GETs of one attempt (`key`) in this process one pin after the other. The first one not
+ * behind another gets `{head, pin}`: its PE headers (`headers()`; none when they cannot be told)
+ * may leave while `pin()` is stored. One that had to wait, or whose headers are empty, awaits its pin
+ * here and gets `undefined` (then nothing was sent: a refusal is still its 403 or 503). Throws what
+ * `headers()` or, when awaited here, `pin()` throws.
+ */
+async function pinInTurn(
+  pinning: Map<string, Promise<void>>,
+  key: string,
+  headers: () => Promise<Buffer>,
+  pin: () => Promise<void>,
+): Promise<{ head: Buffer; pin: Promise<void> } | undefined> {
+  const earlier = pinning.get(key);
+  let settle: () => void = () => {};
+  const mine = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  pinning.set(key, mine);
+  void mine.then(() => {
+    if (pinning.get(key) === mine) pinning.delete(key);
+  });
+  try {
+    if (earlier) await earlier;
+    const head = earlier ? Buffer.alloc(0) : await headers();
+    const pinned = pin();
+    void pinned.then(settle, settle);
+    if (head.length > 0) return { head, pin: pinned };
+    await pinned;
+    return undefined;
+  } catch (err) {
+    settle();
+    throw err;
+  }
+}
+
+/**
+ * The body of a GET whose PE headers go out while its pin is stored: `head`, then — once `pin`
+ * resolved — the rest of `file`. A refused pin (another replica's client won the compare-and-swap,
+ * the API server failed) closes the connection (`abort`) after the headers: the client got no byte
+ * of a section, so no token.
+ */
+async function* headersThenFile(
+  head: Buffer,
+  pin: Promise<void>,
+  file: string,
+  log: Logger,
+  abort: () => void,
+): AsyncGenerator<Buffer> {
+  yield head;
+  try {
+    await pin;
+  } catch (err) {
+    log.warn(
+      { error: err instanceof Error ? err.message : String(err) },
+      'HTTP boot file refused after its PE headers were sent: connection closed, no section sent',
+    );
+    abort();
+    return;
+  }
+  yield* createReadStream(file, { start: head.length });
 }
 
 /**

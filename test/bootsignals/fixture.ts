@@ -268,6 +268,14 @@ export function getFrom(
         text += c;
       });
       res.on('end', () => ok({ status: res.statusCode ?? 0, text, headers: res.headers }));
+      // A body the server cut off (its connection closed after the headers) fails, never hangs.
+      res.on('error', fail);
+      res.on('close', () => {
+        if (!res.complete)
+          fail(
+            new Error(`${method} ${url}: connection closed after status ${res.statusCode}, body incomplete`),
+          );
+      });
     });
     req.on('error', fail);
     req.end();

@@ -83,6 +83,17 @@ export interface Readiness {
  * The signals of `types` that are True for the SBC's current attempt, and those that are not.
  * Order follows `types`.
  */
+/** SBC conditions that are no sign of anything served: the SBC controller's and the claim's own. */
+const UNSERVED_CONDITIONS = new Set<string>([SBC_READY_CONDITION, BOOT_COMPLETED_CONDITION]);
+
+/**
+ * Whether anything of `sbc` went over the wire: a signal or refusal condition of any attempt. An SBC
+ * that served nothing gave no client its token, so a first series may start on its attempt.
+ */
+export function servedAnything(sbc: ServerBootConfiguration): boolean {
+  return (sbc.status?.conditions ?? []).some((c) => !UNSERVED_CONDITIONS.has(c.type));
+}
+
 export function attemptSignals(sbc: ServerBootConfiguration, types: readonly string[]): AttemptSignals {
   const arrived: string[] = [];
   const missing: string[] = [];

@@ -57,6 +57,7 @@ import {
   bootConfigurationReadiness,
   NOT_EVALUATED,
   type Readiness,
+  servedAnything,
 } from '../common/boot-configuration.js';
 import type { ControllerConfig } from '../common/config.js';
 import { parseDuration } from '../common/duration.js';
@@ -83,14 +84,6 @@ export const FIRST_WRITE_HOLD_MS = 2_000;
 
 /** Claims whose first write is held, remembered; beyond it the map starts again (a held write is then made). */
 const MAX_HELD_REMEMBERED = 10_000;
-
-/** SBC conditions that are no sign of anything served: the SBC controller's and the claim's own. */
-const UNSERVED_CONDITIONS = new Set<string>([ConditionType.Ready, ConditionType.BootCompleted]);
-
-/** Whether anything of `sbc` went over the wire: a signal or refusal condition, of any attempt. */
-function servedAnything(sbc: ServerBootConfiguration): boolean {
-  return (sbc.status?.conditions ?? []).some((c) => !UNSERVED_CONDITIONS.has(c.type));
-}
 
 /** Longest wait between boots of an attempt whose ISO the BMC keeps refusing, ms. */
 const MAX_INSERT_BACKOFF_MS = 60_000;
@@ -201,9 +194,16 @@ export class ClaimAttempts {
    * The status of a claim whose Server is not Reserved yet: Bound, and for a fresh claim (power On, no
    * bookkeeping, no SBC of its name, no retry asked) its first series too, worded exactly as the first
    * reconcile after Reserved words it (that reconcile then has nothing to write): binding and series
-   * in one status write. Storing the series is no action; its SBC and power wait for Reserved.
+   * in one status write. While the write is held, the series' SBC is made already, so its evaluation
+   * runs beside the Server controller's reserving (the SBC serves nothing before the power-on intent
+   * is recorded: bootsignals/power-intent.ts); the power waits for Reserved.
    */
-  async saveUnreserved(claim: ServerClaim, bound: CondInput, log: pino.Logger): Promise<number | undefined> {
+  async saveUnreserved(
+    claim: ServerClaim,
+    server: Server,
+    bound: CondInput,
+    log: pino.Logger,
+  ): Promise<number | undefined> {
     const s = claimBootSettings(claim, this.cfg);
     const facts = this.claimFacts(claim, s);
     const decision = this.binding.isFresh(claim) ? seriesDecision({ ...facts, now: Date.now() }) : undefined;
@@ -212,7 +212,10 @@ export class ClaimAttempts {
       return undefined;
     }
     const hold = this.holdFirstWrite(claim);
-    if (hold !== undefined) return hold;
+    if (hold !== undefined) {
+      await this.syncConfiguration(claim, server, decision.book, s);
+      return hold;
+    }
     await this.status.save(claim, {
       boot: decision.book,
       phase: 'Bound',

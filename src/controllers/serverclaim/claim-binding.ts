@@ -14,7 +14,9 @@ import { EventReason } from '../../api/vocabulary.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../../inventory/server-index.js';
 import { ApiError } from '../../runtime/client.js';
 import { findCondition } from '../../runtime/conditions.js';
+import { isControlledBy } from '../../runtime/ownerrefs.js';
 import { Resources } from '../../runtime/resource.js';
+import { servedAnything } from '../common/boot-configuration.js';
 import type { ControllerConfig } from '../common/config.js';
 import { candidates, selectionRefusal, unboundExplanation } from '../common/server-selection.js';
 import { CLAIMED_SERVER_FINALIZER } from '../server/server.js';
@@ -155,15 +157,17 @@ export class ClaimBinding {
   }
 
   /**
-   * A claim about to begin its first series (power On, no bookkeeping, no SBC of its name, no retry
-   * asked): its binding is stored with the series, and told by the Event that ends its first attempt.
+   * A claim about to begin its first series (power On, no bookkeeping, no retry asked, and no SBC of
+   * its name but its own one that served nothing yet): its binding is stored with the series, and
+   * told by the Event that ends its first attempt.
    */
   isFresh(claim: ServerClaim): boolean {
+    const sbc = this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace);
     return (
       claim.spec.power === 'On' &&
       !claim.status?.boot &&
       claim.metadata.annotations?.[OPERATION_ANNOTATION] !== OPERATION_RETRY &&
-      !this.o.sbcs.get(claim.metadata.name ?? '', claim.metadata.namespace)
+      (!sbc || (isControlledBy(sbc, claim) && !servedAnything(sbc)))
     );
   }
 }

@@ -109,7 +109,7 @@ class ServerClaimReconciler {
     };
     if (server.status?.state !== 'Reserved') {
       // The Server controller marks it Reserved first; only then may this controller drive its power.
-      const hold = await this.attempts.saveUnreserved(claim, bound, log);
+      const hold = await this.attempts.saveUnreserved(claim, server, bound, log);
       return hold === undefined ? undefined : { requeueAfterMs: hold };
     }
     return this.attempts.provision(claim, server, bound, log);
