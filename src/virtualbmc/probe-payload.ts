@@ -174,18 +174,25 @@ export function metalprobeLikePayload(base: Json, id: HostIdentity, kib: number)
   data.cpu = [socket(id, 0), socket(id, 1)];
   data.pciDevices ??= [];
   data.dmiTables ??= [];
+  // The size is kept up to date item by item (a comma and the item's JSON): stringifying the whole
+  // payload every round would cost a thousand hosts seconds of CPU at their first registration.
   let size = JSON.stringify(data).length;
+  const push = (list: unknown[], ...items: unknown[]) => {
+    for (const item of items) {
+      list.push(item);
+      size += JSON.stringify(item).length + 1;
+    }
+  };
   for (let i = 0; size < kib * 1024 && i < 4096; i++) {
     if (i % 3 === 0 && i < 24) {
       const p = port(id, i / 3);
-      data.networkInterfaces!.push(p.iface);
-      data.nics!.push(p.nic);
+      push(data.networkInterfaces!, p.iface);
+      push(data.nics!, p.nic);
     }
-    if (i % 2 === 0 && i < 48) data.storage!.push(disk(id, i / 2));
-    data.pciDevices.push(pciDevice(3 * i), pciDevice(3 * i + 1), pciDevice(3 * i + 2));
-    data.dmiTables.push(dmiTable(2 * i), dmiTable(2 * i + 1));
-    if (i < 32) data.memory!.push(dimm(i));
-    size = JSON.stringify(data).length;
+    if (i % 2 === 0 && i < 48) push(data.storage!, disk(id, i / 2));
+    push(data.pciDevices, pciDevice(3 * i), pciDevice(3 * i + 1), pciDevice(3 * i + 2));
+    push(data.dmiTables, dmiTable(2 * i), dmiTable(2 * i + 1));
+    if (i < 32) push(data.memory!, dimm(i));
   }
   return data;
 }

@@ -303,6 +303,45 @@ describe('boot-flow cases (registry + boot server)', () => {
     assert.deepEqual(statuses, [409, 409, 409, 409, 409]);
   });
 
+  it('C10b: a registration stored by an earlier release (payload in status.registration.data) is still read, and the next one moves it to a ConfigMap', async () => {
+    const s = await seedBootTarget(fx.client, fx.namespace.name);
+    await waitCached(fx.stack, s);
+    const legacy = { cpu: [{ id: 0, totalCores: 4 }], nics: [{ name: 'eth0', speed: '1000Mb/s' }] };
+    // What the registry of an earlier release wrote.
+    await fx.client.jsonPatch(
+      Resources.Server,
+      s.server.metadata.name!,
+      undefined,
+      [
+        {
+          op: 'add',
+          path: '/status',
+          value: { registration: { receivedAt: '2026-01-01T00:00:00Z', data: legacy } },
+        },
+      ],
+      { subresource: 'status' },
+    );
+    await waitFor('legacy record cached', 5_000, () => {
+      const r = registrationRecord(fx.stack.sources.servers.get(s.server.metadata.name!)!);
+      return !!r?.hardware;
+    });
+    const cached = registrationRecord(fx.stack.sources.servers.get(s.server.metadata.name!)!);
+    assert.equal(cached?.data, undefined, 'the cache holds the hardware mapping, not the payload');
+    const read = await getText(`${fx.stack.registryUrl}/systems/${s.uuid}`, bearer(s.token));
+    assert.equal(read.status, 200, read.text);
+    assert.deepEqual(JSON.parse(read.text), legacy, 'read from the Server itself');
+    const again = await postJson(
+      `${fx.stack.registryUrl}/register`,
+      { systemUUID: s.uuid, data: legacy },
+      bearer(s.token),
+    );
+    assert.equal(again.status, 201, again.text);
+    const stored = await storedRegistration(fx.client, s.server.metadata.name!);
+    assert.deepEqual(stored.payload, legacy, 'now in its ConfigMap');
+    assert.equal(stored.record?.data, undefined, 'and no longer in the Server');
+    assert.equal(stored.record?.attempt, 1);
+  });
+
   it('C11: hostile and malformed bodies get the right 4xx on /bootstate and /register, write nothing, echo no secret', async () => {
     const s = await seedBootTarget(fx.client, fx.namespace.name, { withIgnition: true });
     await waitCached(fx.stack, s);

@@ -11,6 +11,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { API_VERSION } from '../../src/api/v1alpha1/schema.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import { Resources } from '../../src/runtime/resource.js';
+import { storedRegistration } from '../../src/testing/stored-registration.js';
 import { waitFor } from '../harness/control-plane.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
 import {
@@ -197,11 +198,25 @@ describe('security review (registry + boot server)', () => {
     assert.ok(
       (await sec.client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
     );
+    const at = (await storedRegistration(sec.client, s.server.metadata.name!)).record?.payload;
+    assert.ok(
+      at && (await sec.client.get(Resources.ConfigMap, at.name, at.namespace)),
+      'the payload ConfigMap',
+    );
     assert.equal((await fetch(del, { method: 'DELETE', headers: bearer(s.token) })).status, 200);
     assert.equal(
       (await sec.client.get<Server>(Resources.Server, s.server.metadata.name!))?.status?.registration,
       undefined,
     );
+    assert.equal(
+      await sec.client.get(Resources.ConfigMap, at.name, at.namespace),
+      undefined,
+      'DELETE removes the payload too',
+    );
+    // Nothing left to read: 404 NoRegistration.
+    const gone = await fetch(url, { headers: bearer(s.token) });
+    assert.equal(gone.status, 404);
+    assert.equal(((await gone.json()) as { reason?: string }).reason, 'NoRegistration');
   });
 
   it('S11: /register takes only a discovery attempt token, at most 64 KiB, nesting bounded (400)', async () => {
@@ -214,6 +229,11 @@ describe('security review (registry + boot server)', () => {
     );
     assert.equal(forged.status, 403);
     assert.equal(reasonOf(forged.text), 'NotDiscovery');
+    const cms = await sec.client.list(Resources.ConfigMap, {
+      namespace: sec.namespace.name,
+      labelSelector: `metal.ironcore.dev/server=${claimed.server.metadata.name}`,
+    });
+    assert.equal(cms.items.length, 0, 'no payload ConfigMap written for a refused registration');
     assert.equal(
       (await sec.client.get<Server>(Resources.Server, claimed.server.metadata.name!))?.status?.registration,
       undefined,

@@ -227,7 +227,10 @@ export class DiscoveryActions {
       d,
       {
         // The hardware moves from the record into upstream's fields: stored once. A record of an
-        // earlier release is left as stored (its payload is nowhere else).
+        // earlier release is left as stored (its payload is nowhere else). The record is replaced
+        // whole (the status write's ops are per top-level field): a registration landing between
+        // the read and this write is overwritten by the older record, whose digest then no longer
+        // matches the ConfigMap, so the agent's next identical registration is stored again.
         status: { ...hw, ...(record.payload ? { registration: record } : {}) },
         book: { ...withoutDeadline(d), phase: AttemptPhase.Completed },
         reason: DiscoveredReason.Registered,
