@@ -19,6 +19,8 @@ import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootc
 import type { SecretRef } from '../../src/bootauth/callback-key-secret.js';
 import type { AddressMacSource } from '../../src/bootserver/address-source.js';
 import { type SignalStack, startSignalStack } from '../../src/cmd/signal-stack.js';
+import type { BlobCache } from '../../src/oci/blob-cache.js';
+import type { BootImages } from '../../src/oci/boot-images.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
@@ -132,6 +134,8 @@ export interface TestStackOptions {
   callbackKey?: SecretRef;
   /** {@link useSignalStack} only: store the key in the suite's namespace and pass it as {@link callbackKey}. */
   keyFromSecret?: boolean;
+  /** OCI images behind the boot server's `/oci/...` route (default: none, catalog images only). */
+  oci?: { images: BootImages; cache: BlobCache };
 }
 
 /** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
@@ -166,6 +170,7 @@ export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}
       })(),
       pinScriptClient: opts.pin ?? true,
       clientMacSource: opts.clientMacSource,
+      oci: opts.oci,
     },
   });
   return { ...stack, registryUrl, bootUrl: stack.bootServer!.url };
