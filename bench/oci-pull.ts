@@ -6,15 +6,22 @@
  * (`dist/src/cmd/bootserver.js`, its own process so its memory is its own) with a cold blob cache
  * per run. Each run prints; the summary gives min/median/max over `--runs`:
  *
- * - registry blob requests per run through the boot server (target: 1 per layer),
+ * - registry blob GETs per run through the boot server: of the two layers (target: 1 per layer),
+ *   and of other blobs (the image config, which the boot server reads for its `commandLine`;
+ *   target 1),
  * - MB/s (aggregate over all clients) through the boot server vs. direct (target ratio ≥ 0.8),
- * - boot server peak RSS (VmHWM),
+ * - boot server peak RSS (VmHWM), and its RSS once listening, before the first layer request (what
+ *   the process costs without transfers: most of it is loading @kubernetes/client-node),
  * - CPU seconds per GB served by the boot server (through) and by the registry (direct), and by the
  *   clients in each phase: what each side costs, less sensitive to other load than MB/s.
  *
  *   node dist/bench/oci-pull.js [--servers 50] [--mib 200] [--runs 3] [--profile DIR]
+ *     [--node-options "<flags>"]
  *
  * `--profile DIR` runs the boot server under `node --cpu-prof`, one `.cpuprofile` per run in DIR.
+ * The boot server runs with the `NODE_OPTIONS` of its Deployment (config/signals/bootserver.yaml,
+ * as the local stack starts it: its V8 heap behaves as deployed); `--node-options` replaces them
+ * (`--node-options ""`: none, V8 sizing its heap from this machine's memory).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -28,6 +35,7 @@ import type { ServerBootConfiguration } from '../src/api/v1alpha1/serverbootconf
 import { CALLBACK_KEY_SECRET_NAME, ensureCallbackKey } from '../src/bootauth/callback-key-secret.js';
 import { layerCapability } from '../src/bootauth/layer-capability.js';
 import { ControlPlane, freePorts, REPO_ROOT, waitFor } from '../src/localstack/control-plane.js';
+import { nodeOptions, SIGNAL_MANIFESTS } from '../src/localstack/deployment-node-options.js';
 import { OciRegistry } from '../src/localstack/oci-registry.js';
 import { pushBootImage } from '../src/oci/push.js';
 import { KubeClient } from '../src/runtime/client.js';
@@ -40,11 +48,16 @@ const { values } = parseArgs({
     mib: { type: 'string', default: '200' },
     runs: { type: 'string', default: '3' },
     profile: { type: 'string' },
+    'node-options': { type: 'string' },
   },
 });
 const SERVERS = Number(values.servers);
 const MIB = Number(values.mib);
 const RUNS = Number(values.runs);
+const NODE_FLAGS =
+  values['node-options'] !== undefined
+    ? values['node-options'].split(/\s+/).filter(Boolean)
+    : nodeOptions(SIGNAL_MANIFESTS.bootserver, 'bootserver');
 const NS = 'default';
 const r1 = (x: number) => Math.round(x * 10) / 10;
 const r2 = (x: number) => Math.round(x * 100) / 100;
@@ -95,8 +108,9 @@ function ownCpuSeconds(): number {
   return (u.user + u.system) / 1e6;
 }
 
-function peakRss(p: ChildProcess): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'));
+/** `VmHWM` (peak) or `VmRSS` (now) of `p` in MiB. */
+function rssOf(p: ChildProcess, field: 'VmHWM' | 'VmRSS' = 'VmHWM'): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${p.pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : Number.NaN;
 }
 
@@ -172,7 +186,9 @@ async function main(): Promise<void> {
       direct: number;
       ratio: number;
       blobRequests: number;
+      otherBlobGets: number;
       rss: number;
+      idleRss: number;
       bootServerCpuPerGB: number;
       registryCpuPerGB: number;
       clientCpuPerGB: string;
@@ -183,6 +199,7 @@ async function main(): Promise<void> {
       const child = spawn(
         process.execPath,
         [
+          ...NODE_FLAGS,
           ...(values.profile ? ['--cpu-prof', `--cpu-prof-dir=${values.profile}`] : []),
           join(REPO_ROOT, 'dist', 'src', 'cmd', 'bootserver.js'),
           `--kubeconfig=${cp.kubeconfigPath}`,
@@ -214,15 +231,18 @@ async function main(): Promise<void> {
           return false;
         }
       });
-      const before = await registryBlobGets(reg);
+      const idleRss = rssOf(child, 'VmRSS');
+      const before = await registryBlobGets(reg, [kernel, initrd]);
       const cpu0 = { server: cpuSeconds(child.pid), client: ownCpuSeconds() };
       const through = await fetchAll(layerPaths.map((paths) => paths.map((p) => `${boot}${p}`)));
       const throughCpu = {
         server: cpuSeconds(child.pid) - cpu0.server,
         client: ownCpuSeconds() - cpu0.client,
       };
-      const blobRequests = (await registryBlobGets(reg)) - before;
-      const rss = peakRss(child);
+      const after = await registryBlobGets(reg, [kernel, initrd]);
+      const blobRequests = after.layers - before.layers;
+      const otherBlobGets = after.other - before.other;
+      const rss = rssOf(child);
       child.kill('SIGTERM');
       await new Promise((ok) => child.once('exit', ok));
       rmSync(cache, { recursive: true, force: true });
@@ -243,7 +263,9 @@ async function main(): Promise<void> {
         direct: r1(direct.mbps),
         ratio: Math.round((through.mbps / direct.mbps) * 100) / 100,
         blobRequests,
+        otherBlobGets,
         rss: r1(rss),
+        idleRss: r1(idleRss),
         // CPU seconds per GB served: the boot server (through) vs the registry (direct), and the
         // clients in each phase. Less sensitive to other load on the machine than MB/s.
         bootServerCpuPerGB: r2(throughCpu.server / gb),
@@ -252,11 +274,12 @@ async function main(): Promise<void> {
       };
       runs.push(row);
       console.log(
-        `run ${run}: through boot server ${row.through} MB/s (${r1(through.seconds)} s), direct ${row.direct} MB/s (${r1(direct.seconds)} s), ratio ${row.ratio}, registry blob GETs ${blobRequests}, boot server peak RSS ${row.rss} MiB; CPU s/GB: boot server ${row.bootServerCpuPerGB}, registry ${row.registryCpuPerGB}, clients (through / direct) ${row.clientCpuPerGB}; load average ${loadavg()[0]!.toFixed(1)}`,
+        `run ${run}: through boot server ${row.through} MB/s (${r1(through.seconds)} s), direct ${row.direct} MB/s (${r1(direct.seconds)} s), ratio ${row.ratio}, registry blob GETs ${blobRequests} of layers + ${otherBlobGets} of others, boot server peak RSS ${row.rss} MiB (${row.idleRss} MiB listening); CPU s/GB: boot server ${row.bootServerCpuPerGB}, registry ${row.registryCpuPerGB}, clients (through / direct) ${row.clientCpuPerGB}; load average ${loadavg()[0]!.toFixed(1)}`,
       );
     }
     const summary = {
       servers: SERVERS,
+      nodeFlags: NODE_FLAGS,
       imageMiB: MIB,
       layers: 2,
       runs: RUNS,
@@ -267,7 +290,9 @@ async function main(): Promise<void> {
         r2,
       ),
       registryBlobRequests: stats(runs.map((r) => r.blobRequests)),
+      registryOtherBlobRequests: stats(runs.map((r) => r.otherBlobGets)),
       bootServerPeakRssMiB: stats(runs.map((r) => r.rss)),
+      bootServerListeningRssMiB: stats(runs.map((r) => r.idleRss)),
       bootServerCpuPerGB: stats(
         runs.map((r) => r.bootServerCpuPerGB),
         r2,
@@ -280,11 +305,14 @@ async function main(): Promise<void> {
     const fmt = (s: { min: number; median: number; max: number }) => `${s.min} / ${s.median} / ${s.max}`;
     printTable([
       ['servers × image', `${SERVERS} × ${MIB} MiB (2 layers)`],
-      ['registry blob GETs per run (min/median/max; target 2)', fmt(summary.registryBlobRequests)],
+      ['boot server node flags', NODE_FLAGS.join(' ') || 'none'],
+      ['registry layer blob GETs per run (min/median/max; target 2)', fmt(summary.registryBlobRequests)],
+      ['registry other blob GETs per run (the config; target 1)', fmt(summary.registryOtherBlobRequests)],
       ['through boot server MB/s', fmt(summary.throughMBps)],
       ['direct from registry MB/s', fmt(summary.directMBps)],
       ['ratio (target >= 0.8)', fmt(summary.ratio)],
-      ['boot server peak RSS MiB', fmt(summary.bootServerPeakRssMiB)],
+      ['boot server peak RSS MiB (target <= 200)', fmt(summary.bootServerPeakRssMiB)],
+      ['boot server RSS once listening MiB', fmt(summary.bootServerListeningRssMiB)],
       ['CPU s per GB served: boot server (through)', fmt(summary.bootServerCpuPerGB)],
       ['CPU s per GB served: registry (direct)', fmt(summary.registryCpuPerGB)],
     ]);
@@ -297,11 +325,15 @@ async function main(): Promise<void> {
   }
 }
 
-/** Blob GETs the registry answered so far (its access log, counted by OciRegistry). */
-async function registryBlobGets(reg: OciRegistry): Promise<number> {
+/** Blob GETs the registry answered so far: of the `layers` digests, and of all others. */
+async function registryBlobGets(
+  reg: OciRegistry,
+  layers: string[],
+): Promise<{ layers: number; other: number }> {
   // Access log lines are written after the response: give the last ones a moment.
   await new Promise((ok) => setTimeout(ok, 300));
-  return reg.blobGets();
+  const ofLayers = layers.reduce((n, d) => n + reg.blobGets(d), 0);
+  return { layers: ofLayers, other: reg.blobGets() - ofLayers };
 }
 
 await main();

@@ -23,13 +23,27 @@
  *   is down.
  * Headers: `Content-Length`, `Accept-Ranges: bytes`, `ETag: "<digest>"`, `Content-Type:
  * application/octet-stream`.
+ *
+ * Memory (issue 35): the bytes go from the cache file to the socket through the blob cache's send
+ * buffers (`OpenBlob.sendTo`, src/oci/send-buffers.ts), not through a stream piped into the reply:
+ * one transfer holds at most 2 × 256 KiB of the process's memory whatever its client reads (the
+ * next piece is read only when the socket has written one to the kernel), all transfers together at
+ * most `--image-transfer-memory` (32 MiB; further transfers wait for a buffer). A failure after the
+ * headers (digest mismatch, broken download) destroys the connection: the client sees fewer bytes
+ * than `Content-Length`. `HEAD` gets the headers alone.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import { CAPABILITY_PARAM, verifyLayerCapability } from '../bootauth/layer-capability.js';
 import { apiFailure, type BootTarget, BootTargetResolver, provisioned } from '../bootsignals/boot-target.js';
 import type { createHttpApp } from '../bootsignals/http-app.js';
 import { HttpError } from '../bootsignals/http-error.js';
-import { BLOB_SIZE_MISMATCH, type BlobCache, type BlobRange, LAYER_TOO_LARGE } from '../oci/blob-cache.js';
+import {
+  BLOB_SIZE_MISMATCH,
+  type BlobCache,
+  type BlobRange,
+  ClientGone,
+  LAYER_TOO_LARGE,
+} from '../oci/blob-cache.js';
 import type { BootImages } from '../oci/boot-images.js';
 import { BOOT_LAYERS, type BootLayer } from '../oci/media-types.js';
 import { parseReference } from '../oci/reference.js';
@@ -145,24 +159,34 @@ export function registerBlobRoute(app: ReturnType<typeof createHttpApp>, o: Blob
       const size = await o.images.layerSize(img, ref, p.layer, credentials);
       if (range && range.start < 0) range = parseRange(req.headers.range, size);
       const blob = await o.cache.open(ref, digest, credentials, range, size);
-      void reply
-        .type('application/octet-stream')
-        .header('accept-ranges', 'bytes')
-        .header('etag', `"${digest}"`);
-      blob.stream.on('error', (err) => {
-        log.error({ digest, err: err.message }, 'blob transfer aborted');
-        reply.raw.destroy(err);
-      });
       log.info({ digest, source: blob.source, range: req.headers.range }, 'image layer served');
-      if (range) {
-        const end = Math.min(range.end, blob.size - 1);
-        return reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${end}/${blob.size}`)
-          .header('content-length', String(end - range.start + 1))
-          .send(blob.stream);
+      const r = blob.range;
+      const headers: Record<string, string> = {
+        'content-type': 'application/octet-stream',
+        'accept-ranges': 'bytes',
+        etag: `"${digest}"`,
+        'content-length': String(range ? r.end - r.start + 1 : blob.size),
+      };
+      if (range) headers['content-range'] = `bytes ${r.start}-${r.end}/${blob.size}`;
+      // From here the response is ours (see the file comment, 'Memory'): Fastify's onResponse hook
+      // (the request's log line and metrics) still runs when it finishes.
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(range ? 206 : 200, headers);
+      if (req.method === 'HEAD') {
+        await blob.close();
+        res.end();
+        return;
       }
-      return reply.header('content-length', String(blob.size)).send(blob.stream);
+      try {
+        await blob.sendTo(res);
+      } catch (err) {
+        if (err instanceof ClientGone)
+          log.debug({ digest }, 'client closed the connection during the transfer');
+        else log.error({ digest, err: (err as Error).message }, 'blob transfer aborted');
+        res.destroy();
+      }
+      return;
     } catch (err) {
       if (err instanceof RangeError) throw new HttpError(416, 'RangeNotSatisfiable', err.message);
       if (!(err instanceof RegistryError)) throw err;

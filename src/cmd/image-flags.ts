@@ -11,6 +11,7 @@
  * | `--image-cache-dir` | `$TMPDIR/metal-operator-blobs` | on-disk blob cache of the boot server |
  * | `--image-cache-size` | `10240` | MiB of verified blobs kept (least recently used evicted) |
  * | `--max-layer-size` | `4096` | MiB of the largest image layer downloaded (larger: `LayerTooLarge`, N10) |
+ * | `--image-transfer-memory` | `32` | MiB of send buffers all layer transfers share (src/oci/send-buffers.ts; one transfer holds at most 512 KiB) |
  * | `--ignition-tools` | see src/ignition/ignition-tools.ts | path of the hack/ignition-tools binary |
  */
 import { tmpdir } from 'node:os';
@@ -27,6 +28,7 @@ import {
   newRegistryPolicy,
   registryList,
 } from '../oci/registry-policy.js';
+import { SEND_BUFFERS_MAX_BYTES } from '../oci/send-buffers.js';
 import type { KubeClient } from '../runtime/client.js';
 import { assertWritableDir } from './writable-dir.js';
 
@@ -39,6 +41,8 @@ export interface ImageFlags {
   imageCacheSize: number;
   /** MiB (`--max-layer-size`). */
   maxLayerSize: number;
+  /** MiB (`--image-transfer-memory`). */
+  imageTransferMemory: number;
   ignitionTools?: string;
 }
 
@@ -79,6 +83,12 @@ export function addImageOptions(cmd: Command): Command {
     )
     .option('--image-cache-size <MiB>', 'MiB of blobs the cache keeps', MIB, 10240)
     .option('--max-layer-size <MiB>', 'MiB of the largest image layer downloaded', MIB, 4096)
+    .option(
+      '--image-transfer-memory <MiB>',
+      'MiB of send buffers all image layer transfers share (one transfer holds at most 512 KiB; more transfers wait for a buffer)',
+      MIB,
+      SEND_BUFFERS_MAX_BYTES / (1024 * 1024),
+    )
     .option('--ignition-tools <path>', 'hack/ignition-tools binary (Butane translator, Ignition validator)');
 }
 
@@ -99,6 +109,8 @@ export function imageFlagsOf(o: Record<string, unknown>): ImageFlags {
     imageCacheDir: o.imageCacheDir as string,
     imageCacheSize: o.imageCacheSize as number,
     maxLayerSize: (o.maxLayerSize as number | undefined) ?? 4096,
+    imageTransferMemory:
+      (o.imageTransferMemory as number | undefined) ?? SEND_BUFFERS_MAX_BYTES / (1024 * 1024),
     ignitionTools: o.ignitionTools as string | undefined,
   };
 }
@@ -137,6 +149,7 @@ export async function imageServices(
     dir: f.imageCacheDir,
     maxBytes: f.imageCacheSize * 1024 * 1024,
     maxBlobBytes: Math.min(f.maxLayerSize, f.imageCacheSize) * 1024 * 1024,
+    sendBufferBytes: f.imageTransferMemory * 1024 * 1024,
     registry: images.registry,
     log: log.child({ component: 'blob-cache' }),
   });

@@ -37,7 +37,10 @@ export class OciRegistry {
   readonly dir: string;
   port = 0;
   private output = '';
-  private blobGetCount = 0;
+  /** Blob GETs answered, by digest (with `accessLog`). */
+  private readonly blobGetCounts = new Map<string, number>();
+  /** The access log's last line while it is still incomplete. */
+  private partialLine = '';
 
   constructor(private readonly o: OciRegistryOptions = {}) {
     this.dir = o.dir ?? mkdtempSync(join(tmpdir(), 'metal-oci-registry-'));
@@ -92,9 +95,16 @@ ${auth}`,
     this.child = child;
     const keep = (b: Buffer) => {
       const text = b.toString();
-      // Access log lines (combined log format): "GET /v2/<name>/blobs/sha256:… HTTP/1.1" 200
-      if (this.o.accessLog)
-        this.blobGetCount += text.match(/"GET \/v2\/\S+\/blobs\/sha256:[0-9a-f]{64} HTTP/g)?.length ?? 0;
+      // Access log lines (combined log format): "GET /v2/<name>/blobs/sha256:… HTTP/1.1" 200. A
+      // line may be split across two reads: only whole lines are counted.
+      if (this.o.accessLog) {
+        const lines = (this.partialLine + text).split('\n');
+        this.partialLine = lines.pop() ?? '';
+        for (const line of lines) {
+          const m = /"GET \/v2\/\S+\/blobs\/(sha256:[0-9a-f]{64}) HTTP/.exec(line);
+          if (m) this.blobGetCounts.set(m[1]!, (this.blobGetCounts.get(m[1]!) ?? 0) + 1);
+        }
+      }
       this.output = (this.output + text).slice(-4000);
     };
     child.stdout!.on('data', keep);
@@ -120,9 +130,15 @@ ${auth}`,
     return this.child?.pid;
   }
 
-  /** Blob GETs answered so far (with `accessLog` only; a line may arrive just after its response). */
-  blobGets(): number {
-    return this.blobGetCount;
+  /**
+   * Blob GETs answered so far, of `digest` or of all blobs (with `accessLog` only; a line may arrive
+   * just after its response).
+   */
+  blobGets(digest?: string): number {
+    if (digest) return this.blobGetCounts.get(digest) ?? 0;
+    let n = 0;
+    for (const c of this.blobGetCounts.values()) n += c;
+    return n;
   }
 
   /** SIGSTOP: connections hang, nothing is answered (an outage without losing content). */

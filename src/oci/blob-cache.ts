@@ -25,20 +25,34 @@
  * (`BlobSizeMismatch`) before a byte is written or served, and a descriptor size beyond
  * `maxBlobBytes` before the registry is asked (N10).
  *
- * Cost per served byte: a verified file is never hashed again; transfers read it in 1 MiB chunks
- * through a shared {@link ChunkPool} (concurrent transfers of one blob share each read and Buffer)
- * and respect the socket's backpressure (a chunk is read only when the previous one was taken).
+ * Memory (issue 35): a transfer sends the file (a verified blob, or the one a download is writing)
+ * from chunks of the cache's {@link SendBuffers}, shared by transfers at the same offset, and takes
+ * the next chunk only once the socket has written one to the kernel ({@link OpenBlob.sendTo}): one
+ * transfer holds at most 2 × 256 KiB however slowly its client reads, all transfers together at
+ * most the budget (`sendBufferBytes`, `--image-transfer-memory`, 32 MiB by default; a transfer that
+ * finds it held waits for a buffer), and nothing is allocated per chunk. The page cache, not the
+ * process, holds the rest of the blob. A download holds one 1 MiB staging buffer
+ * ({@link DOWNLOAD_STAGING_BYTES}) and undici's bounded read-ahead of the registry's answer.
+ * {@link OpenBlob.stream} (tools, tests) reads 256 KiB pieces of its own on demand, one ahead of its
+ * consumer.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type FileHandle, mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type pino from 'pino';
-import { ChunkPool } from './chunk-pool.js';
 import type { RegistryCredentials } from './docker-config.js';
 import { formatReference, type ImageReference } from './reference.js';
 import { type RegistryClient, RegistryError } from './registry-client.js';
+import {
+  type Chunk,
+  readFully,
+  SEND_BUFFER_BYTES,
+  SEND_BUFFERS_PER_TRANSFER,
+  SendBuffers,
+} from './send-buffers.js';
 
 export class DigestMismatch extends Error {}
 
@@ -51,14 +65,33 @@ export interface BlobRange {
 export interface OpenBlob {
   /** Size of the whole blob in bytes. */
   size: number;
-  stream: Readable;
+  /** The bytes served: the whole blob, or the requested range clipped to it (inclusive). */
+  range: BlobRange;
   /** `hit` (verified file), `join` (a download in flight), `miss` (this request started it). */
   source: 'hit' | 'join' | 'miss';
+  /**
+   * The bytes as a stream (tools, tests), made on first use; fails with the download's error
+   * (e.g. {@link DigestMismatch}) before its last byte. Closes the file when it ends or is destroyed.
+   */
+  readonly stream: Readable;
+  /**
+   * Writes the bytes to an HTTP response whose headers the caller wrote, then ends it, from the
+   * cache's {@link SendBuffers} (see the file comment: at most 2 buffers of this transfer exist at
+   * once, each reused only after the socket wrote it). Rejects with the download's error (the
+   * caller destroys the response: the client sees a transfer short of its `Content-Length`), or a
+   * {@link ClientGone} when the response closed first. Closes the file either way.
+   */
+  sendTo(res: ServerResponse): Promise<void>;
+  /** Closes the file when neither {@link OpenBlob.stream} nor {@link OpenBlob.sendTo} is used. */
+  close(): Promise<void>;
 }
+
+/** {@link OpenBlob.sendTo}'s rejection when the client closed the connection before the last byte. */
+export class ClientGone extends Error {}
 
 /** A file being served: a verified blob (`done`, all `written`) or a download in flight. */
 interface SourceFile {
-  /** Unique per file incarnation: the chunk pool's key. */
+  /** Unique per file incarnation: the key of its chunks in the {@link SendBuffers}. */
   id: string;
   size: number;
   written: number;
@@ -74,6 +107,12 @@ interface Download extends SourceFile {
   /** Resolves once the size is known (registry headers arrived); rejects when the fetch failed. */
   ready: Promise<void>;
 }
+
+/**
+ * Bytes a download collects before writing them to its file (one buffer per download in flight,
+ * reused for the whole download): transfers at the growing edge wake once per this many bytes.
+ */
+export const DOWNLOAD_STAGING_BYTES = 1024 * 1024;
 
 const DIGEST = /^sha256:([a-f0-9]{64})$/;
 /** `RegistryError` reason of a blob beyond `maxBlobBytes`: not transient (the blob is what it is). */
@@ -92,8 +131,8 @@ export class BlobCache {
   private reserved = 0;
   /** Registry blob downloads started (benchmarks and tests count them). */
   downloads = 0;
-  /** Chunks read from disk for transfers, shared by concurrent ones (tests count its `reads`). */
-  readonly pool: ChunkPool;
+  /** The buffers every transfer sends from (see the file comment; tests read their counters). */
+  readonly buffers: SendBuffers;
 
   constructor(
     private readonly o: {
@@ -101,13 +140,15 @@ export class BlobCache {
       maxBytes: number;
       registry: RegistryClient;
       log: pino.Logger;
-      /** Memory for shared read chunks (default 32 MiB). */
-      poolBytes?: number;
+      /** Budget of all transfers' send buffers in bytes (default 32 MiB, send-buffers.ts). */
+      sendBufferBytes?: number;
+      /** Bytes of one send buffer, a chunk (default 256 KiB). */
+      sendBufferSize?: number;
       /** Largest blob downloaded, in bytes (default: `maxBytes`). */
       maxBlobBytes?: number;
     },
   ) {
-    this.pool = new ChunkPool({ maxBytes: o.poolBytes });
+    this.buffers = new SendBuffers({ maxBytes: o.sendBufferBytes, chunkBytes: o.sendBufferSize });
   }
 
   /** Creates the folders, drops partial files of an earlier run and indexes verified ones. */
@@ -130,13 +171,23 @@ export class BlobCache {
    * reasons), `RangeError` for a range beyond the blob. Later failures (digest mismatch, broken
    * download) destroy the stream with the error.
    */
-  async open(
+  open(
     ref: ImageReference,
     digest: string,
     credentials?: RegistryCredentials,
     range?: BlobRange,
     size?: number,
   ): Promise<OpenBlob> {
+    return this.openTransfer(ref, digest, credentials, range, size);
+  }
+
+  private async openTransfer(
+    ref: ImageReference,
+    digest: string,
+    credentials?: RegistryCredentials,
+    range?: BlobRange,
+    size?: number,
+  ): Promise<Transfer> {
     const m = DIGEST.exec(digest);
     if (!m) throw new RegistryError('InvalidDigest', `unsupported digest ${digest}`);
     this.o.registry.origin(ref); // the allow-list applies to cached blobs too
@@ -152,7 +203,7 @@ export class BlobCache {
       const fh = await open(this.path(digest), 'r').catch(() => undefined);
       if (fh) {
         const file = { id: digest, size: cached.size, written: cached.size, done: true };
-        return { size: cached.size, source: 'hit', stream: tail(fh, file, r, this.pool) };
+        return new Transfer(fh, file, r, 'hit', this.buffers);
       }
       // Evicted between the lookup and the open: fetch it again.
       if (this.files.get(digest) === cached) {
@@ -169,10 +220,10 @@ export class BlobCache {
     const fh = await open(d.tmp, 'r').catch(() => undefined);
     if (!fh) {
       // The download finished (renamed) or failed between `ready` and here.
-      if (this.files.has(digest)) return this.open(ref, digest, credentials, range, size);
+      if (this.files.has(digest)) return this.openTransfer(ref, digest, credentials, range, size);
       throw d.failed ?? new RegistryError('RegistryUnavailable', `blob ${digest} download failed`);
     }
-    return { size: d.size, source, stream: tail(fh, d, r, this.pool) };
+    return new Transfer(fh, d, r, source, this.buffers);
   }
 
   /**
@@ -187,12 +238,12 @@ export class BlobCache {
     credentials?: RegistryCredentials,
     size?: number,
   ): Promise<string> {
-    const blob = await this.open(ref, digest, credentials, undefined, size);
-    if (blob.source !== 'hit') {
-      await new Promise<void>((resolve, reject) => {
-        blob.stream.on('error', reject).on('end', resolve).resume();
-      });
-    } else blob.stream.destroy();
+    const blob = await this.openTransfer(ref, digest, credentials, undefined, size);
+    try {
+      await blob.settled(); // a download's end, without reading its bytes
+    } finally {
+      await blob.close();
+    }
     const cached = this.files.get(digest);
     if (!cached) throw new RegistryError('RegistryUnavailable', `blob ${digest} was not cached`);
     cached.used = Date.now();
@@ -311,19 +362,20 @@ export class BlobCache {
   ): Promise<void> {
     let reserved = true;
     const hash = createHash('sha256');
-    const CH = this.pool.chunkBytes;
-    // Bytes are written (and offered to transfers) in whole pool chunks: transfers at the growing
-    // edge take each chunk from memory once instead of re-reading every small network read.
-    let chunk = Buffer.allocUnsafeSlow(Math.min(CH, d.size));
+    // Network reads are collected in one staging buffer, written when full: transfers at the
+    // growing edge wake once per staging buffer, not per small network read. Reused after each
+    // write (the write resolved: the bytes are in the file).
+    const staging = Buffer.allocUnsafeSlow(Math.max(1, Math.min(DOWNLOAD_STAGING_BYTES, d.size)));
     let filled = 0;
     let received = 0;
     const flush = async () => {
-      await fh.write(chunk, 0, filled, d.written);
-      this.pool.put(d.id, d.written / CH, chunk.subarray(0, filled));
+      for (let off = 0; off < filled; ) {
+        const { bytesWritten } = await fh.write(staging, off, filled - off, d.written + off);
+        off += bytesWritten;
+      }
       d.written += filled;
-      d.events.emit('progress');
-      chunk = Buffer.allocUnsafeSlow(Math.min(CH, d.size - d.written));
       filled = 0;
+      d.events.emit('progress');
     };
     try {
       for await (const c of body) {
@@ -332,12 +384,13 @@ export class BlobCache {
         if (received > d.size) break; // more than Content-Length: mismatch below, nothing more written
         hash.update(b);
         for (let off = 0; off < b.length; ) {
-          const n = b.copy(chunk, filled, off);
+          const n = b.copy(staging, filled, off);
           filled += n;
           off += n;
-          if (filled === chunk.length) await flush();
+          if (filled === staging.length) await flush();
         }
       }
+      if (filled > 0 && received <= d.size) await flush();
       body.destroy();
       await fh.close();
       const got = `sha256:${hash.digest('hex')}`;
@@ -397,79 +450,243 @@ function clamp(range: BlobRange | undefined, size: number): BlobRange {
   return { start: range.start, end: Math.min(range.end, size - 1) };
 }
 
-/**
- * A stream of bytes `r` of `d` (a verified file, or one a download is still writing), read in the
- * pool's chunks. Of a download its final byte is only emitted once the download is verified (see the
- * file comment). Closes `fh` when it ends or is destroyed.
- */
-function tail(fh: FileHandle, d: SourceFile, r: BlobRange, pool: ChunkPool): Readable {
-  const CH = pool.chunkBytes;
-  let pos = r.start;
-  let reading = false;
-  let pending = false;
-  const out = new Readable({
-    highWaterMark: CH,
-    read() {
-      void pump();
-    },
-    destroy(err, cb) {
-      d.events?.off('progress', onProgress);
-      fh.close().then(
-        () => cb(err),
-        () => cb(err),
-      );
-    },
+/** Resolves on `d`'s next progress, or when `signal` aborts. */
+function progress(d: SourceFile, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const on = () => {
+      d.events?.off('progress', on);
+      signal.removeEventListener('abort', on);
+      resolve();
+    };
+    d.events?.on('progress', on);
+    signal.addEventListener('abort', on, { once: true });
   });
-  // A failed download destroys its readers at once, maybe before a consumer attached (between
-  // open() resolving and the reply piping it): without a listener that 'error' would be an uncaught
-  // exception and end the process. Consumers still get the error (async iteration and pipeline
-  // read the stream's stored error).
-  out.on('error', () => undefined);
-  const onProgress = () => void pump();
-  d.events?.on('progress', onProgress);
-  async function pump(): Promise<void> {
-    if (out.destroyed) return;
-    if (reading) {
-      pending = true;
-      return;
+}
+
+/**
+ * One transfer of bytes `range` of `d` (a verified file, or one a download is still writing) from
+ * its own file handle (eviction may unlink the file meanwhile). Of a download, the range's final byte
+ * is only read once the download is verified (see the file comment).
+ */
+class Transfer implements OpenBlob {
+  readonly size: number;
+  private streamed?: Readable;
+  private closing?: Promise<void>;
+  /** Chunk reads this transfer waited for that have not settled. */
+  private readonly loads = new Set<Promise<unknown>>();
+  /** Aborts waits for download progress and for send buffers once the transfer ended. */
+  private readonly ended = new AbortController();
+
+  constructor(
+    private readonly fh: FileHandle,
+    private readonly d: SourceFile,
+    readonly range: BlobRange,
+    readonly source: OpenBlob['source'],
+    private readonly buffers: SendBuffers,
+  ) {
+    this.size = d.size;
+  }
+
+  get stream(): Readable {
+    this.streamed ??= this.toStream();
+    return this.streamed;
+  }
+
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.ended.abort(new ClientGone('transfer closed'));
+      // Chunks this transfer asked for may still be read through its handle, for others too.
+      this.closing = Promise.allSettled([...this.loads])
+        .then(() => this.fh.close())
+        .catch(() => undefined);
     }
-    reading = true;
+    return this.closing;
+  }
+
+  /** Resolves when the source file is verified (at once for a cached one); throws its failure. */
+  async settled(): Promise<void> {
+    while (!this.d.done) await progress(this.d, this.ended.signal);
+    if (this.d.failed) throw this.d.failed;
+  }
+
+  async sendTo(res: ServerResponse): Promise<void> {
+    const signal = this.ended.signal;
+    const CH = this.buffers.chunkBytes;
+    /** References handed to the socket whose write has not completed. */
+    const inSocket = new Set<{ chunk: Chunk }>();
+    let wake: (() => void) | undefined;
+    const wakeUp = () => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+    let looping = true;
+    let wentAway = false;
+    // The response closes when the client goes away; a pipelined response that never got the
+    // socket does not, so the connection's close counts too. Listened to until the last write
+    // completed: what the socket still holds then is written off (see send-buffers.ts).
+    const socket = res.req.socket;
+    const gone = () => {
+      wentAway = true;
+      this.ended.abort(new ClientGone('client closed the connection'));
+      for (const r of inSocket) this.buffers.forget(r.chunk);
+      inSocket.clear();
+      settle();
+    };
+    const settle = () => {
+      if (looping || (inSocket.size && !wentAway)) return;
+      res.off('close', gone);
+      socket.off('close', gone);
+    };
+    res.once('close', gone);
+    socket.once('close', gone);
+    signal.addEventListener('abort', wakeUp, { once: true });
+    if (res.destroyed || socket.destroyed) gone(); // closed before the first byte: nothing to send
     try {
+      let pos = this.range.start;
       for (;;) {
-        if (d.failed) return void out.destroy(d.failed);
-        const verified = d.done && !d.failed;
-        const last = r.end;
-        // Bytes we may send now: written ones, minus the final byte until verified.
-        const limit = verified ? last + 1 : Math.min(d.written, last);
-        if (d.size === 0) {
-          if (verified) out.push(null);
-          return;
-        }
-        if (pos > last) {
-          out.push(null);
-          return;
-        }
-        if (pos >= limit) return; // wait for progress
+        const limit = await this.sendable(pos);
+        if (limit === undefined) break;
         const index = Math.floor(pos / CH);
         const chunkStart = index * CH;
-        const chunkEnd = Math.min(chunkStart + CH, d.size);
-        // A download offers whole chunks only (see fill).
-        if (d.written < chunkEnd) return;
-        const chunk = await pool.chunk(d.id, index, chunkEnd - chunkStart, fh);
-        const piece = chunk.subarray(pos - chunkStart, Math.min(limit, chunkEnd) - chunkStart);
-        if (out.destroyed) return;
+        const chunkEnd = Math.min(chunkStart + CH, this.d.size);
+        // At most SEND_BUFFERS_PER_TRANSFER chunks: the next one is read while one is in the socket.
+        let chunk: Chunk | undefined;
+        if (inSocket.size === 0)
+          chunk = await this.buffers.acquire(this.d.id, index, chunkEnd - chunkStart, this.fh, signal);
+        else if (inSocket.size < SEND_BUFFERS_PER_TRANSFER)
+          chunk = this.buffers.tryAcquire(this.d.id, index, chunkEnd - chunkStart, this.fh);
+        if (!chunk) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          continue;
+        }
+        this.track(chunk);
+        try {
+          await chunk.loaded;
+          if (signal.aborted) throw signal.reason;
+        } catch (err) {
+          this.buffers.release(chunk);
+          throw err;
+        }
+        const piece = chunk.buf.subarray(pos - chunkStart, Math.min(limit, chunkEnd) - chunkStart);
         pos += piece.length;
-        if (!out.push(piece)) return;
+        const ref = { chunk };
+        inSocket.add(ref);
+        res.write(piece, (err) => {
+          // Written to the kernel, or failed (the client went away): reusable, unless written off.
+          if (!inSocket.delete(ref)) return;
+          this.buffers.release(ref.chunk);
+          if (err) return gone();
+          wakeUp();
+          settle();
+        });
       }
-    } catch (err) {
-      out.destroy(err as Error);
+      res.end();
     } finally {
-      reading = false;
-      if (pending) {
-        pending = false;
-        void pump();
-      }
+      looping = false;
+      signal.removeEventListener('abort', wakeUp);
+      settle();
+      await this.close();
     }
   }
-  return out;
+
+  /** Remembers `chunk`'s read until it settled ({@link Transfer.close} waits for it). */
+  private track(chunk: Chunk): void {
+    if (chunk.settled) return;
+    const p: Promise<unknown> = chunk.loaded.then(
+      () => this.loads.delete(p),
+      () => this.loads.delete(p),
+    );
+    this.loads.add(p);
+  }
+
+  /**
+   * The end (exclusive) of the bytes from `pos` that may be sent now from whole chunks, waiting for
+   * a download's progress; undefined past the range. Throws the download's failure, or the
+   * transfer's end.
+   */
+  private async sendable(pos: number): Promise<number | undefined> {
+    const d = this.d;
+    const last = this.range.end;
+    const signal = this.ended.signal;
+    for (;;) {
+      if (d.failed) throw d.failed;
+      if (signal.aborted) throw signal.reason;
+      const verified = d.done;
+      if (d.size === 0 || pos > last) {
+        if (verified) return undefined;
+      } else {
+        // Bytes we may send now: written ones, minus the range's final byte until verified; of a
+        // download only whole chunks (they are shared).
+        const limit = verified ? last + 1 : Math.min(d.written, last);
+        const chunkEnd = Math.min(
+          (Math.floor(pos / this.buffers.chunkBytes) + 1) * this.buffers.chunkBytes,
+          d.size,
+        );
+        if (pos < limit && (verified || d.written >= chunkEnd)) return limit;
+      }
+      await progress(d, signal);
+    }
+  }
+
+  /**
+   * Reads the bytes at `pos` that may be served now into `buf` (as many as fit), waiting for a
+   * download's progress; 0 past the range. Throws the download's failure, or the transfer's end.
+   */
+  private async readAt(buf: Buffer, pos: number): Promise<number> {
+    const d = this.d;
+    const last = this.range.end;
+    const signal = this.ended.signal;
+    for (;;) {
+      if (d.failed) throw d.failed;
+      if (signal.aborted) throw signal.reason;
+      const verified = d.done;
+      if (d.size === 0 || pos > last) {
+        if (verified) return 0;
+      } else {
+        // Bytes we may send now: written ones, minus the range's final byte until verified.
+        const limit = verified ? last + 1 : Math.min(d.written, last);
+        if (pos < limit) {
+          const n = Math.min(buf.length, limit - pos);
+          await readFully(this.fh, buf, n, pos);
+          return n;
+        }
+      }
+      await progress(d, signal);
+    }
+  }
+
+  private toStream(): Readable {
+    let pos = this.range.start;
+    const out = new Readable({
+      highWaterMark: SEND_BUFFER_BYTES,
+      read: () => {
+        // Called again only after this push: one piece in flight at a time.
+        const piece = Buffer.allocUnsafeSlow(
+          Math.min(SEND_BUFFER_BYTES, Math.max(1, this.range.end - pos + 1)),
+        );
+        this.readAt(piece, pos).then(
+          (n) => {
+            if (out.destroyed) return;
+            if (n === 0) return void out.push(null);
+            pos += n;
+            out.push(n === piece.length ? piece : piece.subarray(0, n));
+          },
+          (err: Error) => out.destroy(err),
+        );
+      },
+      destroy: (err, cb) => {
+        this.close().then(
+          () => cb(err),
+          () => cb(err),
+        );
+      },
+    });
+    // A consumer that attached no 'error' listener must not crash the process on a failed download
+    // (async iteration and pipeline read the stream's stored error).
+    out.on('error', () => undefined);
+    return out;
+  }
 }

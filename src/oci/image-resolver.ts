@@ -11,6 +11,8 @@
  * after the registry confirmed that this reference with these credentials may read that digest
  * (`RegistryClient.confirm`: an authenticated HEAD, its yes remembered for a bounded time), so one
  * tenant's private manifest never answers another's reference to it (security review N3).
+ * Concurrent resolutions of one digest (50 servers booting one image) share one GET: the others wait
+ * for it, then take the cached result as a hit (confirmed for their own credentials).
  * Manifests are verified against their digest. Errors are `RegistryError`s
  * (`registry-client.ts`) or `ImageError`s with reasons `ImageArchitectureNotFound`,
  * `ImageLayerMissing`, `ImageManifestInvalid`.
@@ -191,6 +193,8 @@ function checkCommandLine(digest: string, v: string): string {
 export class ImageResolver {
   private readonly byDigest = new ByteBoundedMap<{ mediaType: string; doc: ManifestDoc }>(CACHE_BYTES / 2);
   private readonly configs = new ByteBoundedMap<string | undefined>(CACHE_BYTES / 2);
+  /** GETs by digest in flight, by cache key: a second resolution waits for the first (file comment). */
+  private readonly fetching = new Map<string, Promise<unknown>>();
 
   /** Estimated bytes held by the digest caches (bounded by {@link CACHE_BYTES}). */
   cachedBytes(): number {
@@ -255,11 +259,32 @@ export class ImageResolver {
     credentials: RegistryCredentials | undefined,
   ): Promise<{ digest: string; mediaType: string; doc: ManifestDoc }> {
     const byDigest = tagOrDigest.includes(':');
-    const hit = byDigest ? this.byDigest.get(cacheKey(ref, tagOrDigest)) : undefined;
+    const key = cacheKey(ref, tagOrDigest);
+    if (byDigest && !this.byDigest.has(key)) await this.fetching.get(key)?.catch(() => undefined);
+    const hit = byDigest ? this.byDigest.get(key) : undefined;
     if (hit) {
       await this.registry.confirm(ref, 'manifests', tagOrDigest, credentials, MANIFEST_ACCEPT);
       return { digest: tagOrDigest, ...hit };
     }
+    if (!byDigest) return this.fetchManifest(ref, tagOrDigest, credentials);
+    return this.singleFlight(key, () => this.fetchManifest(ref, tagOrDigest, credentials));
+  }
+
+  /** Runs `fetch` as the GET in flight for `key` (see {@link ImageResolver.fetching}). */
+  private singleFlight<T>(key: string, fetch: () => Promise<T>): Promise<T> {
+    const p = fetch().finally(() => {
+      if (this.fetching.get(key) === p) this.fetching.delete(key);
+    });
+    this.fetching.set(key, p);
+    return p;
+  }
+
+  private async fetchManifest(
+    ref: ImageReference,
+    tagOrDigest: string,
+    credentials: RegistryCredentials | undefined,
+  ): Promise<{ digest: string; mediaType: string; doc: ManifestDoc }> {
+    const byDigest = tagOrDigest.includes(':');
     const res = await this.registry.get(ref, `/manifests/${tagOrDigest}`, {
       accept: MANIFEST_ACCEPT,
       credentials,
@@ -307,22 +332,32 @@ export class ImageResolver {
   ): Promise<string | undefined> {
     if (!config?.digest || (config.size ?? 0) > MAX_CONFIG_BYTES) return undefined;
     const key = cacheKey(ref, config.digest);
+    const flight = `config ${key}`; // the fetching map holds manifests too
+    if (!this.configs.has(key)) await this.fetching.get(flight)?.catch(() => undefined);
     if (this.configs.has(key)) {
       await this.registry.confirm(ref, 'blobs', config.digest, credentials);
       return this.configs.get(key);
     }
+    return this.singleFlight(flight, () => this.fetchCommandLine(ref, config.digest, credentials));
+  }
+
+  private async fetchCommandLine(
+    ref: ImageReference,
+    digest: string,
+    credentials: RegistryCredentials | undefined,
+  ): Promise<string | undefined> {
+    const key = cacheKey(ref, digest);
     let value: string | undefined;
     try {
-      const res = await this.registry.get(ref, `/blobs/${config.digest}`, { credentials });
+      const res = await this.registry.get(ref, `/blobs/${digest}`, { credentials });
       const body = await readLimitedBytes(res.body, MAX_CONFIG_BYTES);
-      if (sha256(body) !== config.digest)
+      if (sha256(body) !== digest)
         throw new ImageError(
           ImageReason.ImageManifestInvalid,
-          `image config ${config.digest} does not match its digest`,
+          `image config ${digest} does not match its digest`,
         );
       const doc = JSON.parse(body.toString('utf8')) as { commandLine?: unknown };
-      value =
-        typeof doc.commandLine === 'string' ? checkCommandLine(config.digest, doc.commandLine) : undefined;
+      value = typeof doc.commandLine === 'string' ? checkCommandLine(digest, doc.commandLine) : undefined;
     } catch (err) {
       if (err instanceof RegistryError && err.transient) throw err;
       if (err instanceof ImageError) throw err;

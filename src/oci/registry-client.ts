@@ -20,7 +20,8 @@
  * - Access confirmation for caches keyed by content (security review N3): {@link RegistryClient.confirm}
  *   asks the registry, with an authenticated `HEAD`, whether a (reference, credentials) pair may read
  *   a digest before a cached manifest or blob is handed to it; a yes is remembered for
- *   {@link ACCESS_TTL_MS} (at most {@link ACCESS_ENTRIES} answers), a no never.
+ *   {@link ACCESS_TTL_MS} (at most {@link ACCESS_ENTRIES} answers), a no never; concurrent askers
+ *   of the same pair share one `HEAD`.
  *
  * Errors are `RegistryError`s with a `reason` for the SBC (`RegistryNotAllowed`,
  * `RegistryUnavailable`, `RegistryUnauthorized`, `ImageNotFound`, `RegistryError`).
@@ -127,6 +128,8 @@ export class RegistryClient {
   private readonly tokens = new Map<string, CachedToken>();
   /** `origin|repository|credentials hash|kind|digest` → when the confirmation expires (ms epoch). */
   private readonly access = new Map<string, number>();
+  /** Confirmations being asked, by the same key: concurrent askers share one HEAD. */
+  private readonly confirming = new Map<string, Promise<void>>();
   /** Registry blob and manifest GETs sent (benchmarks count them). */
   requests = 0;
 
@@ -204,12 +207,21 @@ export class RegistryClient {
     const until = this.access.get(key);
     if (until !== undefined && until > Date.now()) return;
     this.access.delete(key);
-    const res = await this.get(ref, `/${kind}/${digest}`, {
-      method: 'HEAD',
-      credentials,
-      ...(accept ? { accept } : {}),
-    });
-    await res.body.dump();
+    // The same key is the same question (origin, repository, credentials, digest): one HEAD answers
+    // everyone asking it at once (50 servers booting one image).
+    let asking = this.confirming.get(key);
+    if (!asking) {
+      asking = (async () => {
+        const res = await this.get(ref, `/${kind}/${digest}`, {
+          method: 'HEAD',
+          credentials,
+          ...(accept ? { accept } : {}),
+        });
+        await res.body.dump();
+      })().finally(() => this.confirming.delete(key));
+      this.confirming.set(key, asking);
+    }
+    await asking;
   }
 
   close(): Promise<void> {

@@ -19,6 +19,8 @@ import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootc
 import type { SecretRef } from '../../src/bootauth/callback-key-secret.js';
 import type { AddressMacSource } from '../../src/bootserver/address-source.js';
 import { type SignalStack, startSignalStack } from '../../src/cmd/signal-stack.js';
+import type { BlobCache } from '../../src/oci/blob-cache.js';
+import type { BootImages } from '../../src/oci/boot-images.js';
 import { KubeClient } from '../../src/runtime/client.js';
 import { newLogger } from '../../src/runtime/logger.js';
 import { Resources } from '../../src/runtime/resource.js';
@@ -135,6 +137,8 @@ export interface TestStackOptions {
   keyFromSecret?: boolean;
   /** The boot server's UKI prebuilds (`BootServerOptions.prebuildUki`; default on). */
   prebuildUki?: boolean;
+  /** OCI images behind the boot server's `/oci/...` route (default: none, catalog images only). */
+  oci?: { images: BootImages; cache: BlobCache };
 }
 
 /** A running {@link startTestStack}: the signal stack and the base URLs of its two servers. */
@@ -170,6 +174,7 @@ export async function startTestStack(kc: KubeConfig, opts: TestStackOptions = {}
       pinScriptClient: opts.pin ?? true,
       clientMacSource: opts.clientMacSource,
       prebuildUki: opts.prebuildUki,
+      oci: opts.oci,
     },
   });
   return { ...stack, registryUrl, bootUrl: stack.bootServer!.url };

@@ -164,7 +164,10 @@ describe('charts/metal-operator', () => {
     });
     assert.equal(envValue(m, 'NODE_OPTIONS'), '--max-old-space-size=768');
     assert.equal(envValue(container(docs, 'metal-registry'), 'NODE_OPTIONS'), '--max-old-space-size=300');
-    assert.equal(envValue(container(docs, 'metal-bootserver'), 'NODE_OPTIONS'), '--max-old-space-size=1536');
+    assert.equal(
+      envValue(container(docs, 'metal-bootserver'), 'NODE_OPTIONS'),
+      '--max-old-space-size=1536 --max-semi-space-size=4',
+    );
     assert.throws(
       () => render({ 'resources.limits.memory': '1G' }),
       /limits\.memory must be set in Mi or Gi/,

@@ -1,8 +1,9 @@
 /**
  * The manager's V8 heap settings come from its Deployment (config/manager/manager.yaml) and are
  * the ones the local stack starts the manager with: the heap limit is set, stays within 75 % of
- * the container's memory limit, and takes effect in this node; a manifest without NODE_OPTIONS
- * gives no flags, one without a manager container is refused.
+ * the container's memory limit, and takes effect in this node; the boot server's young generation
+ * is capped (4 MiB semi-spaces); a manifest without NODE_OPTIONS gives no flags, one without a
+ * manager container is refused.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -52,6 +53,19 @@ describe('deployment node options', () => {
     const limitMiB = Number(out.trim()) / MiB;
     // The young generation (two semi-spaces and their large-object space) comes on top.
     assert.ok(limitMiB >= oldSpaceMiB && limitMiB <= oldSpaceMiB + 64, `heap_size_limit ${limitMiB} MiB`);
+  });
+
+  it("the boot server Deployment keeps V8's young generation small (4 MiB semi-spaces, issue 35)", () => {
+    const flags = nodeOptions(SIGNAL_MANIFESTS.bootserver, 'bootserver');
+    const oldSpaceMiB = Number(flags.find((f) => f.startsWith('--max-old-space-size='))?.split('=')[1]);
+    const out = execFileSync(
+      process.execPath,
+      [...flags, '-e', 'console.log(require("v8").getHeapStatistics().heap_size_limit)'],
+      { encoding: 'utf8' },
+    );
+    // Young generation: two semi-spaces and a new large-object space of one semi-space each.
+    const youngMiB = Number(out.trim()) / MiB - oldSpaceMiB;
+    assert.ok(youngMiB <= 3 * 4, `young generation ${youngMiB} MiB (${flags.join(' ')})`);
   });
 
   it('no NODE_OPTIONS: no flags; no manager container: an error naming the file', () => {
