@@ -16,7 +16,7 @@
  *
  * Usage: node dist/bench/e2e.js [--runs 3] [--shapes bios-pxe,uefi-pxe,uefi-http] [--keep]
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
@@ -47,7 +47,7 @@ const o = new Command('e2e')
     `comma-separated: ${Object.keys(SHAPES).join(', ')}`,
     'bios-pxe,uefi-pxe,uefi-http',
   )
-  .option('--keep', "keep each shape's stack directory (manager log) and print its path")
+  .option('--keep', "keep each shape's stack directory (manager log, bmc-requests.json) and print its path")
   .parse()
   .opts<{ runs: number; shapes: string; keep?: boolean }>();
 const load0 = loadavg()[0]!;
@@ -152,6 +152,7 @@ async function benchShape(shape: Shape): Promise<Record<string, number[]>> {
       }
     }
     watch.stop();
+    if (o.keep) writeFileSync(join(dir, 'bmc-requests.json'), JSON.stringify(stack.vbmc.requests(), null, 1));
     return phases;
   } finally {
     await stack.stop();
