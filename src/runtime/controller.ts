@@ -256,6 +256,17 @@ export class Controller {
         'reconcile failed; requeued',
       );
     } finally {
+      // One debug line per reconcile: where a step's time went (queue or work), in ms (bench/e2e.ts).
+      if (this.log.isLevelEnabled('debug'))
+        this.log.debug(
+          {
+            ...parseObjectKey(key),
+            queuedMs: round1(q.queuedMs(key)),
+            ms: round1(performance.now() - t0),
+            result,
+          },
+          'reconciled',
+        );
       q.done(key);
       if (m) {
         m.activeWorkers.dec({ controller: this.name });
@@ -264,4 +275,8 @@ export class Controller {
       }
     }
   }
+}
+
+function round1(ms: number | undefined): number | undefined {
+  return ms === undefined ? undefined : Math.round(ms * 10) / 10;
 }

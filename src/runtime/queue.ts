@@ -49,6 +49,8 @@ export class WorkQueue {
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly enqueuedAt = new Map<string, number>();
+  /** Keys in flight → ms they waited in the ready queue before `get()` handed them out. */
+  private readonly waitedMs = new Map<string, number>();
   private readonly delayed = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly failures = new Map<string, number>();
   private waiters: ((key: string | undefined) => void)[] = [];
@@ -174,9 +176,15 @@ export class WorkQueue {
     return new Promise((ok) => this.waiters.push(ok));
   }
 
+  /** How long `key`, now in flight, waited for a worker after it became ready, ms (undefined: not in flight). */
+  queuedMs(key: string): number | undefined {
+    return this.waitedMs.get(key);
+  }
+
   /** Ends processing of `key`; if it was added meanwhile it is queued again. */
   done(key: string): void {
     this.processing.delete(key);
+    this.waitedMs.delete(key);
     if (this.dirty.has(key) && !this.shuttingDown) this.push(key);
     if (this.processing.size === 0 && this.idleWaiters.length) {
       const ws = this.idleWaiters;
@@ -231,6 +239,7 @@ export class WorkQueue {
     this.processing.add(key);
     const t = this.enqueuedAt.get(key);
     this.enqueuedAt.delete(key);
+    if (t !== undefined) this.waitedMs.set(key, performance.now() - t);
     if (this.m) {
       this.m.depth.set(this.len());
       if (t !== undefined) this.m.latency.observe((performance.now() - t) / 1000);
