@@ -550,25 +550,12 @@ class Transfer implements OpenBlob {
         const index = Math.floor(pos / CH);
         const chunkStart = index * CH;
         const chunkEnd = Math.min(chunkStart + CH, this.d.size);
-        // At most SEND_BUFFERS_PER_TRANSFER chunks: the next one is read while one is in the socket.
-        let chunk: Chunk | undefined;
-        if (inSocket.size === 0)
-          chunk = await this.buffers.acquire(this.d.id, index, chunkEnd - chunkStart, this.fh, signal);
-        else if (inSocket.size < SEND_BUFFERS_PER_TRANSFER)
-          chunk = this.buffers.tryAcquire(this.d.id, index, chunkEnd - chunkStart, this.fh);
+        const chunk = await this.chunkAt(index, chunkEnd - chunkStart, inSocket.size, signal);
         if (!chunk) {
           await new Promise<void>((resolve) => {
             wake = resolve;
           });
           continue;
-        }
-        this.track(chunk);
-        try {
-          await chunk.loaded;
-          if (signal.aborted) throw signal.reason;
-        } catch (err) {
-          this.buffers.release(chunk);
-          throw err;
         }
         const piece = chunk.buf.subarray(pos - chunkStart, Math.min(limit, chunkEnd) - chunkStart);
         pos += piece.length;
@@ -590,6 +577,33 @@ class Transfer implements OpenBlob {
       settle();
       await this.close();
     }
+  }
+
+  /**
+   * Chunk `index` (`bytes` long), loaded, for a transfer with `inSocket` chunks in its socket: at
+   * most SEND_BUFFERS_PER_TRANSFER, the next one read while one is in the socket, so `undefined`
+   * when this transfer holds its share or none is free now. Throws the read's failure or `signal`'s reason.
+   */
+  private async chunkAt(
+    index: number,
+    bytes: number,
+    inSocket: number,
+    signal: AbortSignal,
+  ): Promise<Chunk | undefined> {
+    let chunk: Chunk | undefined;
+    if (inSocket === 0) chunk = await this.buffers.acquire(this.d.id, index, bytes, this.fh, signal);
+    else if (inSocket < SEND_BUFFERS_PER_TRANSFER)
+      chunk = this.buffers.tryAcquire(this.d.id, index, bytes, this.fh);
+    if (!chunk) return undefined;
+    this.track(chunk);
+    try {
+      await chunk.loaded;
+      if (signal.aborted) throw signal.reason;
+    } catch (err) {
+      this.buffers.release(chunk);
+      throw err;
+    }
+    return chunk;
   }
 
   /** Remembers `chunk`'s read until it settled ({@link Transfer.close} waits for it). */
