@@ -178,6 +178,7 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
           pin,
         );
         if (early) {
+          reply.raw.once('close', early.abandon);
           const body = headersThenFile(early.head, early.pin, file, log, () => reply.raw.destroy());
           return fileHeaders().send(Readable.from(body));
         }
@@ -192,8 +193,9 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
 
 /**
  * Runs the GETs of one attempt (`key`) in this process one pin after the other. The first one not
- * behind another gets `{head, pin}`: its PE headers (`headers()`; none when they cannot be told)
- * may leave while `pin()` is stored. One that had to wait, or whose headers are empty, awaits its pin
+ * behind another gets `{head, pin}`: its PE headers (`headers()`; none when they cannot be told),
+ * to be sent before it starts `pin` (so the first byte waits for no API work at all), and
+ * `abandon`, for a response that ends before it started `pin`, so the GETs behind it go on. One that had to wait, or whose headers are empty, awaits its pin
  * here and gets `undefined` (then nothing was sent: a refusal is still its 403 or 503). Throws what
  * `headers()` or, when awaited here, `pin()` throws.
  */
@@ -202,7 +204,7 @@ async function pinInTurn(
   key: string,
   headers: () => Promise<Buffer>,
   pin: () => Promise<void>,
-): Promise<{ head: Buffer; pin: Promise<void> } | undefined> {
+): Promise<{ head: Buffer; pin: () => Promise<void>; abandon: () => void } | undefined> {
   const earlier = pinning.get(key);
   let settle: () => void = () => {};
   const mine = new Promise<void>((resolve) => {
@@ -215,10 +217,13 @@ async function pinInTurn(
   try {
     if (earlier) await earlier;
     const head = earlier ? Buffer.alloc(0) : await headers();
-    const pinned = pin();
-    void pinned.then(settle, settle);
-    if (head.length > 0) return { head, pin: pinned };
-    await pinned;
+    const start = () => {
+      const pinned = pin();
+      void pinned.then(settle, settle);
+      return pinned;
+    };
+    if (head.length > 0) return { head, pin: start, abandon: settle };
+    await start();
     return undefined;
   } catch (err) {
     settle();
@@ -227,21 +232,22 @@ async function pinInTurn(
 }
 
 /**
- * The body of a GET whose PE headers go out while its pin is stored: `head`, then — once `pin`
- * resolved — the rest of `file`. A refused pin (another replica's client won the compare-and-swap,
+ * The body of a GET whose PE headers go out before its pin is stored: `head`, then `pin()`, then —
+ * once it resolved — the rest of `file`. A refused pin (another replica's client won the compare-and-swap,
  * the API server failed) closes the connection (`abort`) after the headers: the client got no byte
  * of a section, so no token.
  */
 async function* headersThenFile(
   head: Buffer,
-  pin: Promise<void>,
+  pin: () => Promise<void>,
   file: string,
   log: Logger,
   abort: () => void,
 ): AsyncGenerator<Buffer> {
   yield head;
   try {
-    await pin;
+    // Started once the headers were taken for the socket: the first byte waits for nothing else.
+    await pin();
   } catch (err) {
     log.warn(
       { error: err instanceof Error ? err.message : String(err) },
