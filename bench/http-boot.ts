@@ -22,8 +22,12 @@
  * (http-boot.ts, pe-headers.ts); both requests wait for the power-on gate's claim read unless `--claims-cache`
  * (the boot server's flag of that name) lets it answer from a ServerClaim informer.
 
+ * `--client-processes`: each host's client runs in a process of its own (started before the run,
+ * all told to go at once), so a client's times do not include the bench process's event loop
+ * receiving the other 49 files; without it all clients share the bench process.
+ *
  *   node dist/bench/http-boot.js [--servers 50] [--runs 3] [--kernel-mib 8] [--initrd-mib 24]
- *     [--modes prebuild,on-request] [--claims-cache]
+ *     [--modes prebuild,on-request] [--claims-cache] [--client-processes]
  *
  * Throws (exit 1) when a client gets no file after its retries, a file is short, or a run's
  * prebuilds do not finish within 120 s.
@@ -54,6 +58,10 @@ const { values } = parseArgs({
     'initrd-mib': { type: 'string', default: '24' },
     modes: { type: 'string', default: 'prebuild,on-request' },
     'claims-cache': { type: 'boolean', default: false },
+    'client-processes': { type: 'boolean', default: false },
+    // Internal: this process is one host's client (--client-processes).
+    'client-url': { type: 'string' },
+    'client-from': { type: 'string' },
   },
 });
 const SERVERS = Number(values.servers);
@@ -264,14 +272,13 @@ async function oneRun(
     prebuildSeconds = Math.round((performance.now() - readyAt) / 100) / 10;
   }
   const buildsBefore = await scrape(metrics, 'metal_uki_builds_total');
-  const fetched = await Promise.all(
-    seeded.map((s, i) =>
-      bootFile(
-        `${boot}/httpboot/${s.uuid}/1/uki.efi`,
-        `127.${100 + (round % 100)}.${Math.floor(i / 200)}.${(i % 200) + 2}`,
-      ),
-    ),
-  );
+  const hosts = seeded.map((s, i) => ({
+    url: `${boot}/httpboot/${s.uuid}/1/uki.efi`,
+    from: `127.${100 + (round % 100)}.${Math.floor(i / 200)}.${(i % 200) + 2}`,
+  }));
+  const fetched = values['client-processes']
+    ? await inProcesses(hosts)
+    : await Promise.all(hosts.map((h) => bootFile(h.url, h.from)));
   const builds = await scrape(metrics, 'metal_uki_builds_total');
   await pool(seeded, 10, async (s) => {
     await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, 'bench');
@@ -288,6 +295,51 @@ async function oneRun(
   };
 }
 
+/**
+ * Each host's {@link bootFile} in a process of its own: all are started and report `ready` first,
+ * then all get `go` at once; each prints its {@link Fetched} as JSON. Throws when one fails.
+ */
+async function inProcesses(hosts: { url: string; from: string }[]): Promise<Fetched[]> {
+  const kids = hosts.map((h) => {
+    const child = spawn(
+      process.execPath,
+      [process.argv[1]!, '--client-url', h.url, '--client-from', h.from],
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      },
+    );
+    let out = '';
+    const ready = new Promise<void>((ok, fail) => {
+      child.stdout!.on('data', (b: Buffer) => {
+        out += b.toString();
+        if (out.startsWith('ready\n')) ok();
+      });
+      child.once('exit', (code) => fail(new Error(`client ${h.from} exited ${code} before ready`)));
+    });
+    const done = new Promise<Fetched>((ok, fail) =>
+      child.once('exit', (code) => {
+        if (code !== 0) fail(new Error(`client ${h.from} exited ${code}: ${out}`));
+        else ok(JSON.parse(out.slice('ready\n'.length)) as Fetched);
+      }),
+    );
+    return { child, ready, done };
+  });
+  try {
+    await Promise.all(kids.map((k) => k.ready));
+    for (const k of kids) k.child.stdin!.end('go\n');
+    return await Promise.all(kids.map((k) => k.done));
+  } finally {
+    for (const k of kids) if (k.child.exitCode === null) k.child.kill('SIGKILL');
+  }
+}
+
+/** One host's client process (--client-processes): `ready`, wait for `go` on stdin, fetch, print JSON. */
+async function clientMain(url: string, from: string): Promise<void> {
+  process.stdout.write('ready\n');
+  await new Promise<void>((ok) => process.stdin.once('data', () => ok()));
+  process.stdout.write(JSON.stringify(await bootFile(url, from)));
+}
+
 function summary(results: Record<string, RunResult[]>, loadStart: string): void {
   const mmm = (xs: number[]) => {
     const s = [...xs].sort((a, b) => a - b);
@@ -300,13 +352,14 @@ function summary(results: Record<string, RunResult[]>, loadStart: string): void 
   const rows: [string, string][] = [
     [
       'hosts × image',
-      `${SERVERS} × ${values['kernel-mib']} + ${values['initrd-mib']} MiB, ${RUNS} runs per mode`,
+      `${SERVERS} × ${values['kernel-mib']} + ${values['initrd-mib']} MiB, ${RUNS} runs per mode; clients ${values['client-processes'] ? 'one process each' : 'in the bench process'}`,
     ],
   ];
   const json: Record<string, unknown> = {
     servers: SERVERS,
     runs: RUNS,
     claimsCache: values['claims-cache'],
+    clientProcesses: values['client-processes'],
     loadStart,
     loadEnd: load(),
   };
@@ -342,4 +395,5 @@ function summary(results: Record<string, RunResult[]>, loadStart: string): void 
   console.log(JSON.stringify(json));
 }
 
-await main();
+if (values['client-url']) await clientMain(values['client-url'], values['client-from'] ?? '127.0.0.1');
+else await main();

@@ -617,11 +617,12 @@ class Transfer implements OpenBlob {
   }
 
   /**
-   * The end (exclusive) of the bytes from `pos` that may be sent now from whole chunks, waiting for
-   * a download's progress; undefined past the range. Throws the download's failure, or the
-   * transfer's end.
+   * The end (exclusive) of the bytes from `pos` that may be sent now, waiting for a download's
+   * progress; undefined past the range. `wholeChunks`: of a download in progress only whole chunks
+   * count (the chunk buffers are shared; the file-backed path reads any written byte). Throws the
+   * download's failure, or the transfer's end.
    */
-  private async sendable(pos: number): Promise<number | undefined> {
+  private async sendable(pos: number, wholeChunks = true): Promise<number | undefined> {
     const d = this.d;
     const last = this.range.end;
     const signal = this.ended.signal;
@@ -632,14 +633,13 @@ class Transfer implements OpenBlob {
       if (d.size === 0 || pos > last) {
         if (verified) return undefined;
       } else {
-        // Bytes we may send now: written ones, minus the range's final byte until verified; of a
-        // download only whole chunks (they are shared).
+        // Bytes we may send now: written ones, minus the range's final byte until verified.
         const limit = verified ? last + 1 : Math.min(d.written, last);
         const chunkEnd = Math.min(
           (Math.floor(pos / this.buffers.chunkBytes) + 1) * this.buffers.chunkBytes,
           d.size,
         );
-        if (pos < limit && (verified || d.written >= chunkEnd)) return limit;
+        if (pos < limit && (verified || !wholeChunks || d.written >= chunkEnd)) return limit;
       }
       await progress(d, signal);
     }
@@ -650,26 +650,11 @@ class Transfer implements OpenBlob {
    * download's progress; 0 past the range. Throws the download's failure, or the transfer's end.
    */
   private async readAt(buf: Buffer, pos: number): Promise<number> {
-    const d = this.d;
-    const last = this.range.end;
-    const signal = this.ended.signal;
-    for (;;) {
-      if (d.failed) throw d.failed;
-      if (signal.aborted) throw signal.reason;
-      const verified = d.done;
-      if (d.size === 0 || pos > last) {
-        if (verified) return 0;
-      } else {
-        // Bytes we may send now: written ones, minus the range's final byte until verified.
-        const limit = verified ? last + 1 : Math.min(d.written, last);
-        if (pos < limit) {
-          const n = Math.min(buf.length, limit - pos);
-          await readFully(this.fh, buf, n, pos);
-          return n;
-        }
-      }
-      await progress(d, signal);
-    }
+    const limit = await this.sendable(pos, false);
+    if (limit === undefined) return 0;
+    const n = Math.min(buf.length, limit - pos);
+    await readFully(this.fh, buf, n, pos);
+    return n;
   }
 
   private toStream(): Readable {

@@ -7,6 +7,7 @@
  * `lastTransitionTime` moves only when `status` changes (Kubernetes API conventions), and a stored
  * condition that already says the same for this generation or a later one is not written again.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { KubeClient } from './client.js';
 import { type Condition, findCondition } from './conditions.js';
 import { apiVersionOf, type KObject, type ResourceType } from './resource.js';
@@ -50,8 +51,10 @@ type WithConditions = KObject & { status?: { conditions?: Condition[] } };
 
 /**
  * Applies `cond` on `obj`'s status subresource with `fieldManager` (force: the type is this
- * writer's). Resolves `false` without a request when nothing would change. API errors propagate
- * as `ApiError`.
+ * writer's). `fields`: top-level status fields this field manager owns, sent in the same apply
+ * (all of them every time: an apply that leaves one out removes it); they make the write happen
+ * when they differ from the stored ones. Resolves `false` without a request when nothing would
+ * change. API errors propagate as `ApiError`.
  */
 export async function applyCondition(
   client: KubeClient,
@@ -60,10 +63,15 @@ export async function applyCondition(
   cond: ConditionUpdate,
   fieldManager: string,
   now = new Date(),
+  fields: Record<string, unknown> = {},
 ): Promise<boolean> {
   const observedGeneration = cond.observedGeneration ?? obj.metadata.generation ?? 0;
-  const lastTransitionTime = conditionTransition(obj.status?.conditions, cond, observedGeneration, now);
-  if (lastTransitionTime === undefined) return false;
+  const transition = conditionTransition(obj.status?.conditions, cond, observedGeneration, now);
+  const stored = obj.status as Record<string, unknown> | undefined;
+  const fieldsChanged = Object.entries(fields).some(([k, v]) => !isDeepStrictEqual(stored?.[k], v));
+  if (transition === undefined && !fieldsChanged) return false;
+  const prior = findCondition(obj.status?.conditions, cond.type);
+  const lastTransitionTime = transition ?? prior?.lastTransitionTime ?? rfc3339(now);
   await client.apply(
     rt,
     {
@@ -74,13 +82,14 @@ export async function applyCondition(
         ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
       },
       status: {
+        ...fields,
         conditions: [
           {
             type: cond.type,
             status: cond.status,
             reason: cond.reason,
             message: cond.message,
-            observedGeneration,
+            observedGeneration: Math.max(observedGeneration, prior?.observedGeneration ?? 0),
             lastTransitionTime,
           },
         ],

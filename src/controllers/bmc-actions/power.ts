@@ -18,6 +18,7 @@ import type { KubeClient } from '../../runtime/client.js';
 import { findCondition } from '../../runtime/conditions.js';
 import type { EventRecorder } from '../../runtime/events.js';
 import { Resources } from '../../runtime/resource.js';
+import { StatusPatch } from '../../runtime/status-patch.js';
 import { applyOwnedCondition } from '../common/owned-conditions.js';
 import { DUPLICATE_SYSTEM_UUID, describeOwner } from '../common/system-ownership.js';
 import type { BmcDownReports } from './bmc-availability.js';
@@ -439,15 +440,11 @@ export class PowerActions {
     );
   }
 
+  /** Records the BMC's power state (`status.powerState`, which this class alone writes: no precondition). */
   private async recordState(server: Server, state: PowerState): Promise<void> {
-    if (server.status?.powerState === state) return;
-    await this.o.client.mergePatch(
-      Resources.Server,
-      server.metadata.name ?? '',
-      undefined,
-      { status: { powerState: state } },
-      { subresource: 'status' },
-    );
+    await new StatusPatch(this.o.client, Resources.Server, server, 'none')
+      .set({ powerState: state })
+      .commit();
   }
 
   private log(server: Server): pino.Logger {

@@ -38,9 +38,9 @@ import type { Informer } from '../../runtime/informer.js';
 import type { RuntimeMetrics } from '../../runtime/metrics.js';
 import { controllerOwnerReference } from '../../runtime/ownerrefs.js';
 import { Resources } from '../../runtime/resource.js';
+import { StatusPatch } from '../../runtime/status-patch.js';
 import { type BmcDownReport, type BmcDownReports, bmcDownReport } from '../bmc-actions/bmc-availability.js';
 import { BmcAccessError, type BmcConnections, classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
-import { applyOwnedCondition } from '../common/owned-conditions.js';
 import {
   DEFAULT_MAX_SYSTEMS_PER_BMC,
   DUPLICATE_SYSTEM_UUID,
@@ -269,7 +269,8 @@ class BmcReconciler {
       const status = await readManager(client);
       const scan = await this.scanSystems(bmc, client, l);
       const ip = this.addressOf(bmc);
-      await this.setStatus(
+      // Manager facts, Ready and the scan's two conditions: one write of the BMC's status.
+      const patch = this.statusPatch(
         bmc,
         { ...status, ...(ip ? { ip } : {}), state: 'Enabled' },
         {
@@ -278,7 +279,8 @@ class BmcReconciler {
           message: `${scan.listed} system(s); ${describeTransportSecurity(client.transportSecurity)}`,
         },
       );
-      await this.reportSystems(bmc, scan, l);
+      this.reportSystems(bmc, scan, patch, l);
+      await patch.commit();
       this.failures.delete(req.name);
       this.backoff.delete(req.name);
       this.synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
@@ -373,19 +375,21 @@ class BmcReconciler {
     );
   }
 
-  /** Conditions `SystemsDiscovered` and `DuplicateSystemUUID`, Warning Events and logs of a scan. */
-  private async reportSystems(bmc: BMCObject, scan: SystemScan, l: pino.Logger): Promise<void> {
+  /**
+   * Conditions `SystemsDiscovered` and `DuplicateSystemUUID` (set on `patch`, written with the
+   * sync's status), Warning Events and logs of a scan.
+   */
+  private reportSystems(
+    bmc: BMCObject,
+    scan: SystemScan,
+    patch: StatusPatch<BMCObject>,
+    l: pino.Logger,
+  ): void {
     const o = this.o;
     const verdict = systemsVerdict(scan, o.maxSystems);
-    await applyOwnedCondition(o.client, Resources.BMC, bmc, {
-      type: SYSTEMS_DISCOVERED_CONDITION,
-      ...verdict,
-    });
+    patch.setCondition({ type: SYSTEMS_DISCOVERED_CONDITION, ...verdict });
     const dup = duplicatesText(scan.duplicates);
-    await applyOwnedCondition(
-      o.client,
-      Resources.BMC,
-      bmc,
+    patch.setCondition(
       dup
         ? { type: DUPLICATE_SYSTEM_UUID, status: 'True', reason: DUPLICATE_SYSTEM_UUID, message: dup }
         : { type: DUPLICATE_SYSTEM_UUID, status: 'False', reason: NO_DUPLICATE_SYSTEM_UUID, message: '' },
@@ -423,18 +427,8 @@ class BmcReconciler {
       'a Server reports its BMC unusable: re-reading the BMC',
     );
     this.o.events.record(Resources.BMC, bmc, 'Warning', down.reason, message);
-    await this.setStatus(bmc, {}, { ok: false, reason: down.reason, message });
-    // What was just written, so the re-read's own write is compared with it, not with the cache.
-    const others = (bmc.status?.conditions ?? []).filter((c) => c.type !== BMC_READY_CONDITION);
-    const ready = {
-      type: BMC_READY_CONDITION,
-      status: 'False' as const,
-      reason: down.reason,
-      message,
-      observedGeneration: bmc.metadata.generation ?? 0,
-      lastTransitionTime: new Date().toISOString(),
-    };
-    return { ...bmc, status: { ...bmc.status, conditions: [...others, ready] } };
+    // The stored object, so the re-read's own write is compared with (and guarded by) it, not the cache.
+    return this.statusPatch(bmc, {}, { ok: false, reason: down.reason, message }).commit();
   }
 
   /**
@@ -534,24 +528,26 @@ class BmcReconciler {
     return 'created';
   }
 
+  /** Writes `fields` and `Ready` in one request (see {@link statusPatch}). */
   private async setStatus(
     bmc: BMCObject,
     fields: Record<string, string>,
     ready: { ok: boolean; reason: string; message: string },
   ): Promise<void> {
-    const o = this.o;
-    const cur = (bmc.status ?? {}) as Record<string, unknown>;
-    const changed = Object.entries(fields).filter(([k, v]) => cur[k] !== v);
-    if (changed.length) {
-      await o.client.mergePatch(
-        Resources.BMC,
-        bmc.metadata.name ?? '',
-        undefined,
-        { status: Object.fromEntries(changed) },
-        { subresource: 'status' },
-      );
-    }
-    await applyOwnedCondition(o.client, Resources.BMC, bmc, {
+    await this.statusPatch(bmc, fields, ready).commit();
+  }
+
+  /**
+   * A patch of the BMC's status (this controller is its only writer: guarded by the
+   * resourceVersion, runtime/status-patch.ts) with `fields` and the `Ready` condition set; more may
+   * be set on it before the commit.
+   */
+  private statusPatch(
+    bmc: BMCObject,
+    fields: Record<string, string>,
+    ready: { ok: boolean; reason: string; message: string },
+  ): StatusPatch<BMCObject> {
+    return new StatusPatch(this.o.client, Resources.BMC, bmc).set(fields).setCondition({
       type: BMC_READY_CONDITION,
       status: ready.ok ? 'True' : 'False',
       reason: ready.reason,

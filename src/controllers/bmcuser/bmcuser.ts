@@ -39,7 +39,7 @@ import {
 } from '../../api/v1alpha1/operations.js';
 import type { BMC, ManagerAccountInfo } from '../../bmc/bmc.js';
 import type { KubeClient } from '../../runtime/client.js';
-import { type Condition, setCondition } from '../../runtime/conditions.js';
+import type { Condition } from '../../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../../runtime/controller.js';
 import type { EventRecorder } from '../../runtime/events.js';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/finalizers.js';
@@ -47,6 +47,7 @@ import type { Informer } from '../../runtime/informer.js';
 import type { RuntimeMetrics } from '../../runtime/metrics.js';
 import { controllerOwnerReference, isControlledBy } from '../../runtime/ownerrefs.js';
 import { Resources } from '../../runtime/resource.js';
+import { StatusPatch } from '../../runtime/status-patch.js';
 import { rfc3339 } from '../../runtime/time.js';
 import {
   type BmcConnections,
@@ -468,26 +469,19 @@ function ready(reason: string, message: string): Omit<Condition, 'type' | 'lastT
   return { status: 'True', reason, message };
 }
 
+/**
+ * Writes `fields` and `Ready` in one merge patch, or nothing when both are stored already. No
+ * precondition (runtime/status-patch.ts guard `none`): this controller alone writes a BMCUser's
+ * status, and a pass may write it twice (rotate, then promote) from the same read.
+ */
 async function patchStatus(
   o: BmcUserControllerOptions,
   user: BMCUser,
   fields: Partial<NonNullable<BMCUser['status']>>,
   cond: Omit<Condition, 'type' | 'lastTransitionTime'>,
 ): Promise<void> {
-  const { conditions, changed } = setCondition(user.status?.conditions as Condition[] | undefined, {
-    type: READY_CONDITION,
-    ...cond,
-  });
-  const fieldChanged = Object.entries(fields).some(
-    ([k, v]) =>
-      JSON.stringify(user.status?.[k as keyof NonNullable<BMCUser['status']>]) !== JSON.stringify(v),
-  );
-  if (!changed && !fieldChanged) return;
-  await o.client.mergePatch(
-    Resources.BMCUser,
-    user.metadata.name ?? '',
-    undefined,
-    { status: { ...fields, conditions } },
-    { subresource: 'status' },
-  );
+  await new StatusPatch(o.client, Resources.BMCUser, user, 'none')
+    .set(fields)
+    .setCondition({ type: READY_CONDITION, ...cond })
+    .commit();
 }

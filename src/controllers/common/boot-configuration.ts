@@ -33,6 +33,7 @@ import { findCondition } from '../../runtime/conditions.js';
 import type { Informer } from '../../runtime/informer.js';
 import { controllerOwnerReference, isControlledBy } from '../../runtime/ownerrefs.js';
 import { type KObject, Resources, type ResourceType } from '../../runtime/resource.js';
+import { StatusPatch } from '../../runtime/status-patch.js';
 import { applyOwnedCondition } from './owned-conditions.js';
 
 export { ATTEMPT_KEY_ANNOTATION };
@@ -207,13 +208,10 @@ export class BootConfigurations {
     // A brand-new SBC (generation 1) needs no stamp: unstamped, the attempt's generation is the
     // object's (attemptGenerationOf), and no signal can predate the object.
     if ((generation > 1 || beforeEdit) && (sbc.status?.attemptGeneration ?? 0) < generation) {
-      sbc = await this.client.mergePatch<ServerBootConfiguration>(
-        Resources.ServerBootConfiguration,
-        d.name,
-        d.namespace,
-        { status: { attemptGeneration: generation } },
-        { subresource: 'status' },
-      );
+      // `attemptGeneration` is this writer's alone: no precondition (runtime/status-patch.ts).
+      sbc = await new StatusPatch(this.client, Resources.ServerBootConfiguration, sbc, 'none')
+        .set({ attemptGeneration: generation })
+        .commit();
     }
     return sbc;
   }

@@ -168,14 +168,20 @@ export class CleanupActions {
   private async skip(server: Server, why: string, log: pino.Logger): Promise<Result | undefined> {
     await this.removeConfiguration(server);
     const c = findCondition(server.status?.conditions, CLEANED_CONDITION);
-    if (c && c.reason !== CleanedReason.CleanupDisabled)
-      await this.cleaned(
-        server,
-        'False',
-        CleanedReason.CleanupDisabled,
-        'released without a cleanup boot (automatedCleaningMode disabled, or no --cleanup-image): disks as the last tenant left them',
-      );
-    await this.o.patchStatus(server, { state: 'Available' });
+    // A stale `Cleaned` rides in the Available write (one request).
+    await this.o.patchStatus(
+      server,
+      { state: 'Available' },
+      c && c.reason !== CleanedReason.CleanupDisabled
+        ? {
+            type: CLEANED_CONDITION,
+            status: 'False',
+            reason: CleanedReason.CleanupDisabled,
+            message:
+              'released without a cleanup boot (automatedCleaningMode disabled, or no --cleanup-image): disks as the last tenant left them',
+          }
+        : undefined,
+    );
     // Evicted by the maintenance taint (`metalctl cordon --evict`), the Server goes on to Maintenance
     // at once (taints.ts): the Event says so rather than promising a claimable Server (issue 36).
     const t = maintenanceTaint(server);

@@ -25,21 +25,21 @@ import type { Server, ServerState } from '../../api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../api/v1alpha1/serverbootconfiguration.js';
 import type { ServerClaim } from '../../api/v1alpha1/serverclaim.js';
 import { BootedReason, ConditionType, EventReason } from '../../api/vocabulary.js';
-import { ApiError, type KubeClient } from '../../runtime/client.js';
-import { conditionTransition } from '../../runtime/condition-writer.js';
-import { type Condition, findCondition } from '../../runtime/conditions.js';
+import type { KubeClient } from '../../runtime/client.js';
+import { findCondition } from '../../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../../runtime/controller.js';
 import type { EventRecorder } from '../../runtime/events.js';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../../runtime/finalizers.js';
 import type { Informer } from '../../runtime/informer.js';
 import type { RuntimeMetrics } from '../../runtime/metrics.js';
 import { Resources } from '../../runtime/resource.js';
+import { StatusPatch } from '../../runtime/status-patch.js';
 import type { BmcConnections } from '../bmc-actions/bmc-connections.js';
 import { type PowerActions, powerRetry } from '../bmc-actions/power.js';
 import type { BootConfigurations } from '../common/boot-configuration.js';
 import type { ControllerConfig } from '../common/config.js';
 import type { BootMetrics } from '../common/metrics.js';
-import { applyOwnedCondition, type OwnedCondition } from '../common/owned-conditions.js';
+import type { OwnedCondition } from '../common/owned-conditions.js';
 import { CleanupActions, cleanupPending } from './cleanup.js';
 import { DiscoveryActions } from './discovery.js';
 import type { DuplicateServers } from './duplicate-servers.js';
@@ -100,136 +100,57 @@ class ServerReconciler {
   }
 
   /**
-   * Writes status fields (null deletes) on the condition that `state` and `discovery` are still what
-   * the decision was made on: JSON-patch `test` ops, because other writers (power state, conditions,
-   * the registry's registration) change the resourceVersion all the time without invalidating the
-   * decision. A failed precondition surfaces as a 409, which the controller retries quietly.
+   * Writes status fields (null deletes) and up to two conditions in one request, on the condition
+   * that `state`, `discovery` and `cleanup` are still what the decision was made on (see
+   * {@link statusPatch}). A failed precondition surfaces as a 409, which the controller retries quietly.
    */
-  private async patchStatus(
+  private patchStatus(
     s: Server,
     status: Record<string, unknown>,
     cond?: OwnedCondition,
     /** A second condition riding in the same write (the Initial pass's `MachineIdentity`). */
     also?: OwnedCondition,
   ): Promise<Server> {
-    // The first write is a merge patch guarded by the resourceVersion: the condition rides in the
-    // whole list (the version pins what the other writers' entries are).
-    if ((cond || also) && firstWrite(s)) {
-      const first = cond ? conditionsWith(s, cond) : undefined;
-      const base = first ? { ...s, status: { ...s.status, conditions: first } } : s;
-      const conditions = (also && conditionsWith(base, also)) ?? first;
-      return this.patchStatusOps(s, conditions ? { ...status, conditions } : status, []);
-    }
-    const together = cond ? this.conditionOps(s, cond) : [];
-    if (cond && !together) {
-      // Not stored yet: its own server-side apply, first, as the other writers do.
-      await applyOwnedCondition(this.o.client, Resources.Server, s, cond);
-    }
-    const second = also ? this.conditionOps(s, also) : [];
-    if (also && !second) await applyOwnedCondition(this.o.client, Resources.Server, s, also);
-    return this.patchStatusOps(s, status, [...(together ?? []), ...(second ?? [])]);
+    const patch = this.statusPatch(s).set(status);
+    if (cond) patch.setCondition(cond);
+    if (also) patch.setCondition(also);
+    return patch.commit();
   }
 
   /**
-   * JSON-patch ops replacing the stored condition of `cond.type` in place (a `test` of its type at
-   * that index guards against concurrent list changes): the condition rides in the status write of
-   * the same reconcile instead of a request of its own. `[]` when the stored one already says the
-   * same; undefined when there is none (the caller applies it on its own).
+   * A patch of the Server's status guarded by JSON-patch `test` ops on `state` and the boot
+   * bookkeeping (runtime/status-patch.ts): other writers (power state, conditions, the registry's
+   * registration record) change the resourceVersion all the time without invalidating the decision.
+   * The first write ({@link firstWrite}) is guarded by the resourceVersion instead.
    */
-  private conditionOps(s: Server, cond: OwnedCondition): unknown[] | undefined {
-    const conds = s.status?.conditions ?? [];
-    const i = conds.findIndex((c) => c.type === cond.type);
-    if (i < 0) return undefined;
-    const generation = s.metadata.generation ?? 0;
-    const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());
-    if (lastTransitionTime === undefined) return [];
-    return [
-      { op: 'test', path: `/status/conditions/${i}/type`, value: cond.type },
-      {
-        op: 'replace',
-        path: `/status/conditions/${i}`,
-        value: { ...cond, observedGeneration: generation, lastTransitionTime },
-      },
-    ];
+  private statusPatch(s: Server): StatusPatch<Server> {
+    return new StatusPatch(this.o.client, Resources.Server, s, {
+      test: ['state', 'discovery', 'cleanup'],
+      resourceVersionWhen: firstWrite,
+    });
   }
 
   /**
-   * JSON-patch ops that set the Server's `Booted` to False `Booting` for the claim it is being
-   * reserved for, riding in the Reserved write: the claim's own first `Booted` (Booting) then finds
-   * it said and server-boot-condition.ts writes nothing, one Server write fewer per claim, and a
-   * re-claimed Server stops showing the last tenant's `Booted=True` as soon as it is Reserved. `[]`
-   * when the claim is not in the cache or does not ask for power On (its `Booted` will not be
-   * Booting), or the Server already says so. An entry added concurrently by another writer makes
-   * the patch invalid (the list is a map keyed by type: 422, a conflict to the caller), never a
-   * duplicate.
+   * Sets the Server's `Booted` to False `Booting` for the claim it is being reserved for, riding in
+   * the Reserved write: the claim's own first `Booted` (Booting) then finds it said and
+   * server-boot-condition.ts writes nothing, one Server write fewer per claim, and a re-claimed
+   * Server stops showing the last tenant's `Booted=True` as soon as it is Reserved. Nothing when the
+   * claim is not in the cache or does not ask for power On (its `Booted` will not be Booting), or
+   * the Server already says so. An entry added concurrently by another writer makes the patch
+   * invalid (the list is a map keyed by type: 422, a conflict to the caller), never a duplicate.
    */
-  private bootingOps(s: Server): unknown[] {
+  private setBooting(patch: StatusPatch<Server>, s: Server): void {
     const ref = s.spec.serverClaimRef;
     const claim = ref ? this.o.claims?.get(ref.name, ref.namespace) : undefined;
-    if (!ref || !claim || claim.spec.power !== 'On') return [];
-    const cond = {
+    if (!ref || !claim || claim.spec.power !== 'On') return;
+    const stored = findCondition(s.status?.conditions, ConditionType.Booted);
+    if (stored?.status === 'False' && stored.reason === BootedReason.Booting) return;
+    patch.setCondition({
       type: ConditionType.Booted,
-      status: 'False' as const,
+      status: 'False',
       reason: BootedReason.Booting,
       message: `ServerClaim ${ref.namespace}/${ref.name}: reserved for this claim; its boot has not started yet`,
-    };
-    const conds = s.status?.conditions ?? [];
-    const stored = findCondition(conds, cond.type);
-    if (stored) {
-      if (stored.status === cond.status && stored.reason === cond.reason) return [];
-      return this.conditionOps(s, cond) ?? [];
-    }
-    const generation = s.metadata.generation ?? 0;
-    const value = {
-      ...cond,
-      observedGeneration: generation,
-      lastTransitionTime: conditionTransition(conds, cond, generation, new Date()),
-    };
-    return s.status?.conditions
-      ? [{ op: 'add', path: '/status/conditions/-', value }]
-      : [{ op: 'add', path: '/status/conditions', value: [value] }];
-  }
-
-  private async patchStatusOps(
-    s: Server,
-    status: Record<string, unknown>,
-    extra: unknown[],
-  ): Promise<Server> {
-    const name = s.metadata.name ?? '';
-    const cur = (s.status ?? {}) as Record<string, unknown>;
-    if (firstWrite(s)) {
-      // First write: nothing to test against, the resourceVersion is the guard.
-      return this.o.client.mergePatch<Server>(
-        Resources.Server,
-        name,
-        undefined,
-        { metadata: { resourceVersion: s.metadata.resourceVersion }, status },
-        { subresource: 'status' },
-      );
-    }
-    const ops: unknown[] = [{ op: 'test', path: '/status/state', value: cur.state }];
-    if (cur.discovery !== undefined)
-      ops.push({ op: 'test', path: '/status/discovery', value: cur.discovery });
-    if (cur.cleanup !== undefined) ops.push({ op: 'test', path: '/status/cleanup', value: cur.cleanup });
-    for (const [k, v] of Object.entries(status)) {
-      if (v === null) {
-        if (cur[k] !== undefined) ops.push({ op: 'remove', path: `/status/${k}` });
-      } else ops.push({ op: 'add', path: `/status/${k}`, value: v });
-    }
-    ops.push(...extra);
-    try {
-      return await this.o.client.jsonPatch<Server>(Resources.Server, name, undefined, ops, {
-        subresource: 'status',
-      });
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 422) {
-        throw new ApiError(`Server ${name}: status changed since it was read (${err.message})`, 409, {
-          reason: 'Conflict',
-          cause: err,
-        });
-      }
-      throw err;
-    }
+    });
   }
 
   async reconcile(req: Request): Promise<Result | undefined> {
@@ -333,7 +254,9 @@ class ServerReconciler {
     // Bound before the claim controller put the finalizer into its binding write (an upgrade).
     server = await addFinalizer(this.o.client, Resources.Server, server, CLAIMED_SERVER_FINALIZER);
     if (state !== 'Reserved') {
-      await this.patchStatusOps(server, { state: 'Reserved' }, this.bootingOps(server));
+      const patch = this.statusPatch(server).set({ state: 'Reserved' });
+      this.setBooting(patch, server);
+      await patch.commit();
       const ref = server.spec.serverClaimRef;
       // No Event of its own (upstream records none either): the claim's binding Event (`Bound`, or
       // its first `BootAttemptStarted`) names this Server, and `spec.serverClaimRef` the claim.
@@ -392,28 +315,12 @@ export function newServerController(o: ServerControllerOptions): Controller {
 }
 
 /**
- * `s`'s conditions with `cond` in place of the stored entry of its type (appended when there is
- * none), stamped with the generation; undefined when the stored one already says the same.
- */
-function conditionsWith(s: Server, cond: OwnedCondition): Condition[] | undefined {
-  const conds = s.status?.conditions ?? [];
-  const generation = s.metadata.generation ?? 0;
-  const lastTransitionTime = conditionTransition(conds, cond, generation, new Date());
-  if (lastTransitionTime === undefined) return undefined;
-  const entry = { ...cond, observedGeneration: generation, lastTransitionTime };
-  const i = conds.findIndex((c) => c.type === cond.type);
-  return i < 0 ? [...conds, entry] : conds.map((c, j) => (j === i ? entry : c));
-}
-
-/**
  * Whether no controller has written the Server's status yet: `state` absent (stored before the CRD
  * defaulted it) or the CRD's default `Initial` with nothing else of discovery's. Such a write is a
  * merge patch guarded by the resourceVersion, carrying its conditions in the same request.
  */
-function firstWrite(s: Server): boolean {
-  const st = s.status;
+function firstWrite(st: { state?: unknown; discovery?: unknown; conditions?: unknown[] }): boolean {
   return (
-    st?.state === undefined ||
-    (st.state === 'Initial' && st.discovery === undefined && !st.conditions?.length)
+    st.state === undefined || (st.state === 'Initial' && st.discovery === undefined && !st.conditions?.length)
   );
 }

@@ -31,14 +31,14 @@ import { IgnitionError, IgnitionRenderer } from '../../ignition/served-ignition.
 import { secretUse } from '../../ignition/validated-secrets.js';
 import type { BootImages } from '../../oci/boot-images.js';
 import type { KubeClient } from '../../runtime/client.js';
-import { conditionTransition } from '../../runtime/condition-writer.js';
+import { applyCondition } from '../../runtime/condition-writer.js';
 import { findCondition } from '../../runtime/conditions.js';
 import { Controller, type Request, type Result } from '../../runtime/controller.js';
 import type { EventRecorder } from '../../runtime/events.js';
 import type { Informer } from '../../runtime/informer.js';
 import type { RuntimeMetrics } from '../../runtime/metrics.js';
 import { controllerOf } from '../../runtime/ownerrefs.js';
-import { apiVersionOf, Resources, type SecretObject } from '../../runtime/resource.js';
+import { Resources, type SecretObject } from '../../runtime/resource.js';
 import { SBC_READY_CONDITION } from '../common/boot-configuration.js';
 import { CONTROLLER_COMPONENT } from '../common/owned-conditions.js';
 import { resolveSbcImage } from './boot-image-resolution.js';
@@ -245,39 +245,27 @@ class ServerBootConfigurationReconciler {
    * already stored.
    */
   private async writeVerdict(sbc: ServerBootConfiguration, v: Verdict): Promise<void> {
-    const generation = sbc.metadata.generation ?? 0;
-    const cond = {
-      type: SBC_READY_CONDITION,
-      status: v.state === 'Ready' ? ('True' as const) : ('False' as const),
-      reason: v.reason,
-      message: v.message,
-    };
-    const lastTransitionTime = conditionTransition(sbc.status?.conditions, cond, generation, new Date());
-    const imageChanged = !!v.image && v.resolvedNow;
-    if (lastTransitionTime === undefined && sbc.status?.state === v.state && !imageChanged) return;
-    const stored = findCondition(sbc.status?.conditions, SBC_READY_CONDITION);
-    await this.o.client.apply(
+    await applyCondition(
+      this.o.client,
       Resources.ServerBootConfiguration,
+      sbc,
       {
-        apiVersion: apiVersionOf(Resources.ServerBootConfiguration),
-        kind: 'ServerBootConfiguration',
-        metadata: { name: sbc.metadata.name, namespace: sbc.metadata.namespace },
-        status: {
-          state: v.state,
-          ...(v.image ? { image: v.image } : {}),
-          // A hand-made SBC has no claim or Server to stamp its attempt: its first generation is
-          // it. Sent in every apply of this field manager (an apply that left it out would remove it).
-          ...(ownedByBootFlow(sbc) ? {} : { attemptGeneration: sbc.status?.attemptGeneration ?? generation }),
-          conditions: [
-            {
-              ...cond,
-              observedGeneration: Math.max(generation, stored?.observedGeneration ?? 0),
-              lastTransitionTime: lastTransitionTime ?? stored?.lastTransitionTime,
-            },
-          ],
-        },
+        type: SBC_READY_CONDITION,
+        status: v.state === 'Ready' ? 'True' : 'False',
+        reason: v.reason,
+        message: v.message,
       },
-      { subresource: 'status', fieldManager: `${CONTROLLER_COMPONENT}-${SBC_READY_CONDITION}`, force: true },
+      `${CONTROLLER_COMPONENT}-${SBC_READY_CONDITION}`,
+      new Date(),
+      {
+        state: v.state,
+        ...(v.image ? { image: v.image } : {}),
+        // A hand-made SBC has no claim or Server to stamp its attempt: its first generation is
+        // it. Sent in every apply of this field manager (an apply that left it out would remove it).
+        ...(ownedByBootFlow(sbc)
+          ? {}
+          : { attemptGeneration: sbc.status?.attemptGeneration ?? sbc.metadata.generation ?? 0 }),
+      },
     );
   }
 }

@@ -11,8 +11,8 @@ import { isDeepStrictEqual } from 'node:util';
 import type { ServerClaim } from '../../api/v1alpha1/serverclaim.js';
 import { ConditionType } from '../../api/vocabulary.js';
 import type { KubeClient } from '../../runtime/client.js';
-import { setCondition } from '../../runtime/conditions.js';
 import { Resources } from '../../runtime/resource.js';
+import { StatusPatch } from '../../runtime/status-patch.js';
 import type { Boot, CondInput } from './claim-context.js';
 
 /** Claim conditions this controller owns; each write re-stamps them with the claim's generation. */
@@ -28,7 +28,8 @@ export class ClaimStatusWriter {
 
   /**
    * Writes status changes (boot replaced as a whole, conditions set by type, phase) guarded by the
-   * claim's resourceVersion; returns the stored claim, or `claim` itself when nothing changed.
+   * claim's resourceVersion (runtime/status-patch.ts); returns the stored claim, or `claim` itself
+   * when nothing changed.
    */
   async save(
     claim: ServerClaim,
@@ -36,57 +37,17 @@ export class ClaimStatusWriter {
   ): Promise<ServerClaim> {
     const now = new Date();
     const generation = claim.metadata.generation ?? 0;
-    let conditions = claim.status?.conditions ?? [];
-    let changed = false;
+    const patch = new StatusPatch(this.o.client, Resources.ServerClaim, claim);
     const given = new Set((changes.conditions ?? []).map((c) => c.type));
+    for (const c of changes.conditions ?? []) patch.setCondition(c, now);
     // Every condition this reconcile evaluated carries its generation (`kubectl wait` after an edit).
-    const restamp = conditions.filter(
-      (c) => OWN_CONDITIONS.has(c.type) && !given.has(c.type) && (c.observedGeneration ?? 0) < generation,
-    );
-    for (const c of [
-      ...(changes.conditions ?? []),
-      ...restamp.map((c) => ({ ...c, observedGeneration: generation })),
-    ]) {
-      const r = setCondition(
-        conditions,
-        { ...c, observedGeneration: c.observedGeneration ?? generation },
-        now,
-      );
-      conditions = r.conditions;
-      changed ||= r.changed;
+    for (const c of claim.status?.conditions ?? []) {
+      if (OWN_CONDITIONS.has(c.type) && !given.has(c.type) && (c.observedGeneration ?? 0) < generation)
+        patch.setCondition({ ...c, observedGeneration: generation }, now);
     }
-    const status: Record<string, unknown> = {};
-    if (changed) status.conditions = conditions;
-    if (changes.phase !== undefined && changes.phase !== claim.status?.phase) status.phase = changes.phase;
-    if (changes.boot !== undefined && !isDeepStrictEqual(changes.boot ?? undefined, claim.status?.boot)) {
-      status.boot = changes.boot === null ? null : bootPatch(changes.boot);
-    }
-    if (Object.keys(status).length === 0) return claim;
-    return this.o.client.mergePatch<ServerClaim>(
-      Resources.ServerClaim,
-      claim.metadata.name ?? '',
-      claim.metadata.namespace,
-      { metadata: { resourceVersion: claim.metadata.resourceVersion }, status },
-      { subresource: 'status' },
-    );
+    if (changes.phase !== undefined) patch.set({ phase: changes.phase });
+    if (changes.boot !== undefined && !isDeepStrictEqual(changes.boot ?? undefined, claim.status?.boot))
+      patch.set({ boot: changes.boot });
+    return patch.commit();
   }
-}
-
-/** A whole `status.boot` for a merge patch: fields it does not have are deleted (null). */
-function bootPatch(b: Boot): Record<string, unknown> {
-  const keys = [
-    'attempt',
-    'phase',
-    'series',
-    'firstAttempt',
-    'attemptStartedAt',
-    'poweredOnAt',
-    'netbootDeadline',
-    'deadline',
-    'completedAt',
-    'adoptedAt',
-    'lastFailure',
-    'history',
-  ] as const;
-  return Object.fromEntries(keys.map((k) => [k, b[k] ?? null]));
 }
