@@ -66,7 +66,7 @@ async function reconcile(o: ServerBootConditionOptions, req: Request): Promise<R
   const cond = mirroredBooted(claim);
   if (!cond) return undefined;
   // Bound, not Reserved yet: the Server controller's Reserved write carries `Booted` (Booting) in
-  // the same request (server.ts bootingOps); a copy now would be a second write racing it.
+  // the same request (server.ts setBooting); a copy now would be a second write racing it.
   if (server.status?.state === 'Available') return undefined;
   const stored = findCondition(server.status?.conditions, cond.type);
   // Written on a change of status or reason only: the claim's message changes on every retry of a
