@@ -195,7 +195,7 @@ export class InClusterStack {
         'images:',
         `  - name: ${SHIPPED_IMAGE}`,
         `    newName: ${name}`,
-        `    newTag: ${imageTag ?? tag}`,
+        `    newTag: ${JSON.stringify(imageTag ?? tag)}`, // quoted: an all-digit tag is a YAML number
         'patches:',
         '  - patch: |',
         '      apiVersion: v1',

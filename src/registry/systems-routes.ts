@@ -3,7 +3,8 @@
  *
  * - `GET /systems/{uuid}` + Bearer token of the current attempt → the stored payload, read from its
  *   ConfigMap (the record in `status.registration` names it; a record of an earlier release from
- *   the Server itself); 404 `NoRegistration` when there is no record or no ConfigMap.
+ *   the Server itself; without a record in the cache, the Server read from the API first); 404
+ *   `NoRegistration` when there is no record or no ConfigMap.
  * - `DELETE /delete/{uuid}` + Bearer token of the current discovery attempt (403 `NotDiscovery`
  *   otherwise) → 200 `{systemUUID, deleted: true}` once the ConfigMap and then the record are gone;
  *   either removed concurrently (404, 422) is the outcome asked for.
@@ -85,13 +86,16 @@ export function registerSystemsRoutes(app: HttpApp, deps: RegistryRouteDeps): vo
  * ConfigMap is missing), or for a record of an earlier release the Server's own `data`, read from
  * the API server (the caches never hold it).
  */
-async function storedPayload(deps: RegistryRouteDeps, server: Server): Promise<unknown> {
-  const record = registrationRecord(server);
-  if (!record) return undefined;
+async function storedPayload(deps: RegistryRouteDeps, cached: Server): Promise<unknown> {
   try {
-    if (!record.payload) {
-      const stored = await deps.client.get<Server>(Resources.Server, server.metadata.name!);
-      return registrationRecord(stored ?? server)?.data;
+    let record = registrationRecord(cached);
+    // No record in the cache, which may lag a registration stored a moment ago (by this replica or
+    // another), or a record of an earlier release (payload on the Server, left out of the cache):
+    // the Server is read before the answer.
+    if (!record?.payload) {
+      const stored = await deps.client.get<Server>(Resources.Server, cached.metadata.name!);
+      record = registrationRecord(stored ?? cached);
+      if (!record?.payload) return record?.data;
     }
     const cm = await deps.client.get<KObject & { data?: Record<string, string> }>(
       Resources.ConfigMap,

@@ -265,12 +265,13 @@ class BmcReconciler {
    */
   private async sync(req: Request, bmc: BMCObject, client: BMC, l: pino.Logger): Promise<Result> {
     const o = this.o;
+    let patch: StatusPatch<BMCObject>;
     try {
       const status = await readManager(client);
       const scan = await this.scanSystems(bmc, client, l);
       const ip = this.addressOf(bmc);
       // Manager facts, Ready and the scan's two conditions: one write of the BMC's status.
-      const patch = this.statusPatch(
+      patch = this.statusPatch(
         bmc,
         { ...status, ...(ip ? { ip } : {}), state: 'Enabled' },
         {
@@ -280,11 +281,6 @@ class BmcReconciler {
         },
       );
       this.reportSystems(bmc, scan, patch, l);
-      await patch.commit();
-      this.failures.delete(req.name);
-      this.backoff.delete(req.name);
-      this.synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
-      return { requeueAfterMs: o.resyncMs };
     } catch (err) {
       const f = classifyBmcFailure(err);
       if (err instanceof RedfishAuthError) await o.connections.release(req.name);
@@ -307,6 +303,13 @@ class BmcReconciler {
       await this.setStatus(bmc, { state: 'Error' }, { ok: false, reason: f.reason, message });
       return { requeueAfterMs };
     }
+    // Outside the BMC's try: a failed write (409 after a stale read) is the API server's, retried by
+    // the controller, not a BMC failure.
+    await patch.commit();
+    this.failures.delete(req.name);
+    this.backoff.delete(req.name);
+    this.synced.set(req.name, { generation: bmc.metadata.generation ?? 0, at: Date.now() });
+    return { requeueAfterMs: o.resyncMs };
   }
 
   /** The address the BMC was reached at (`spec.access.ip`, else its Endpoint's), for `status.ip` (the IP column). */
