@@ -131,7 +131,7 @@ const ensureTable: EnsureRow[] = [
     },
   },
   {
-    name: 'On answered late with a timeout: BMCTimeout, reported down, the On counted as maybe sent',
+    name: 'On answered late with a timeout: BMCTimeout Event, reported down, the On recorded as maybe sent (WaitingForPowerOn)',
     system: { powerState: 'Off' },
     goal: 'On',
     arrange: (b) => b.delay('powerOn', 20).fail('powerOn', timedOut),
@@ -139,7 +139,7 @@ const ensureTable: EnsureRow[] = [
       calls: ['powerState', 'powerOn'],
       reached: false,
       failed: true,
-      pending: 'BMCTimeout',
+      pending: 'WaitingForPowerOn',
       requeueAfterMs: 5_000,
       events: ['BMCTimeout'],
       down: ['BMCTimeout'],
@@ -240,6 +240,27 @@ test('ensure: a BMC that reports late is not sent On again within the resend win
   await late.power.ensure(late.server, 'On');
   await late.power.ensure(late.server, 'On');
   assert.equal(fake.callsOf('powerOn').length, 3, 'sent again once the window has passed');
+});
+
+test('ensure: an On that timed out is not sent again within the resend window, also by a restarted manager', async () => {
+  const fake = new FakeBmc({ systems: [{ powerState: 'Off' }] });
+  fake.fail('powerOn', timedOut);
+  const first = powerBench(fake, { resendAfterMs: 60_000 });
+  const p = await first.power.ensure(first.server, 'On');
+  assert.equal(p.failed, true);
+  assert.match(p.pending ?? '', /outcome unknown .*not sent again before/);
+  assert.equal(fake.callsOf('powerOn').length, 1);
+  // The same process, and a new one (no memory) reading the condition the first one wrote.
+  await first.power.ensure(first.server, 'On');
+  const restarted = powerBench(fake, { resendAfterMs: 60_000 });
+  const stored = { ...restarted.server, status: { conditions: first.conditions } } as Server;
+  const again = await restarted.power.ensure(stored, 'On');
+  assert.equal(fake.callsOf('powerOn').length, 1, 'no second On within the window');
+  assert.equal(again.reached, false);
+  assert.match(again.pending ?? '', /BMC still reports Off/);
+  const later = powerBench(fake, { resendAfterMs: 0 });
+  await later.power.ensure({ ...later.server, status: { conditions: first.conditions } } as Server, 'On');
+  assert.equal(fake.callsOf('powerOn').length, 2, 'sent again once the window has passed');
 });
 
 interface BootRow {

@@ -197,8 +197,9 @@ export class PowerActions {
         );
     } catch (err) {
       const f = classifyBmcFailure(err);
-      if (f.maybeApplied) this.sent.set(name, { goal, at: now });
-      return this.failed(server, `requesting ${goal}`, f);
+      if (!f.maybeApplied) return this.failed(server, `requesting ${goal}`, f);
+      this.sent.set(name, { goal, at: now });
+      return this.failed(server, `requesting ${goal}`, f, { goal, at: now });
     }
     // The BMC reports the goal already (most ForceOffs): nothing is pending, nothing to write twice.
     if (after === goal) {
@@ -393,13 +394,33 @@ export class PowerActions {
     this.o.bmcDown?.report(server, f);
   }
 
-  private async failed(server: Server, what: string, f: BmcFailure): Promise<PowerProgress> {
+  /**
+   * A failed BMC call: reported to the BMC controller, a Warning Event (not for a busy BMC) and the
+   * `PowerActionPending` condition. `maybeSent`: a power request whose outcome is unknown (it timed
+   * out after it was sent): the condition then says `WaitingForPower<goal>` since it was sent, so
+   * neither this process nor a restarted manager ({@link fromCondition}) sends it again before
+   * `resendAfterMs` — a slow BMC that did act would otherwise get a second power-on.
+   */
+  private async failed(
+    server: Server,
+    what: string,
+    f: BmcFailure,
+    maybeSent?: SentAction,
+  ): Promise<PowerProgress> {
     this.o.bmcDown?.report(server, f);
-    const pending = `${what}: ${f.reason}: ${f.message}; retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
+    const retry = `retrying in ${Math.round(f.retryAfterMs / 1000)}s`;
+    const pending = maybeSent
+      ? `${maybeSent.goal} requested at ${new Date(maybeSent.at).toISOString()}, outcome unknown (${f.reason}: ${f.message}); not sent again before ${new Date(maybeSent.at + this.o.resendAfterMs).toISOString()}`
+      : `${what}: ${f.reason}: ${f.message}; ${retry}`;
     this.log(server).warn({ reason: f.reason, error: f.message }, `BMC call failed while ${what}`);
     // A busy BMC (e.g. HPE POST window) is waited out with a pending condition: no Warning storm.
     if (!f.busy) this.o.events.record(Resources.Server, server, 'Warning', f.reason, `${what}: ${f.message}`);
-    await this.setPending(server, { reason: f.reason, message: pending });
+    await this.setPending(
+      server,
+      maybeSent
+        ? { reason: waitingFor(maybeSent.goal), message: pending, since: maybeSent.at }
+        : { reason: f.reason, message: pending },
+    );
     return { reached: false, state: undefined, requeueAfterMs: f.retryAfterMs, pending, failed: true };
   }
 
