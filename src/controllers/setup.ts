@@ -203,7 +203,9 @@ function addControllers(mgr: Manager, opts: SetupOptions, inf: Informers, parts:
       images: opts.images,
     }),
   );
-  for (const c of newReadinessControllers({ ...common, servers, rules: inf.rules })) mgr.add(c);
+  const labelSelector = selectorOf(cfg.scopeLabels) || undefined;
+  for (const c of newReadinessControllers({ ...common, servers, rules: inf.rules, labelSelector }))
+    mgr.add(c);
   mgr.add(newServerBootConditionController({ ...common, servers, claims }));
   mgr.add(newBmcUserController({ ...common, users: inf.users, bmcs, connections }));
   mgr.add(

@@ -6,6 +6,7 @@
  * attempt). Real API server, sim virtual BMC.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, test } from 'node:test';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerReadinessRule } from '../../src/api/v1alpha1/serverreadinessrule.js';
@@ -184,5 +185,50 @@ test("a rule can gate on the Server's Booted condition, the bound claim's last a
     const after = await waitTaint(s, name, 'example.com/control', true);
     assert.equal(tainted(after, 'example.com/not-booted'), false, 'Booted=True passes');
     await deleteRules(s, r, control);
+  });
+});
+
+test('a deleted rule takes its taint off the Servers this operator manages only (--object-selector)', {
+  timeout: 60_000,
+}, async () => {
+  await withStack('readiness-scope', { hosts: 0 }, async (s) => {
+    const key = 'example.com/scoped';
+    const taint = { key, value: 'pending', effect: 'NoBind' as const };
+    const rack = { 'example.com/rack': `r-${s.ns}`.slice(0, 63) };
+    const r = await s.client.create<ServerReadinessRule>(Resources.ServerReadinessRule, {
+      apiVersion: API,
+      kind: 'ServerReadinessRule',
+      metadata: { name: `scope-${s.ns}`.slice(0, 63), labels: s.labels },
+      spec: {
+        serverSelector: { matchLabels: rack },
+        conditions: [{ type: 'ExternalBurnIn', requiredStatus: 'True' }],
+        enforcementMode: 'Continuous',
+        taint,
+      },
+    });
+    // One Server of this operator (its object selector's label) and one of another operator's
+    // scope carrying the same taint; both match the rule's selector.
+    const server = (name: string, labels: Record<string, string>, taints: (typeof taint)[]) =>
+      s.client.create<Server>(Resources.Server, {
+        apiVersion: API,
+        kind: 'Server',
+        metadata: { name: `${name}-${s.ns}`.slice(0, 63), labels: { ...rack, ...labels } },
+        spec: { systemUUID: randomUUID(), taints },
+      } as Server);
+    const ours = await server('ours', s.labels, []);
+    const foreign = await server('foreign', { [SCOPE_LABEL]: `another-${s.scope}`.slice(0, 63) }, [taint]);
+    try {
+      await waitTaint(s, ours.metadata.name!, key, true);
+      await deleteRules(s, r);
+      assert.equal(tainted(await getServer(s, ours.metadata.name!), key), false, 'ours: taint removed');
+      assert.equal(
+        tainted(await getServer(s, foreign.metadata.name!), key),
+        true,
+        "another operator's Server: left as it was",
+      );
+    } finally {
+      for (const x of [ours, foreign])
+        await s.client.delete(Resources.Server, x.metadata.name!).catch(() => {});
+    }
   });
 });

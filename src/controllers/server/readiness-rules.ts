@@ -99,6 +99,8 @@ export interface ReadinessControllerOptions {
   rules: Informer<ServerReadinessRule>;
   log: pino.Logger;
   metrics?: RuntimeMetrics;
+  /** The operator's object selector (`--object-selector`): a deleted rule's taints are removed from these Servers only. */
+  labelSelector?: string;
 }
 
 /** Two controllers: per Server (taints), per rule (finalizer, cleanup on delete). */
@@ -159,7 +161,11 @@ async function reconcileRule(
   if (!hasFinalizer(rule, READINESS_FINALIZER)) return undefined;
   // Read the Servers from the API server, not the cache: a taint the cache does not show yet must
   // not outlive its rule.
-  const { items } = await o.client.list<Server>(Resources.Server, {});
+  // Only the Servers this operator manages: another one's (its own --object-selector) are not ours to edit.
+  const { items } = await o.client.list<Server>(
+    Resources.Server,
+    o.labelSelector ? { labelSelector: o.labelSelector } : {},
+  );
   for (const s of items) {
     if (!selectorMatches(rule.spec.serverSelector ?? {}, s.metadata.labels)) continue;
     const taints = s.spec.taints ?? [];
