@@ -24,12 +24,15 @@
  *
  * Usage: node dist/bench/apiserver-cost.js [--requests 300] [--runs 3] [--concurrency 10]
  *        [--payload-kib 56] [--watchers 0] [--idle-seconds 5] [--settle-ms 1000]
+ *        [--profile DIR [--profile-seconds 15]]
  */
 import { setMaxListeners } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command } from 'commander';
+import { Agent, request } from 'undici';
 import { API_VERSION } from '../src/api/v1alpha1/schema.js';
 import type { Server } from '../src/api/v1alpha1/server.js';
 import { hardwareFromRegistration } from '../src/inventory/registration-hardware.js';
@@ -71,6 +74,11 @@ const o = new Command('apiserver-cost')
     (v) => Number(v),
     1000,
   )
+  .option(
+    '--profile <dir>',
+    "after the runs, a CPU profile of kube-apiserver (pprof) per Server shape's status merge-patch, into dir",
+  )
+  .option('--profile-seconds <n>', 'length of each profile', (v) => Number(v), 15)
   .parse()
   .opts<{
     requests: number;
@@ -80,6 +88,8 @@ const o = new Command('apiserver-cost')
     watchers: number;
     idleSeconds: number;
     settleMs: number;
+    profile?: string;
+    profileSeconds: number;
   }>();
 
 const N = o.requests;
@@ -424,6 +434,10 @@ async function main(): Promise<void> {
     }
     const loadEnd = loadavg()[0]!;
     const received = await watching.stop();
+    if (o.profile) {
+      for (const s of serverShapes)
+        await profileRow(cp, serverStatusPatch(s), s.name(0), o.profile, o.profileSeconds);
+    }
 
     const spread = (v: number[], digits = 2) => {
       const s = [...v].sort((a, b) => a - b);
@@ -478,6 +492,47 @@ async function main(): Promise<void> {
     await registry.close();
   } finally {
     await cp.stop();
+  }
+}
+
+/**
+ * Sends `row`'s requests in a loop at `--concurrency` while kube-apiserver records a CPU profile of
+ * `seconds` (its `/debug/pprof/profile`, on by default: `--profiling`), and writes it to
+ * `dir/<label>.pprof` (read it with `go tool pprof -top`). Throws when the profile cannot be fetched.
+ */
+async function profileRow(
+  cp: ControlPlane,
+  row: Row,
+  label: string,
+  dir: string,
+  seconds: number,
+): Promise<void> {
+  mkdirSync(dir, { recursive: true });
+  let stop = false;
+  let run = 1000;
+  const load = (async () => {
+    while (!stop) {
+      const r = run++;
+      await pool(indexes, o.concurrency, async (i) => {
+        await row.request(i, r);
+      });
+    }
+  })();
+  try {
+    const res = await request(`${cp.server}/debug/pprof/profile?seconds=${seconds}`, {
+      headers: { authorization: `Bearer ${cp.token}` },
+      // The control plane's own CA signed the serving certificate.
+      dispatcher: new Agent({ connect: { ca: readFileSync(cp.caFile) } }),
+    });
+    const body = Buffer.from(await res.body.arrayBuffer());
+    if (res.statusCode !== 200)
+      throw new Error(`pprof: HTTP ${res.statusCode}: ${body.toString().slice(0, 200)}`);
+    const file = join(dir, `${label.replace(/[^\w.-]+/g, '_')}.pprof`);
+    writeFileSync(file, body);
+    console.error(`[apiserver-cost] profile of ${row.label}: ${file}`);
+  } finally {
+    stop = true;
+    await load;
   }
 }
 
