@@ -289,9 +289,10 @@ export class RedfishClient {
     budget: Budget,
   ): Promise<void> {
     const remaining = budget.remainingMs();
-    // A server-given Retry-After is honoured or the call ends; our own backoff shrinks to leave the
-    // last attempt at least half of what is left.
-    const delay = retryAfterMs ?? Math.min(backoff.next(), remaining / 2);
+    // Our own backoff shrinks to leave the last attempt at least half of what is left. A server-given
+    // Retry-After (RFC 9110 §10.2.3) is a floor on it, honoured or the call ends; it never shortens
+    // the backoff, so a BMC answering `Retry-After: 0` to every request is not hammered in a loop.
+    const delay = Math.max(retryAfterMs ?? 0, Math.min(backoff.next(), remaining / 2));
     if (delay + MIN_ATTEMPT_MS > remaining) {
       throw new RedfishBudgetExceededError(method, path, attempts, budget.elapsedMs(), retryAfterMs, {
         cause,

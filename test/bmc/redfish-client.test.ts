@@ -268,6 +268,10 @@ describe('Redfish client retries and timeouts', () => {
       assert.ok(error.attempts > 1);
       assert.ok(error.cause instanceof RedfishHttpError && error.cause.status === 503);
       assert.ok(ms < 700, `took ${ms} ms with a 400 ms budget`);
+      // `Retry-After: 0` is a floor, not the delay: backoff from 20 ms still spaces the attempts (a
+      // hot loop sent hundreds in the budget and, on a fast machine, outlasted the 1,000 refusals).
+      const sent = f.vbmc.requests().length;
+      assert.ok(sent <= 12, `${sent} requests in a 400 ms budget`);
     }));
 
   it('stops at once when the caller aborts', () =>
