@@ -51,7 +51,12 @@ const cmd = addSignalProcessOptions(
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
   .option(
     '--claims-cache',
-    "watch ServerClaims (needs list and watch on serverclaims, beyond config/signals' get): a claim whose cached copy shows the attempt's power-on is not read per boot-file request",
+    "watch ServerClaims (needs list and watch on serverclaims, as config/signals grants): a claim whose cached copy shows the attempt's power-on is not read per boot-file request (default)",
+    true,
+  )
+  .option(
+    '--no-claims-cache',
+    'read the claim of every boot-file request instead (RBAC with get on serverclaims alone)',
   )
   .option(
     '--no-prebuild-uki',
@@ -69,7 +74,7 @@ const o = cmd.opts<
     clientMacSource: string;
     injectBootstate: boolean;
     prebuildUki: boolean;
-    claimsCache?: boolean;
+    claimsCache: boolean;
   }
 >();
 const log = newLogger('bootserver');
@@ -100,9 +105,12 @@ const oci = await imageServices(imageFlagsOf(cmd.opts()), kube, log).catch((err:
   process.exit(1);
 });
 const callbackKey = callbackKeyRef(o);
-// Stopped with the process (serveUntilSignal exits once the stack closed).
+// Stopped with the process (serveUntilSignal exits once the stack closed). Not awaited: until its
+// first list is in, or while RBAC refuses it (the informer logs each retry, backing off), the
+// power-on gate finds no cached claim and reads it, as with --no-claims-cache; the boot server
+// must not stay down for an optimisation.
 const claims = o.claimsCache ? new Informer<ServerClaim>(kube, Resources.ServerClaim, { log }) : undefined;
-await claims?.start();
+void claims?.start().catch(() => undefined);
 const stack = await startSignalStack({
   callbackKey,
   kubeConfig,

@@ -20,7 +20,7 @@ import { cachedServer, SERVER_UUID_INDEX, serverUUIDIndexer } from '../inventory
 import { type RegistryOptions, startRegistry } from '../registry/server.js';
 import { KubeClient } from '../runtime/client.js';
 import { EventRecorder } from '../runtime/events.js';
-import { Informer, stripManagedFields } from '../runtime/informer.js';
+import { Informer } from '../runtime/informer.js';
 import { RuntimeMetrics } from '../runtime/metrics.js';
 import { Resources } from '../runtime/resource.js';
 

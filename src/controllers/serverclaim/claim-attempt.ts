@@ -16,7 +16,6 @@ import {
   BmcFailureReason,
   BootConfigurationReason,
   BootedReason,
-  ConditionType,
   EventReason,
   HTTP_BOOT_SIGNALS,
   isCompletionSignal,
