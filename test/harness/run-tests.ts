@@ -9,7 +9,12 @@
  * `--expect-count FILE`, when fewer tests ran than the number in FILE (`run-verdict.ts`).
  * hack/test.sh passes `--expect-count test/expected-test-count` for the full suite.
  *
- * Usage: node dist/test/harness/run-tests.js [--concurrency N] [--expect-count FILE] <test files...>
+ * Every test and suite without a timeout of its own ends after `--test-timeout-ms` (default 600,000,
+ * 10 min; the longest file takes under 4 min here), so one that hangs fails the run instead of
+ * holding CI until its own limit.
+ *
+ * Usage: node dist/test/harness/run-tests.js [--concurrency N] [--expect-count FILE]
+ *        [--test-timeout-ms MS] <test files...>
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -30,6 +35,8 @@ const option = (name: string): string | undefined => {
 };
 const concurrency = option('--concurrency') ?? '2';
 const countFile = option('--expect-count');
+const testTimeoutMs = Number(option('--test-timeout-ms') ?? 600_000);
+if (!Number.isInteger(testTimeoutMs) || testTimeoutMs < 1) throw new Error('--test-timeout-ms: not a positive integer');
 let expected: number | undefined;
 if (countFile !== undefined) {
   expected = Number(readFileSync(countFile, 'utf8').trim());
@@ -50,6 +57,7 @@ const child = spawn(
   [
     '--test',
     `--test-concurrency=${concurrency}`,
+    `--test-timeout=${testTimeoutMs}`,
     `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`,
     '--test-reporter-destination=stdout',
     `--test-reporter=${reporter}`,
