@@ -224,7 +224,8 @@ async function main(): Promise<void> {
         await waitFor('boot server listening', 30_000, async () => {
           if (child.exitCode !== null) throw new Error(`boot server exited: ${out}`);
           try {
-            return (await fetch(`${metrics}/metrics`)).ok;
+            // /metrics answers from the start; /readyz once the boot server listens.
+            return (await fetch(`${metrics}/readyz`)).status === 200;
           } catch {
             return false;
           }

@@ -20,6 +20,7 @@ import {
   callbackKeyRef,
   type SignalProcessFlags,
   serveUntilSignal,
+  startProbes,
   tlsFiles,
 } from './signal-process.js';
 import { startSignalStack } from './signal-stack.js';
@@ -111,8 +112,11 @@ const callbackKey = callbackKeyRef(o);
 // must not stay down for an optimisation.
 const claims = o.claimsCache ? new Informer<ServerClaim>(kube, Resources.ServerClaim, { log }) : undefined;
 void claims?.start().catch(() => undefined);
+// Probes first: alive while the key Secret or the first LISTs are awaited, ready once serving.
+const probes = await startProbes(o.metricsAddr);
 const stack = await startSignalStack({
   callbackKey,
+  metrics: probes.metrics,
   kubeConfig,
   log,
   bootServer: {
@@ -133,4 +137,4 @@ const stack = await startSignalStack({
   },
 });
 log.info({ url: stack.bootServer!.url }, 'boot server listening');
-await serveUntilSignal(stack, o.metricsAddr);
+await serveUntilSignal(stack, probes);

@@ -12,6 +12,7 @@ import {
   callbackKeyRef,
   type SignalProcessFlags,
   serveUntilSignal,
+  startProbes,
   tlsFiles,
 } from './signal-process.js';
 import { startSignalStack } from './signal-stack.js';
@@ -35,8 +36,11 @@ const o = cmd.opts<SignalProcessFlags & { addr: string; callbackAuth: 'required'
 const log = newLogger('registry');
 const [host, port] = splitAddr(o.addr);
 const callbackKey = callbackKeyRef(o);
+// Probes first: alive while the key Secret or the first LISTs are awaited, ready once serving.
+const probes = await startProbes(o.metricsAddr);
 const stack = await startSignalStack({
   callbackKey,
+  metrics: probes.metrics,
   kubeConfig: loadKubeConfig(o.kubeconfig),
   log,
   // The callback key Secret lives in the manager's namespace: so do the registration payloads.
@@ -49,4 +53,4 @@ const stack = await startSignalStack({
   },
 });
 log.info({ url: stack.registry!.url }, 'registry listening');
-await serveUntilSignal(stack, o.metricsAddr);
+await serveUntilSignal(stack, probes);

@@ -1,12 +1,13 @@
 /**
  * The life of a standalone signal server process (registry or boot server): the flags both have
  * (`--metrics-addr`, `--kubeconfig`, `--callback-key-secret`, `--tls-cert-file`, `--tls-key-file`),
- * optional `/healthz`, `/readyz`, `/metrics` on `metricsAddr`, a clean stop on SIGTERM/SIGINT, and
+ * optional `/healthz`, `/readyz`, `/metrics` on `metricsAddr` from the start ({@link startProbes}),
+ * a clean stop on SIGTERM/SIGINT, and
  * the optional HTTPS certificate. Flag errors print one `error: ` line and exit with status 1.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { collectDefaultMetrics } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { CALLBACK_KEY_SECRET_NAME, parseSecretRef, type SecretRef } from '../bootauth/callback-key-secret.js';
 import { startHealthServer } from '../runtime/health.js';
 import { splitAddr } from './listen-address.js';
@@ -48,21 +49,49 @@ export function callbackKeyRef(o: SignalProcessFlags): SecretRef {
   }
 }
 
-/** Serves health and metrics (when `metricsAddr` is set) until SIGTERM/SIGINT, then closes and exits 0. */
-export async function serveUntilSignal(stack: SignalStack, metricsAddr: string | undefined): Promise<void> {
+/**
+ * The probe endpoints of a signal process, up before its stack starts: `/healthz` answers 200 from
+ * the start (the process is alive while it waits for the callback key Secret, which the manager
+ * creates, or for its first LISTs), `/readyz` 503 until {@link Probes.serving} got the stack, then 200;
+ * `/metrics` serves {@link Probes.metrics}, the registry to hand to the stack. A kubelet that probed
+ * `/healthz` only once the stack served would restart a process that is merely waiting (Kubernetes
+ * probes: liveness restarts, readiness only takes the Pod out of its Service's endpoints).
+ * Nothing listens when `metricsAddr` is unset. Rejects when the address is taken.
+ */
+export interface Probes {
+  metrics: Registry;
+  serving(stack: SignalStack): void;
+  close(): Promise<void>;
+}
+
+export async function startProbes(metricsAddr: string | undefined): Promise<Probes> {
+  const metrics = new Registry();
   // The process's own figures (RSS, heap, GC, event-loop lag) beside the server's.
-  collectDefaultMetrics({ register: stack.metrics });
+  collectDefaultMetrics({ register: metrics });
+  let stack: SignalStack | undefined;
   const health = metricsAddr
     ? await startHealthServer({
         host: splitAddr(metricsAddr)[0],
         port: splitAddr(metricsAddr)[1],
-        registry: stack.metrics,
-        ready: () => true,
+        registry: metrics,
+        ready: () => stack !== undefined,
       })
     : undefined;
+  return {
+    metrics,
+    serving(s) {
+      stack = s;
+    },
+    close: async () => health?.close(),
+  };
+}
+
+/** Marks `stack` ready on `probes` and serves until SIGTERM/SIGINT, then closes both and exits 0. */
+export async function serveUntilSignal(stack: SignalStack, probes: Probes): Promise<void> {
+  probes.serving(stack);
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     process.once(sig, () => {
-      void Promise.all([stack.close(), health?.close()]).finally(() => process.exit(0));
+      void Promise.all([stack.close(), probes.close()]).finally(() => process.exit(0));
     });
   }
 }

@@ -88,7 +88,7 @@ describe('standalone boot server: ServerClaim cache', { timeout: 120_000 }, () =
     await waitFor('boot server listening', 30_000, async () => {
       if (child.exitCode !== null) throw new Error(`boot server exited: ${out}`);
       try {
-        return (await fetch(metrics)).ok && (await fetch(`http://127.0.0.1:${port}/ipxe`)).ok;
+        return (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200;
       } catch {
         return false;
       }
