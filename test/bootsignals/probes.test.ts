@@ -61,7 +61,11 @@ test('a signal process waiting for its callback key is alive but not ready, then
     assert.equal(await status(`http://127.0.0.1:${port}/systems/x`), 0, 'nothing served before the key');
     await storeTestCallbackKey(client, ns.name);
     await waitFor('ready once the key exists', 60_000, async () => (await probe('/readyz')) === 200);
-    assert.equal(await status(`http://127.0.0.1:${port}/systems/x`), 400, 'the registry answers (400: not a UUID)');
+    assert.equal(
+      await status(`http://127.0.0.1:${port}/systems/x`),
+      400,
+      'the registry answers (400: not a UUID)',
+    );
   } finally {
     if (child.exitCode === null) {
       child.kill('SIGTERM');

@@ -36,7 +36,8 @@ const option = (name: string): string | undefined => {
 const concurrency = option('--concurrency') ?? '2';
 const countFile = option('--expect-count');
 const testTimeoutMs = Number(option('--test-timeout-ms') ?? 600_000);
-if (!Number.isInteger(testTimeoutMs) || testTimeoutMs < 1) throw new Error('--test-timeout-ms: not a positive integer');
+if (!Number.isInteger(testTimeoutMs) || testTimeoutMs < 1)
+  throw new Error('--test-timeout-ms: not a positive integer');
 let expected: number | undefined;
 if (countFile !== undefined) {
   expected = Number(readFileSync(countFile, 'utf8').trim());
