@@ -13,8 +13,9 @@
  * took. Then N clients, each from its own loopback address (the first-address pin: 127.0.0.0/8 is
  * all local on Linux) and its own connections, fetch their attempt's URL at once as OVMF does:
  * HEAD (the size), then GET; a 503 is retried after its `Retry-After` (at most 10 times), as
- * firmware told to wait would. Printed per run: HEAD to its response headers and GET to the first
- * body byte of the file (p50 / p99 / max ms, retries included), 503 answers, UKI builds the boot
+ * firmware told to wait would. Printed per run: HEAD to its response headers, GET to the first
+ * body byte of the file (p50 / p99 / max ms, retries included) and to its last byte (p50 / max: the
+ * download firmware waits for), 503 answers, UKI builds the boot
  * server ran (`metal_uki_builds_total`) and how many of them happened after the first request; the
  * summary gives min / median / max over `--runs` and the 1-min load average at start and end (the
  * machine may be shared: times are noisy, counts not). A GET's first bytes, the UKI's PE headers,
@@ -78,6 +79,8 @@ interface Fetched {
   head: number;
   /** ms from the client's first GET to the first body byte of the file (retries included). */
   ttfb: number;
+  /** ms from the client's first GET to the last body byte (the whole download, as firmware waits for it). */
+  done: number;
   busy: number;
 }
 
@@ -88,6 +91,8 @@ interface Answer {
   headers: number;
   /** ms to the first body byte (NaN without a body). */
   firstByte: number;
+  /** ms to the end of the body. */
+  end: number;
   bytes: number;
   length: number;
 }
@@ -110,6 +115,7 @@ function once(url: string, from: string, method: 'HEAD' | 'GET'): Promise<Answer
           retryAfter: Number(res.headers['retry-after'] ?? 1),
           headers,
           firstByte,
+          end: performance.now() - t0,
           bytes,
           length: Number(res.headers['content-length'] ?? -1),
         }),
@@ -129,7 +135,7 @@ async function until200(
   url: string,
   from: string,
   method: 'HEAD' | 'GET',
-): Promise<{ ms: number; busy: number }> {
+): Promise<{ ms: number; end: number; busy: number }> {
   const t0 = performance.now();
   for (let busy = 0; busy < MAX_TRIES; busy++) {
     const start = performance.now() - t0;
@@ -137,7 +143,7 @@ async function until200(
     if (r.status === 200) {
       if (method === 'GET' && r.bytes !== r.length)
         throw new Error(`${url}: ${r.bytes} of ${r.length} bytes`);
-      return { ms: start + (method === 'GET' ? r.firstByte : r.headers), busy };
+      return { ms: start + (method === 'GET' ? r.firstByte : r.headers), end: start + r.end, busy };
     }
     if (r.status !== 503) throw new Error(`${method} ${url} from ${from}: ${r.status}`);
     await new Promise((ok) => setTimeout(ok, r.retryAfter * 1000));
@@ -149,7 +155,7 @@ async function until200(
 async function bootFile(url: string, from: string): Promise<Fetched> {
   const head = await until200(url, from, 'HEAD');
   const get = await until200(url, from, 'GET');
-  return { head: head.ms, ttfb: get.ms, busy: head.busy + get.busy };
+  return { head: head.ms, ttfb: get.ms, done: get.end, busy: head.busy + get.busy };
 }
 
 /** The boot server's counter `name` (summed over labels matching `label`), from its /metrics. */
@@ -164,6 +170,7 @@ async function scrape(metricsUrl: string, name: string, label = ''): Promise<num
 interface RunResult {
   head: ReturnType<typeof summarize>;
   ttfb: ReturnType<typeof summarize>;
+  done: ReturnType<typeof summarize>;
   busy: number;
   builds: number;
   buildsAfterRequests: number;
@@ -235,7 +242,7 @@ async function main(): Promise<void> {
         await new Promise((ok) => child.once('exit', ok));
         results[mode] = [...(results[mode] ?? []), r];
         console.log(
-          `run ${run} ${mode}: HEAD to headers p50 / p99 / max ${r.head.p50} / ${r.head.p99} / ${r.head.max} ms; GET to first byte p50 / p99 / max ${r.ttfb.p50} / ${r.ttfb.p99} / ${r.ttfb.max} ms; 503 answers ${r.busy}; UKI builds ${r.builds} (${r.buildsAfterRequests} after the first request)${mode === 'prebuild' ? `; all prebuilt ${r.prebuildSeconds} s after the last SBC turned Ready` : ''}; load ${load()}`,
+          `run ${run} ${mode}: HEAD to headers p50 / p99 / max ${r.head.p50} / ${r.head.p99} / ${r.head.max} ms; GET to first byte p50 / p99 / max ${r.ttfb.p50} / ${r.ttfb.p99} / ${r.ttfb.max} ms; to last byte p50 / max ${r.done.p50} / ${r.done.max} ms; 503 answers ${r.busy}; UKI builds ${r.builds} (${r.buildsAfterRequests} after the first request)${mode === 'prebuild' ? `; all prebuilt ${r.prebuildSeconds} s after the last SBC turned Ready` : ''}; load ${load()}`,
         );
       }
     }
@@ -290,6 +297,7 @@ async function oneRun(
   });
   return {
     ttfb: summarize(fetched.map((f) => f.ttfb)),
+    done: summarize(fetched.map((f) => f.done)),
     head: summarize(fetched.map((f) => f.head)),
     busy: fetched.reduce((n, f) => n + f.busy, 0),
     builds,
@@ -377,6 +385,8 @@ function summary(results: Record<string, RunResult[]>, loadStart: string): void 
         fmt(rs.map((r) => r.ttfb.p99)),
       ],
       [`${mode}: GET TTFB max ms`, fmt(rs.map((r) => r.ttfb.max))],
+      [`${mode}: GET to last byte p50 ms`, fmt(rs.map((r) => r.done.p50))],
+      [`${mode}: GET to last byte max ms`, fmt(rs.map((r) => r.done.max))],
       [`${mode}: 503 answers per run`, fmt(rs.map((r) => r.busy))],
       [`${mode}: UKI builds after the first request`, fmt(rs.map((r) => r.buildsAfterRequests))],
     );
@@ -388,6 +398,8 @@ function summary(results: Record<string, RunResult[]>, loadStart: string): void 
       ttfbP50: mmm(rs.map((r) => r.ttfb.p50)),
       ttfbP99: mmm(rs.map((r) => r.ttfb.p99)),
       ttfbMax: mmm(rs.map((r) => r.ttfb.max)),
+      doneP50: mmm(rs.map((r) => r.done.p50)),
+      doneMax: mmm(rs.map((r) => r.done.max)),
       busy: mmm(rs.map((r) => r.busy)),
       buildsAfterRequests: mmm(rs.map((r) => r.buildsAfterRequests)),
       ...(mode === 'prebuild' ? { prebuildSeconds: mmm(rs.map((r) => r.prebuildSeconds)) } : {}),
