@@ -52,7 +52,7 @@ const cmd = addSignalProcessOptions(
   .option('--no-inject-bootstate', 'do not merge the /bootstate unit into served ignition')
   .option(
     '--claims-cache',
-    "watch ServerClaims (needs list and watch on serverclaims, as config/signals grants): a claim whose cached copy shows the attempt's power-on is not read per boot-file request (default)",
+    "watch ServerClaims (needs list and watch on serverclaims, as config/signals grants): a claim whose cached copy shows the attempt's power-on is not read per boot-file request",
     true,
   )
   .option(
