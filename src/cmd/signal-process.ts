@@ -59,11 +59,14 @@ export function callbackKeyRef(o: SignalProcessFlags): SecretRef {
  * Nothing listens when `metricsAddr` is unset. Rejects when the address is taken.
  */
 export interface Probes {
+  /** The registry `/metrics` serves: hand it to the stack (`SignalStackOptions.metrics`). */
   metrics: Registry;
+  /** `/readyz` answers 200 from now on. */
   serving(stack: SignalStack): void;
   close(): Promise<void>;
 }
 
+/** Starts the {@link Probes} (see there); call it before anything the process waits for. */
 export async function startProbes(metricsAddr: string | undefined): Promise<Probes> {
   const metrics = new Registry();
   // The process's own figures (RSS, heap, GC, event-loop lag) beside the server's.
