@@ -62,6 +62,7 @@ const { values } = parseArgs({
     'claims-cache': { type: 'boolean', default: false },
     'no-claims-cache': { type: 'boolean', default: false },
     'client-processes': { type: 'boolean', default: false },
+    curl: { type: 'boolean', default: false },
     // Internal: this process is one host's client (--client-processes).
     'client-url': { type: 'string' },
     'client-from': { type: 'string' },
@@ -286,9 +287,11 @@ async function oneRun(
     url: `${boot}/httpboot/${s.uuid}/1/uki.efi`,
     from: `127.${100 + (round % 100)}.${Math.floor(i / 200)}.${(i % 200) + 2}`,
   }));
-  const fetched = values['client-processes']
-    ? await inProcesses(hosts)
-    : await Promise.all(hosts.map((h) => bootFile(h.url, h.from)));
+  const fetched = values.curl
+    ? await withCurl(hosts)
+    : values['client-processes']
+      ? await inProcesses(hosts)
+      : await Promise.all(hosts.map((h) => bootFile(h.url, h.from)));
   const builds = await scrape(metrics, 'metal_uki_builds_total');
   await pool(seeded, 10, async (s) => {
     await client.delete(Resources.ServerBootConfiguration, s.sbc.metadata.name!, 'bench');
@@ -344,6 +347,72 @@ async function inProcesses(hosts: { url: string; from: string }[]): Promise<Fetc
   }
 }
 
+/**
+ * `--curl`: the hosts' requests from one `curl --parallel` process per phase, a C event loop that
+ * spends next to nothing per received chunk, as a host's own firmware on its own CPU would not
+ * take the server's two cores: first the HEADs of all hosts at once, then the GETs of all hosts at
+ * once (harder on the first byte than the Node clients, whose GETs follow their HEADs one by one).
+ * Each transfer binds its host's address (`--interface`); a 503 is retried by curl itself
+ * (`--retry`, which honours `Retry-After`), so a time is of the last try and `busy` is not known
+ * (NaN). Times are curl's `time_starttransfer` (the first byte of the response: the boot server
+ * sends its status line and headers with the first body bytes) and `time_total`. Throws when a
+ * transfer ends without 200 or a GET is short.
+ */
+async function withCurl(hosts: { url: string; from: string }[]): Promise<Fetched[]> {
+  const phase = async (method: 'HEAD' | 'GET') => {
+    const args = ['--silent', '--show-error', '--parallel', '--parallel-immediate'];
+    args.push('--parallel-max', String(hosts.length));
+    hosts.forEach((h, i) => {
+      if (i > 0) args.push('--next');
+      args.push('--interface', h.from, '--retry', String(MAX_TRIES), '--output', '/dev/null');
+      if (method === 'HEAD') args.push('--head');
+      args.push(
+        '--write-out',
+        '%{local_ip} %{http_code} %{time_starttransfer} %{time_total} %{size_download}\\n',
+      );
+      args.push(h.url);
+    });
+    const out = await new Promise<string>((ok, fail) => {
+      const child = spawn('curl', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let text = '';
+      let err = '';
+      child.stdout.on('data', (b: Buffer) => {
+        text += b.toString();
+      });
+      child.stderr.on('data', (b: Buffer) => {
+        err += b.toString();
+      });
+      child.once('error', fail);
+      child.once('exit', (code) => (code === 0 ? ok(text) : fail(new Error(`curl exited ${code}: ${err}`))));
+    });
+    const byHost = new Map<string, { status: number; first: number; total: number; bytes: number }>();
+    for (const line of out.trim().split('\n')) {
+      const [ip, status, first, total, bytes] = line.split(' ');
+      byHost.set(ip!, {
+        status: Number(status),
+        first: Number(first) * 1000,
+        total: Number(total) * 1000,
+        bytes: Number(bytes),
+      });
+    }
+    return hosts.map((h) => {
+      const r = byHost.get(h.from);
+      if (r?.status !== 200)
+        throw new Error(`${method} ${h.url} from ${h.from}: ${r?.status ?? 'no answer'}`);
+      return r;
+    });
+  };
+  const heads = await phase('HEAD');
+  const gets = await phase('GET');
+  const size = Number(values['kernel-mib']) * MiB + Number(values['initrd-mib']) * MiB;
+  return hosts.map((h, i) => {
+    // The UKI is the kernel and initrd plus a stub and the command line: never shorter than both.
+    if (gets[i]!.bytes < size)
+      throw new Error(`${h.url}: ${gets[i]!.bytes} bytes, fewer than the ${size} of kernel and initrd`);
+    return { head: heads[i]!.first, ttfb: gets[i]!.first, done: gets[i]!.total, busy: Number.NaN };
+  });
+}
+
 /** One host's client process (--client-processes): `ready`, wait for `go` on stdin, fetch, print JSON. */
 async function clientMain(url: string, from: string): Promise<void> {
   process.stdout.write('ready\n');
@@ -363,7 +432,7 @@ function summary(results: Record<string, RunResult[]>, loadStart: string): void 
   const rows: [string, string][] = [
     [
       'hosts × image',
-      `${SERVERS} × ${values['kernel-mib']} + ${values['initrd-mib']} MiB, ${RUNS} runs per mode; clients ${values['client-processes'] ? 'one process each' : 'in the bench process'}`,
+      `${SERVERS} × ${values['kernel-mib']} + ${values['initrd-mib']} MiB, ${RUNS} runs per mode; clients ${values.curl ? 'curl --parallel' : values['client-processes'] ? 'one process each' : 'in the bench process'}`,
     ],
   ];
   const json: Record<string, unknown> = {
@@ -371,6 +440,7 @@ function summary(results: Record<string, RunResult[]>, loadStart: string): void 
     runs: RUNS,
     claimsCache: !values['no-claims-cache'],
     clientProcesses: values['client-processes'],
+    curl: values.curl,
     loadStart,
     loadEnd: load(),
   };

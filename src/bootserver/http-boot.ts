@@ -30,6 +30,7 @@
  * bound, another replica's event, a UUID asked in its byte-swapped form) builds it as before.
  */
 import { createReadStream } from 'node:fs';
+import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ServerBootConfiguration } from '../api/v1alpha1/serverbootconfiguration.js';
@@ -48,8 +49,9 @@ import { RegistryError } from '../oci/registry-client.js';
 import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
+import { FirstBytePriority, inTurn } from './first-byte-priority.js';
 import { attemptKernelArgs } from './ipxe-script.js';
-import { peHeaders } from './pe-headers.js';
+import { withoutSecret } from './pe-headers.js';
 import { type UkiBuilder, UkiBusy, type UkiInput, type UkiLease } from './uki.js';
 
 export interface HttpBootRouteOptions {
@@ -74,6 +76,11 @@ export interface HttpBootRouteOptions {
   oci?: { images: BootImages; cache: BlobCache } | undefined;
   /** The prebuilds (uki-prebuild.ts), told when a GET served an attempt's file so it stops holding it. */
   prebuilt?: { served(sbc: ServerBootConfiguration): void } | undefined;
+  /**
+   * First bytes before bulk (first-byte-priority.ts): bodies and pins wait their turn in it; the
+   * server makes its requests wait there (holdBodiesForFirstBytes). Default: one nobody waits in.
+   */
+  priority?: FirstBytePriority;
 }
 
 const REGISTRY_RETRY_AFTER_S = 5;
@@ -130,79 +137,114 @@ const params = {
 export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): void {
   /** `sbc uid/attempt` → settles once the pin of the last GET of that attempt here is decided (pinInTurn). */
   const pinning = new Map<string, Promise<void>>();
+  const priority = o.priority ?? new FirstBytePriority();
   app.get(
     '/httpboot/:uuid/:attempt/uki.efi',
     { ...UNSERVED_BUDGETED, schema: { params } },
     async (req, reply) => {
-      const p = req.params as { uuid: string; attempt: string };
-      const uuid = o.parseUUID(p.uuid);
-      const wanted = Number(p.attempt);
-      const client = clientAddress(req.socket.remoteAddress);
-      const { target, log } = await currentTarget(o, req.log, uuid, wanted, client);
-      const { sbc, token, attempt } = httpBootAttempt(target, wanted);
-      const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
-      pinCheck?.(sbc);
-      await o.intents.require(sbc, target.server);
-      const { image, lease } = await buildUki(o, sbc, uuid, token, log);
-      // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
-      reply.raw.once('close', lease.release);
-      const file = lease.path;
-      const size = lease.size;
-      // Set right before each send: an error answer must not carry the file's length.
-      const fileHeaders = () => reply.type('application/efi').header('content-length', String(size));
-      if (req.method === 'GET') {
-        // The pin (compare-and-swap) is stored before anything past the PE headers leaves.
-        const pin = () =>
-          recordSignal(
-            o.client,
-            o.component,
-            sbc,
-            {
-              type: BootSignal.HTTPBootFileFetched,
-              status: 'True',
-              reason: SignalReason.BootFileServed,
-              message: pinMessage('boot file', attempt, client),
-            },
-            { check: pinCheck },
-          ).then(() => {
-            log.info(
-              { sbc: sbc.metadata.name, attempt, image: image.name, bytes: size },
-              'HTTP boot file served',
-            );
-            o.prebuilt?.served(sbc);
-          });
-        const early = await pinInTurn(
-          pinning,
-          `${sbc.metadata.uid}/${attempt}`,
-          () => peHeaders(file, token),
-          pin,
+      const asked = {
+        params: req.params,
+        method: req.method,
+        address: req.socket.remoteAddress,
+        log: req.log,
+      };
+      const answer = await bootFileAnswer(o, pinning, asked, reply.raw);
+      // Set only now: an error answer must not carry the file's length.
+      const fileHeaders = reply.type('application/efi').header('content-length', String(answer.size));
+      if (answer.kind === 'head-first') {
+        reply.raw.once('close', answer.early.abandon);
+        const { head, pin } = answer.early;
+        const abort = () => reply.raw.destroy();
+        return fileHeaders.send(
+          Readable.from(headersThenFile(head, pin, answer.file, priority, answer.log, abort)),
         );
-        if (early) {
-          reply.raw.once('close', early.abandon);
-          const body = headersThenFile(early.head, early.pin, file, log, () => reply.raw.destroy());
-          return fileHeaders().send(Readable.from(body));
-        }
       }
       // HEAD (Fastify's route of the GET): an empty stream. Fastify reads a HEAD's stream to its end
       // and discards it, which for the file is the whole UKI, tens of MiB per HEAD (OVMF sends one
       // before every GET); no payload at all would make it answer `content-length: 0`.
-      return fileHeaders().send(req.method === 'HEAD' ? Readable.from([]) : createReadStream(file));
+      const body =
+        req.method === 'HEAD'
+          ? Readable.from([])
+          : Readable.from(inTurn(createReadStream(answer.file), priority));
+      return fileHeaders.send(body);
     },
   );
+}
+
+/** What {@link bootFileAnswer} decided: the file, and for a GET sent head first its PE headers and pin. */
+type BootFileAnswer = { file: string; size: number; log: Logger } & (
+  | { kind: 'file' }
+  | { kind: 'head-first'; early: { head: Buffer; pin: () => Promise<void>; abandon: () => void } }
+);
+
+/**
+ * Decides one request of the route (see the file's contract): the attempt's leased UKI, for a GET
+ * whose PE headers can go first also those headers and its pin to start after them; a GET that
+ * waited for another GET's pin of the same attempt got its own pin stored here. Throws HttpError
+ * with the statuses listed atop this file. The lease is released when `raw` closes.
+ */
+async function bootFileAnswer(
+  o: HttpBootRouteOptions,
+  pinning: Map<string, Promise<void>>,
+  req: { params: unknown; method: string; address: string | undefined; log: Logger },
+  raw: ServerResponse,
+): Promise<BootFileAnswer> {
+  const p = req.params as { uuid: string; attempt: string };
+  const uuid = o.parseUUID(p.uuid);
+  const wanted = Number(p.attempt);
+  const client = clientAddress(req.address);
+  const { target, log } = await currentTarget(o, req.log, uuid, wanted, client);
+  const { sbc, token, attempt } = httpBootAttempt(target, wanted);
+  const pinCheck = o.pin ? notPinnedElsewhere(BootSignal.HTTPBootFileFetched, client, log) : undefined;
+  pinCheck?.(sbc);
+  await o.intents.require(sbc, target.server);
+  const { image, lease } = await buildUki(o, sbc, uuid, token, log);
+  // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
+  raw.once('close', lease.release);
+  const file = { file: lease.path, size: lease.size, log };
+  if (req.method !== 'GET') return { ...file, kind: 'file' };
+  // The pin (compare-and-swap) is stored before anything past the PE headers leaves.
+  const pin = () =>
+    recordSignal(
+      o.client,
+      o.component,
+      sbc,
+      {
+        type: BootSignal.HTTPBootFileFetched,
+        status: 'True',
+        reason: SignalReason.BootFileServed,
+        message: pinMessage('boot file', attempt, client),
+      },
+      { check: pinCheck },
+    ).then(() => {
+      log.info(
+        { sbc: sbc.metadata.name, attempt, image: image.name, bytes: lease.size },
+        'HTTP boot file served',
+      );
+      o.prebuilt?.served(sbc);
+    });
+  const early = await pinInTurn(
+    pinning,
+    `${sbc.metadata.uid}/${attempt}`,
+    () => withoutSecret(lease.peHeaders, token),
+    pin,
+  );
+  return early ? { ...file, kind: 'head-first', early } : { ...file, kind: 'file' };
 }
 
 /**
  * Runs the GETs of one attempt (`key`) in this process one pin after the other. The first one not
  * behind another gets `{head, pin}`: its PE headers (`headers()`; none when they cannot be told),
  * to be sent before it starts `pin` (so the first byte waits for no API work at all), and
- * `abandon`, for a response that ends before it started `pin`, so the GETs behind it go on. One that had to wait, or whose headers are empty, awaits its pin
- * here and gets `undefined` (then nothing was sent: a refusal is still its 403 or 503). Throws what
- * `headers()` or, when awaited here, `pin()` throws.
+ * `abandon`, for a response that ends before it started `pin`, so the GETs behind it go on. One
+ * that had to wait, or whose headers are empty, awaits its pin here and gets `undefined` (then
+ * nothing was sent: a refusal is still its 403 or 503). Throws what `headers()` or, when awaited
+ * here, `pin()` throws.
  */
 async function pinInTurn(
   pinning: Map<string, Promise<void>>,
   key: string,
-  headers: () => Promise<Buffer>,
+  headers: () => Buffer,
   pin: () => Promise<void>,
 ): Promise<{ head: Buffer; pin: () => Promise<void>; abandon: () => void } | undefined> {
   const earlier = pinning.get(key);
@@ -216,7 +258,7 @@ async function pinInTurn(
   });
   try {
     if (earlier) await earlier;
-    const head = earlier ? Buffer.alloc(0) : await headers();
+    const head = earlier ? Buffer.alloc(0) : headers();
     const start = () => {
       const pinned = pin();
       void pinned.then(settle, settle);
@@ -241,12 +283,17 @@ async function* headersThenFile(
   head: Buffer,
   pin: () => Promise<void>,
   file: string,
+  priority: FirstBytePriority,
   log: Logger,
   abort: () => void,
 ): AsyncGenerator<Buffer> {
   yield head;
   try {
     // Started once the headers were taken for the socket: the first byte waits for nothing else.
+    // The pin's API write is work on this thread too: it waits, as a body chunk does, while other
+    // requests still wait for their first byte.
+    const turn = priority.turn();
+    if (turn) await turn;
     await pin();
   } catch (err) {
     log.warn(
@@ -256,7 +303,7 @@ async function* headersThenFile(
     abort();
     return;
   }
-  yield* createReadStream(file, { start: head.length });
+  yield* inTurn(createReadStream(file, { start: head.length }), priority);
 }
 
 /**

@@ -9,8 +9,10 @@
  * signature; the COFF header follows (NumberOfSections u16 at +6, SizeOfOptionalHeader u16 at +20);
  * the section table follows the optional header, 40 bytes per entry with SizeOfRawData (u32 at +16)
  * and PointerToRawData (u32 at +20). Pure, never throws: anything that does not parse is length 0.
+ * The UKI builder reads a file's headers once, when the build ends (uki.ts), so a GET sends them
+ * from memory: no file system round trip before its first byte.
  */
-import { open } from 'node:fs/promises';
+import { closeSync, openSync, readSync } from 'node:fs';
 
 /** How much of a file {@link peHeaderLength} may read: the headers of any UKI fit in it. */
 export const PE_HEADER_READ_BYTES = 4096;
@@ -40,18 +42,25 @@ export function peHeaderLength(image: Buffer): number {
 }
 
 /**
- * The PE headers of the file at `path` (see {@link peHeaderLength}), or an empty buffer when they
- * cannot be told apart or contain `secret` (defence in depth: then nothing is sent before the pin).
- * Throws the file system's errors.
+ * The PE headers of the file at `path` (see {@link peHeaderLength}; at most
+ * {@link PE_HEADER_READ_BYTES}), or an empty buffer when they cannot be told apart. Reads
+ * synchronously: once per built file. Throws the file system's errors.
  */
-export async function peHeaders(path: string, secret: string): Promise<Buffer> {
-  const f = await open(path, 'r');
+export function readPeHeaders(path: string): Buffer {
+  const fd = openSync(path, 'r');
   try {
     const buf = Buffer.alloc(PE_HEADER_READ_BYTES);
-    const { bytesRead } = await f.read(buf, 0, buf.length, 0);
-    const head = buf.subarray(0, peHeaderLength(buf.subarray(0, bytesRead)));
-    return secret && head.includes(secret) ? Buffer.alloc(0) : Buffer.from(head);
+    const bytesRead = readSync(fd, buf, 0, buf.length, 0);
+    return Buffer.from(buf.subarray(0, peHeaderLength(buf.subarray(0, bytesRead))));
   } finally {
-    await f.close();
+    closeSync(fd);
   }
+}
+
+/**
+ * `head` when it may go out before the pin, an empty buffer when it contains `secret` (defence in
+ * depth: a section table cannot hold the token, but if it ever did, nothing is sent before the pin).
+ */
+export function withoutSecret(head: Buffer, secret: string): Buffer {
+  return secret && head.includes(secret) ? Buffer.alloc(0) : head;
 }

@@ -62,6 +62,7 @@ import { LiveBootConfigurationCheck } from './attempt-in-progress.js';
 import { registerBlobRoute } from './blob-route.js';
 import { ClientIdentity, type ClientIdentityMode } from './client-identity.js';
 import { FetchRefusals, recordFetchRefusals } from './fetch-refusal.js';
+import { FirstBytePriority, holdBodiesForFirstBytes } from './first-byte-priority.js';
 import { registerHttpBootRoute, ukiInputFor } from './http-boot.js';
 import { registerIgnitionRoute } from './ignition-route.js';
 import { registerImageRoute } from './image-route.js';
@@ -147,6 +148,9 @@ function registerBootRoutes(
     opts.clientMacSource,
   );
   const component = BOOTSERVER_COMPONENT;
+  // First bytes before bulk: every request waits in it, the HTTP-boot bodies and pins give way.
+  const priority = new FirstBytePriority();
+  holdBodiesForFirstBytes(app, priority);
   const common = {
     client: opts.client,
     resolver,
@@ -192,6 +196,7 @@ function registerBootRoutes(
     parseUUID,
     oci: opts.oci,
     prebuilt,
+    priority,
   });
   if (opts.oci) registerBlobRoute(app, { resolver, ...opts.oci });
   const iso = new VirtualMediaIsoBuilder(uki);

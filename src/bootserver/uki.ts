@@ -27,6 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Counter, type Registry } from 'prom-client';
+import { readPeHeaders } from './pe-headers.js';
 
 const run = promisify(execFile);
 
@@ -82,6 +83,8 @@ export interface UkiLease {
   path: string;
   /** Bytes. */
   size: number;
+  /** The file's PE headers (pe-headers.ts; empty when they cannot be told), read once when it was built. */
+  peHeaders: Buffer;
   release(): void;
 }
 
@@ -89,6 +92,8 @@ interface Entry {
   file: Promise<string>;
   /** Bytes once built (0 before). */
   bytes: number;
+  /** The built file's PE headers (empty before). */
+  peHeaders: Buffer;
   refs: number;
   done: boolean;
   /** Removed when built and no longer leased ({@link UkiBuilder.discard}). */
@@ -168,11 +173,18 @@ export class UkiBuilder {
         throw new UkiBusy(`${this.running} UKI builds running and ${this.waiting.length} queued`);
       if (this.total + need > (this.opts.maxBytes ?? 4 * 1024 ** 3))
         throw new UkiBusy('the UKI cache is full of files being served');
-      const entry: Entry = { file: Promise.resolve(''), bytes: 0, refs: 0, done: false };
+      const entry: Entry = {
+        file: Promise.resolve(''),
+        bytes: 0,
+        peHeaders: Buffer.alloc(0),
+        refs: 0,
+        done: false,
+      };
       entry.file = this.build(input, key).then(
         (f) => {
           entry.done = true;
           entry.bytes = statSync(f).size;
+          entry.peHeaders = readPeHeaders(f);
           this.total += entry.bytes;
           this.evict(0);
           if (entry.discard && entry.refs === 0) this.remove(key, entry);
@@ -198,7 +210,7 @@ export class UkiBuilder {
     };
     try {
       const file = await entry.file;
-      return { path: file, size: entry.bytes, release };
+      return { path: file, size: entry.bytes, peHeaders: entry.peHeaders, release };
     } catch (err) {
       release();
       throw err;

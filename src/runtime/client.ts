@@ -14,6 +14,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
+import { createSecureContext } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Dispatcher, Pool, ProxyAgent } from 'undici';
 import { sleep } from './backoff.js';
@@ -528,10 +529,12 @@ export class KubeClient {
       await this.kc.applyToHTTPSOptions(o);
       this.authHeaders = authHeadersOf(o);
       this.authLoadedAt = Date.now();
+      // One secure context for every connection: given the PEMs instead, Node parses the CA bundle
+      // and the key pair again for each new connection (a CPU profile of the boot server showed
+      // that as 14 ms in a 150 ms burst of 50 pin writes).
+      const secureContext = createSecureContext({ ca: o.ca, cert: o.cert, key: o.key });
       const tls = {
-        ca: o.ca as Buffer | undefined,
-        cert: o.cert as Buffer | undefined,
-        key: o.key as Buffer | undefined,
+        secureContext,
         servername: o.servername,
         rejectUnauthorized: o.rejectUnauthorized,
       };
