@@ -22,13 +22,15 @@
  * leave while the `HTTPBootFileFetched` pin is written to the API server; the sections wait for it
  * (http-boot.ts, pe-headers.ts); the power-on gate answers from the boot server's ServerClaim informer (its default);
  * `--no-claims-cache` (the boot server's flag of that name) makes both requests wait for a claim read.
-
+ *
  * `--client-processes`: each host's client runs in a process of its own (started before the run,
  * all told to go at once), so a client's times do not include the bench process's event loop
  * receiving the other 49 files; without it all clients share the bench process.
  *
  *   node dist/bench/http-boot.js [--servers 50] [--runs 3] [--kernel-mib 8] [--initrd-mib 24]
- *     [--modes prebuild,on-request] [--no-claims-cache] [--client-processes]
+ *     [--modes prebuild,on-request] [--no-claims-cache] [--client-processes | --curl]
+ *
+ * `--curl`: the clients are one `curl --parallel` process per phase instead ({@link withCurl}).
  *
  * Throws (exit 1) when a client gets no file after its retries, a file is short, or a run's
  * prebuilds do not finish within 120 s.
