@@ -1,10 +1,11 @@
 /**
  * First bytes before bulk (issue 35, target 6): while a request to the boot server still waits for
- * its first byte, the boot-file bodies already streaming hold their next chunk (and the HTTP-boot
- * pins their API write), so the one thread that does both answers the new request instead of
- * copying more of files already answered. A request waits from the moment its connection is
- * accepted (or, on a kept-alive connection, its headers are parsed) until its answer is handed to
- * the socket (Fastify's `onSend`) or it closes: {@link holdBodiesForFirstBytes}.
+ * its first byte, the HTTP-boot bodies already streaming hold their next chunk, so the one thread
+ * that does both answers the new request instead of copying more of files already answered. A
+ * request waits from the moment its connection is accepted (or, on a kept-alive connection, its
+ * headers are parsed) until its answer is handed to the socket (Fastify's `onSend`) or it closes:
+ * {@link holdBodiesForFirstBytes}. Only bodies that go through {@link inTurn} give way (the
+ * HTTP-boot route's); the image, OCI layer and ISO routes stream as before.
  *
  * Why: with 50 hosts HTTP-booting at once, a GET's first byte waited behind the bodies of the GETs
  * before it (a CPU profile showed the boot server 96 % busy with their file reads and socket writes),
@@ -12,33 +13,39 @@
  * loses nothing by a pause of milliseconds. The same bytes go out either way; only their order
  * changes. The cost shows in `bench:http-boot`'s last-byte figures.
  *
- * Bounded both ways, so neither side starves: a request counts as waiting for at most `holdMs`
- * after it entered (one held up by the API server or another replica's pin stops holding bodies),
- * and a body's chunk waits at most `maxStallMs` however many requests keep arriving: a client that
- * opens connections and sends nothing slows the downloads of others, never stops them. The class is
- * pure scheduling (timers, no I/O) and never throws.
+ * Bounded both ways, so neither side starves:
+ * - a request counts as waiting for at most `holdMs` after it entered (one held up by the API server
+ *   stops holding bodies; a connection's hold and then its request's are two holds, so one client
+ *   holds for at most 2 × `holdMs`);
+ * - a chunk waits at most `maxStallMs`, and a body whose chunk waited that long then streams
+ *   freely for `maxStallMs`: however many requests keep arriving (a client opening connections and
+ *   sending nothing, say), every body keeps at least half its time.
+ * The class is pure scheduling (timers, no I/O) and never throws.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 
 export interface FirstBytePriorityOptions {
-  /** ms a request holds the bodies at most, from {@link FirstBytePriority.enter} (default 50). */
+  /** ms a request holds the bodies at most, from {@link FirstBytePriority.enter} (default 100). */
   holdMs?: number;
-  /** ms one body chunk waits at most in {@link FirstBytePriority.turn} (default 100). */
+  /**
+   * ms one body chunk waits at most in {@link FirstBytePriority.turn}, and how long a body that
+   * waited that long then streams without waiting (default 100).
+   */
   maxStallMs?: number;
 }
 
 export class FirstBytePriority {
   readonly #holdMs: number;
-  readonly #maxStallMs: number;
+  readonly maxStallMs: number;
   /** Requests that entered and have neither left nor outlived `holdMs`. */
   #waiting = 0;
-  /** Bodies held: each resolves its chunk's turn. */
-  #held = new Set<() => void>();
+  /** Bodies held: each resolves its chunk's turn (false: released, not stalled out). */
+  #held = new Set<(stalled: boolean) => void>();
 
   constructor(opts: FirstBytePriorityOptions = {}) {
-    this.#holdMs = opts.holdMs ?? 200;
-    this.#maxStallMs = opts.maxStallMs ?? 200;
+    this.#holdMs = opts.holdMs ?? 100;
+    this.maxStallMs = opts.maxStallMs ?? 100;
   }
 
   /** Requests currently waiting for their first byte (for tests and metrics). */
@@ -68,38 +75,46 @@ export class FirstBytePriority {
 
   /**
    * A body's next chunk: `undefined` when no request waits (go on at once, no promise), else a
-   * promise that resolves when none waits any more or after `maxStallMs`, whichever is first.
+   * promise that resolves `false` when none waits any more, or `true` after `maxStallMs` (stalled
+   * out), whichever is first.
    */
-  turn(): Promise<void> | undefined {
+  turn(): Promise<boolean> | undefined {
     if (this.#waiting === 0) return undefined;
-    return new Promise<void>((resolve) => {
-      const go = () => {
+    return new Promise<boolean>((resolve) => {
+      const go = (stalled: boolean) => {
         clearTimeout(timer);
         this.#held.delete(go);
-        resolve();
+        resolve(stalled);
       };
-      const timer = setTimeout(go, this.#maxStallMs);
+      const timer = setTimeout(() => go(true), this.maxStallMs);
       timer.unref();
       this.#held.add(go);
     });
   }
 
   #release(): void {
-    for (const go of [...this.#held]) go();
+    for (const go of [...this.#held]) go(false);
   }
 }
 
 /**
- * `chunks` (a file's read stream), each chunk yielded only once `priority` gives it its turn.
- * Throws what `chunks` throws.
+ * `chunks` (a file's read stream), each chunk yielded only once `priority` gives it its turn; after
+ * a chunk stalled out, the chunks of the next `maxStallMs` go without waiting. `firstIsFirstByte`:
+ * the first chunk is the response's first byte, so it does not wait. Throws what `chunks` throws.
  */
 export async function* inTurn(
   chunks: AsyncIterable<Buffer>,
   priority: FirstBytePriority,
+  firstIsFirstByte = false,
 ): AsyncGenerator<Buffer> {
+  let freeUntil = firstIsFirstByte ? Number.POSITIVE_INFINITY : 0;
   for await (const chunk of chunks) {
-    const wait = priority.turn();
-    if (wait) await wait;
+    if (performance.now() >= freeUntil) {
+      const wait = priority.turn();
+      if (wait && (await wait)) freeUntil = performance.now() + priority.maxStallMs;
+    } else if (freeUntil === Number.POSITIVE_INFINITY) {
+      freeUntil = 0; // the first chunk went; the rest take their turn
+    }
     yield chunk;
   }
 }
@@ -119,25 +134,39 @@ export interface PrioritizedApp {
   ): unknown;
 }
 
+/** A connection's peer as `address port`: the same for a TLS socket and the TCP socket under it. */
+const peerOf = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined }) =>
+  s.remoteAddress === undefined ? undefined : `${s.remoteAddress} ${s.remotePort}`;
+
 /**
  * Makes every request of `app` wait in `priority` for its first byte: from its connection's accept
  * (a TLS handshake included) to its request's headers, then from those to the answer's `onSend`
  * (or the response's close). Call before the app is ready (it adds a hook).
  */
 export function holdBodiesForFirstBytes(app: PrioritizedApp, priority: FirstBytePriority): void {
+  // By peer, not by socket object: over HTTPS, 'connection' gives the TCP socket and a request's
+  // `socket` is the TLS socket on top of it.
   /** Accepted connections whose first request has not been parsed yet. */
-  const accepted = new WeakMap<Socket, () => void>();
+  const accepted = new Map<string, () => void>();
   /** Requests whose answer has not been handed over yet. */
   const asked = new WeakMap<IncomingMessage, () => void>();
   app.server.on('connection', (socket) => {
-    const leave = priority.enter();
-    accepted.set(socket, leave);
+    const peer = peerOf(socket);
+    if (peer === undefined) return; // already gone
+    const entered = priority.enter();
+    const leave = () => {
+      entered();
+      if (accepted.get(peer) === leave) accepted.delete(peer);
+    };
+    accepted.set(peer, leave);
     socket.once('close', leave);
   });
   // Before Fastify's own listener, so a request it answers at once still entered first.
   app.server.prependListener('request', (req, res) => {
-    accepted.get(req.socket)?.();
+    // Enter before the connection's hold ends, so the count does not touch 0 in between.
     const leave = priority.enter();
+    const peer = peerOf(req.socket);
+    if (peer !== undefined) accepted.get(peer)?.();
     asked.set(req, leave);
     res.once('close', leave);
   });

@@ -50,6 +50,7 @@ import { notPinnedElsewhere, pinMessage } from './attempt-pin.js';
 import { bootImageFor } from './boot-image.js';
 import type { ClientIdentity } from './client-identity.js';
 import { FirstBytePriority, inTurn } from './first-byte-priority.js';
+import { headersThenFile } from './head-first-body.js';
 import { attemptKernelArgs } from './ipxe-script.js';
 import { withoutSecret } from './pe-headers.js';
 import { type UkiBuilder, UkiBusy, type UkiInput, type UkiLease } from './uki.js';
@@ -152,12 +153,16 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       // Set only now: an error answer must not carry the file's length.
       const fileHeaders = reply.type('application/efi').header('content-length', String(answer.size));
       if (answer.kind === 'head-first') {
-        reply.raw.once('close', answer.early.abandon);
         const { head, pin } = answer.early;
-        const abort = () => reply.raw.destroy();
-        return fileHeaders.send(
-          Readable.from(headersThenFile(head, pin, answer.file, priority, answer.log, abort)),
-        );
+        const body = headersThenFile({
+          head,
+          pin,
+          rest: () => inTurn(createReadStream(answer.file, { start: head.length }), priority),
+          closed: () => reply.raw.destroyed,
+          abort: () => reply.raw.destroy(),
+          log: answer.log,
+        });
+        return fileHeaders.send(Readable.from(body));
       }
       // HEAD (Fastify's route of the GET): an empty stream. Fastify reads a HEAD's stream to its end
       // and discards it, which for the file is the whole UKI, tens of MiB per HEAD (OVMF sends one
@@ -165,10 +170,19 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
       const body =
         req.method === 'HEAD'
           ? Readable.from([])
-          : Readable.from(inTurn(createReadStream(answer.file), priority));
+          : Readable.from(inTurn(createReadStream(answer.file), priority, true));
       return fileHeaders.send(body);
     },
   );
+}
+
+/**
+ * Runs `fn` once `raw` closed: now when it already has (the client left while the route awaited
+ * something; its 'close' will not come again), else on its 'close'.
+ */
+function whenClosed(raw: ServerResponse, fn: () => void): void {
+  if (raw.destroyed) fn();
+  else raw.once('close', fn);
 }
 
 /** What {@link bootFileAnswer} decided: the file, and for a GET sent head first its PE headers and pin. */
@@ -200,7 +214,7 @@ async function bootFileAnswer(
   await o.intents.require(sbc, target.server);
   const { image, lease } = await buildUki(o, sbc, uuid, token, log);
   // The lease keeps the file from eviction until the response is over (sent, aborted or failed).
-  raw.once('close', lease.release);
+  whenClosed(raw, lease.release);
   const file = { file: lease.path, size: lease.size, log };
   if (req.method !== 'GET') return { ...file, kind: 'file' };
   // The pin (compare-and-swap) is stored before anything past the PE headers leaves.
@@ -229,17 +243,20 @@ async function bootFileAnswer(
     () => withoutSecret(lease.peHeaders, token),
     pin,
   );
-  return early ? { ...file, kind: 'head-first', early } : { ...file, kind: 'file' };
+  if (!early) return { ...file, kind: 'file' };
+  // A client gone before its body started must not hold the GETs of its attempt behind it.
+  whenClosed(raw, early.abandon);
+  return { ...file, kind: 'head-first', early };
 }
 
 /**
  * Runs the GETs of one attempt (`key`) in this process one pin after the other. The first one not
  * behind another gets `{head, pin}`: its PE headers (`headers()`; none when they cannot be told),
  * to be sent before it starts `pin` (so the first byte waits for no API work at all), and
- * `abandon`, for a response that ends before it started `pin`, so the GETs behind it go on. One
- * that had to wait, or whose headers are empty, awaits its pin here and gets `undefined` (then
- * nothing was sent: a refusal is still its 403 or 503). Throws what `headers()` or, when awaited
- * here, `pin()` throws.
+ * `abandon`, for a response that ends before it started `pin` (a no-op after), so the GETs behind
+ * it go on. One that had to wait, or whose headers are empty, awaits its pin here and gets
+ * `undefined` (then nothing was sent: a refusal is still its 403 or 503). Throws what `headers()`
+ * or, when awaited here, `pin()` throws.
  */
 async function pinInTurn(
   pinning: Map<string, Promise<void>>,
@@ -259,51 +276,24 @@ async function pinInTurn(
   try {
     if (earlier) await earlier;
     const head = earlier ? Buffer.alloc(0) : headers();
+    let started = false;
     const start = () => {
+      started = true;
       const pinned = pin();
       void pinned.then(settle, settle);
       return pinned;
     };
-    if (head.length > 0) return { head, pin: start, abandon: settle };
+    // Once the pin started, the GETs behind wait for its outcome, whether or not its client stayed.
+    const abandon = () => {
+      if (!started) settle();
+    };
+    if (head.length > 0) return { head, pin: start, abandon };
     await start();
     return undefined;
   } catch (err) {
     settle();
     throw err;
   }
-}
-
-/**
- * The body of a GET whose PE headers go out before its pin is stored: `head`, then `pin()`, then —
- * once it resolved — the rest of `file`. A refused pin (another replica's client won the compare-and-swap,
- * the API server failed) closes the connection (`abort`) after the headers: the client got no byte
- * of a section, so no token.
- */
-async function* headersThenFile(
-  head: Buffer,
-  pin: () => Promise<void>,
-  file: string,
-  priority: FirstBytePriority,
-  log: Logger,
-  abort: () => void,
-): AsyncGenerator<Buffer> {
-  yield head;
-  try {
-    // Started once the headers were taken for the socket: the first byte waits for nothing else.
-    // The pin's API write is work on this thread too: it waits, as a body chunk does, while other
-    // requests still wait for their first byte.
-    const turn = priority.turn();
-    if (turn) await turn;
-    await pin();
-  } catch (err) {
-    log.warn(
-      { error: err instanceof Error ? err.message : String(err) },
-      'HTTP boot file refused after its PE headers were sent: connection closed, no section sent',
-    );
-    abort();
-    return;
-  }
-  yield* inTurn(createReadStream(file, { start: head.length }), priority);
 }
 
 /**

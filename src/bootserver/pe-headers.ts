@@ -43,17 +43,21 @@ export function peHeaderLength(image: Buffer): number {
 
 /**
  * The PE headers of the file at `path` (see {@link peHeaderLength}; at most
- * {@link PE_HEADER_READ_BYTES}), or an empty buffer when they cannot be told apart. Reads
- * synchronously: once per built file. Throws the file system's errors.
+ * {@link PE_HEADER_READ_BYTES}), or an empty buffer when they cannot be told apart or the file
+ * cannot be read (out of file descriptors, say: then nothing goes out before the pin, which is
+ * always safe). Reads synchronously: once per built file. Never throws.
  */
 export function readPeHeaders(path: string): Buffer {
-  const fd = openSync(path, 'r');
+  let fd: number | undefined;
   try {
+    fd = openSync(path, 'r');
     const buf = Buffer.alloc(PE_HEADER_READ_BYTES);
     const bytesRead = readSync(fd, buf, 0, buf.length, 0);
     return Buffer.from(buf.subarray(0, peHeaderLength(buf.subarray(0, bytesRead))));
+  } catch {
+    return Buffer.alloc(0);
   } finally {
-    closeSync(fd);
+    if (fd !== undefined) closeSync(fd);
   }
 }
 

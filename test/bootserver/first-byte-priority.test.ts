@@ -3,14 +3,20 @@
  * byte. The scheduler alone with real timers (its bounds), then wired into a real Fastify server
  * on loopback: a connection that was accepted and has sent nothing yet, then its request in the
  * handler, each stop the chunks a download pulls from its source, and the download goes on once
- * the request was answered.
+ * the request was answered; over HTTPS the connection's hold is handed to its request as over
+ * HTTP; and a stream of connections that never send anything slows a download, never starves it.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { connect as tlsConnect } from 'node:tls';
 import Fastify from 'fastify';
 import {
   FirstBytePriority,
@@ -19,7 +25,7 @@ import {
 } from '../../src/bootserver/first-byte-priority.js';
 
 /** ms until `p` settles, or `undefined` when it did not within `ms`. */
-async function settlesWithin(p: Promise<void>, ms: number): Promise<number | undefined> {
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<number | undefined> {
   const t0 = performance.now();
   const won = await Promise.race([p.then(() => true), sleep(ms).then(() => false)]);
   return won ? performance.now() - t0 : undefined;
@@ -40,6 +46,7 @@ describe('FirstBytePriority', () => {
     assert.equal(await settlesWithin(turn, 50), undefined, 'held while one still waits');
     other();
     assert.ok((await settlesWithin(turn, 1000)) !== undefined, 'released once none waits');
+    assert.equal(await turn, false, 'released, not stalled out');
     assert.equal(priority.waiting, 0);
   });
 
@@ -52,10 +59,47 @@ describe('FirstBytePriority', () => {
 
     const stalled = new FirstBytePriority({ holdMs: 10_000, maxStallMs: 40 });
     const leave = stalled.enter();
-    const waited = await settlesWithin(stalled.turn()!, 2000);
+    const stalledTurn = stalled.turn()!;
+    const waited = await settlesWithin(stalledTurn, 2000);
     assert.ok(waited !== undefined && waited >= 30, `the chunk went after maxStallMs (${waited} ms)`);
+    assert.equal(await stalledTurn, true, 'stalled out');
     assert.equal(stalled.waiting, 1, 'the request still waits');
     leave();
+  });
+
+  it('gives a body that stalled out maxStallMs of free streaming (at least half its time)', async () => {
+    const priority = new FirstBytePriority({ holdMs: 10_000, maxStallMs: 50 });
+    const leave = priority.enter(); // a request that never gets its answer within the test
+    let pulled = 0;
+    async function* chunks(): AsyncGenerator<Buffer> {
+      for (;;) {
+        pulled++;
+        yield Buffer.alloc(1);
+        await sleep(1);
+      }
+    }
+    const body = inTurn(chunks(), priority);
+    const t0 = performance.now();
+    while (performance.now() - t0 < 1000) await body.next();
+    leave();
+    await body.return(undefined);
+    // Waiting for its turn on every chunk would let through one per 50 ms (20 in the second).
+    assert.ok(pulled > 60, `${pulled} chunks in 1 s while a request kept waiting`);
+  });
+
+  it('lets the first chunk of a response go at once when it is the first byte', async () => {
+    const priority = new FirstBytePriority({ holdMs: 10_000, maxStallMs: 10_000 });
+    const leave = priority.enter();
+    async function* two(): AsyncGenerator<Buffer> {
+      yield Buffer.from('a');
+      yield Buffer.from('b');
+    }
+    const body = inTurn(two(), priority, true);
+    assert.deepEqual((await body.next()).value, Buffer.from('a'), 'the first byte did not wait');
+    const second = body.next().then(() => undefined);
+    assert.equal(await settlesWithin(second, 50), undefined, 'the rest waits its turn');
+    leave();
+    assert.ok((await settlesWithin(second, 1000)) !== undefined);
   });
 });
 
@@ -122,6 +166,55 @@ describe('holdBodiesForFirstBytes on a Fastify server', () => {
       download.destroy();
       for (const s of sockets) s.destroy();
       await app.close();
+    }
+  });
+});
+
+describe('holdBodiesForFirstBytes over HTTPS', () => {
+  it('hands the connection hold to its request, so an answered request holds nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'first-byte-tls-'));
+    const [key, cert] = [join(dir, 'tls.key'), join(dir, 'tls.crt')];
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=first-byte-test',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ],
+      { stdio: 'ignore' },
+    );
+    // A hold far longer than the test: only the hand-over can end the connection's.
+    const priority = new FirstBytePriority({ holdMs: 60_000, maxStallMs: 60_000 });
+    const app = Fastify({ https: { key: readFileSync(key), cert: readFileSync(cert) } });
+    holdBodiesForFirstBytes(app, priority);
+    app.get('/ok', async () => ({ ok: true }));
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (app.server.address() as { port: number }).port;
+    const socket = tlsConnect({ host: '127.0.0.1', port, rejectUnauthorized: false });
+    try {
+      await new Promise((ok) => socket.once('secureConnect', ok));
+      assert.equal(priority.waiting, 1, 'the accepted connection waits');
+      const reply = new Promise<string>((ok) => socket.once('data', (b: Buffer) => ok(b.toString())));
+      socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\n');
+      assert.match(await reply, /^HTTP\/1.1 200/);
+      await waitUntil(() => priority.waiting === 0, 'nothing waits once the request was answered', 2000);
+      assert.equal(priority.turn(), undefined, 'bodies go at once on a kept-alive TLS connection');
+    } finally {
+      socket.destroy();
+      await app.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -68,6 +68,7 @@ describe('PE headers of a UKI', () => {
       assert.equal(withoutSecret(readPeHeaders(file), 'token-abc').length, 0);
       writeFileSync(file, Buffer.from('not a PE image'));
       assert.equal(readPeHeaders(file).length, 0, 'no PE image: nothing to send early');
+      assert.equal(readPeHeaders(join(dir, 'missing.efi')).length, 0, 'unreadable: nothing early, no throw');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

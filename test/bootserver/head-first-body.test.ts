@@ -1,0 +1,66 @@
+/**
+ * head-first-body.ts: the order that keeps an attempt's token behind its pin. The PE headers go
+ * first; nothing of the rest of the UKI is even asked for before the pin was stored; a refused pin
+ * closes the connection with nothing after the headers; a client gone before the pin gets none
+ * written for it. Pure sequencing, so the pin, the file and the socket are functions here.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
+import { headersThenFile } from '../../src/bootserver/head-first-body.js';
+
+const log = pino({ level: 'silent' });
+
+/** A pin whose outcome the test decides, and a record of what the body asked for. */
+function harness(closed = false) {
+  const seen: string[] = [];
+  let decide: (ok: boolean) => void = () => {};
+  const body = headersThenFile({
+    head: Buffer.from('HEAD'),
+    pin: () => {
+      seen.push('pin');
+      return new Promise<void>((ok, fail) => {
+        decide = (yes) => (yes ? ok() : fail(new Error('pinned to another client')));
+      });
+    },
+    rest: async function* () {
+      seen.push('rest');
+      yield Buffer.from('SECTION-WITH-TOKEN');
+    },
+    closed: () => closed,
+    abort: () => seen.push('abort'),
+    log,
+  });
+  return { body, seen, decide: (yes: boolean) => decide(yes) };
+}
+
+describe('headersThenFile', () => {
+  it('sends the headers, then the rest only once the pin was stored', async () => {
+    const h = harness();
+    assert.equal((await h.body.next()).value?.toString(), 'HEAD');
+    const next = h.body.next();
+    await sleep(20);
+    assert.deepEqual(h.seen, ['pin'], 'the rest is not read while the pin is being stored');
+    h.decide(true);
+    assert.equal((await next).value?.toString(), 'SECTION-WITH-TOKEN');
+    assert.deepEqual(h.seen, ['pin', 'rest']);
+    assert.equal((await h.body.next()).done, true);
+  });
+
+  it('closes the connection after the headers when the pin is refused', async () => {
+    const h = harness();
+    await h.body.next();
+    const next = h.body.next();
+    h.decide(false);
+    assert.equal((await next).done, true, 'nothing after the headers');
+    assert.deepEqual(h.seen, ['pin', 'abort'], 'the rest never read; the connection closed');
+  });
+
+  it('writes no pin for a client that left after the headers', async () => {
+    const h = harness(true);
+    await h.body.next();
+    assert.equal((await h.body.next()).done, true);
+    assert.deepEqual(h.seen, [], 'neither pin nor rest');
+  });
+});
