@@ -17,9 +17,9 @@
  * - a request counts as waiting for at most `holdMs` after it entered (one held up by the API server
  *   stops holding bodies; a connection's hold and then its request's are two holds, so one client
  *   holds for at most 2 × `holdMs`);
- * - a chunk waits at most `maxStallMs`, and a body whose chunk waited that long then streams
- *   freely for `maxStallMs`: however many requests keep arriving (a client opening connections and
- *   sending nothing, say), every body keeps at least half its time.
+ * - a chunk waits at most `maxStallMs`, and a body whose chunk waited then streams freely for as
+ *   long: however requests keep arriving (a client opening connections and sending nothing, one
+ *   after the other or many at once), every body keeps at least half its time.
  * The class is pure scheduling (timers, no I/O) and never throws.
  */
 import type { IncomingMessage } from 'node:http';
@@ -29,8 +29,8 @@ export interface FirstBytePriorityOptions {
   /** ms a request holds the bodies at most, from {@link FirstBytePriority.enter} (default 100). */
   holdMs?: number;
   /**
-   * ms one body chunk waits at most in {@link FirstBytePriority.turn}, and how long a body that
-   * waited that long then streams without waiting (default 100).
+   * ms one body chunk waits at most in {@link FirstBytePriority.turn}, and the most a body that
+   * waited then streams without waiting (default 100).
    */
   maxStallMs?: number;
 }
@@ -99,8 +99,9 @@ export class FirstBytePriority {
 
 /**
  * `chunks` (a file's read stream), each chunk yielded only once `priority` gives it its turn; after
- * a chunk stalled out, the chunks of the next `maxStallMs` go without waiting. `firstIsFirstByte`:
- * the first chunk is the response's first byte, so it does not wait. Throws what `chunks` throws.
+ * a chunk waited, the chunks of as long again (at most `maxStallMs`) go without waiting, so a body
+ * streams at least half the time. `firstIsFirstByte`: the first chunk is the response's first
+ * byte, so it does not wait. Throws what `chunks` throws.
  */
 export async function* inTurn(
   chunks: AsyncIterable<Buffer>,
@@ -109,11 +110,18 @@ export async function* inTurn(
 ): AsyncGenerator<Buffer> {
   let freeUntil = firstIsFirstByte ? Number.POSITIVE_INFINITY : 0;
   for await (const chunk of chunks) {
-    if (performance.now() >= freeUntil) {
+    if (freeUntil === Number.POSITIVE_INFINITY) {
+      freeUntil = 0; // the first chunk goes at once; the rest take their turn
+    } else if (performance.now() >= freeUntil) {
       const wait = priority.turn();
-      if (wait && (await wait)) freeUntil = performance.now() + priority.maxStallMs;
-    } else if (freeUntil === Number.POSITIVE_INFINITY) {
-      freeUntil = 0; // the first chunk went; the rest take their turn
+      if (wait) {
+        // As long free as it waited, however the wait ended: holds that end one after the other
+        // just before maxStallMs (one idle connection after the other) cannot starve it either.
+        const from = performance.now();
+        await wait;
+        const now = performance.now();
+        freeUntil = now + Math.min(now - from, priority.maxStallMs);
+      }
     }
     yield chunk;
   }

@@ -78,8 +78,8 @@ export interface HttpBootRouteOptions {
   /** The prebuilds (uki-prebuild.ts), told when a GET served an attempt's file so it stops holding it. */
   prebuilt?: { served(sbc: ServerBootConfiguration): void } | undefined;
   /**
-   * First bytes before bulk (first-byte-priority.ts): bodies and pins wait their turn in it; the
-   * server makes its requests wait there (holdBodiesForFirstBytes). Default: one nobody waits in.
+   * First bytes before bulk (first-byte-priority.ts): the bodies wait their turn in it; the server
+   * makes its requests wait there (holdBodiesForFirstBytes). Default: one nobody waits in.
    */
   priority?: FirstBytePriority;
 }
@@ -242,6 +242,7 @@ async function bootFileAnswer(
     `${sbc.metadata.uid}/${attempt}`,
     () => withoutSecret(lease.peHeaders, token),
     pin,
+    () => raw.destroyed,
   );
   if (!early) return { ...file, kind: 'file' };
   // A client gone before its body started must not hold the GETs of its attempt behind it.
@@ -256,13 +257,15 @@ async function bootFileAnswer(
  * `abandon`, for a response that ends before it started `pin` (a no-op after), so the GETs behind
  * it go on. One that had to wait, or whose headers are empty, awaits its pin here and gets
  * `undefined` (then nothing was sent: a refusal is still its 403 or 503). Throws what `headers()`
- * or, when awaited here, `pin()` throws.
+ * or, when awaited here, `pin()` throws, and HttpError 499 (never delivered) when its client
+ * left (`gone()`) while it waited for the GET before it.
  */
 async function pinInTurn(
   pinning: Map<string, Promise<void>>,
   key: string,
   headers: () => Buffer,
   pin: () => Promise<void>,
+  gone: () => boolean,
 ): Promise<{ head: Buffer; pin: () => Promise<void>; abandon: () => void } | undefined> {
   const earlier = pinning.get(key);
   let settle: () => void = () => {};
@@ -275,11 +278,18 @@ async function pinInTurn(
   });
   try {
     if (earlier) await earlier;
+    // Its client left while it waited: no pin is written for an address that gets nothing.
+    if (gone()) throw new HttpError(499, 'ClientClosedRequest', 'the client closed the connection');
     const head = earlier ? Buffer.alloc(0) : headers();
     let started = false;
     const start = () => {
       started = true;
-      const pinned = pin();
+      let pinned: Promise<void>;
+      try {
+        pinned = pin();
+      } catch (err) {
+        pinned = Promise.reject(err);
+      }
       void pinned.then(settle, settle);
       return pinned;
     };

@@ -182,8 +182,16 @@ export class UkiBuilder {
       };
       entry.file = this.build(input, key).then(
         (f) => {
+          let bytes: number;
+          try {
+            bytes = statSync(f).size;
+          } catch (err) {
+            // The file is gone: not kept as built, so the next lease builds it again.
+            if (this.built.get(key) === entry) this.built.delete(key);
+            throw err;
+          }
           entry.done = true;
-          entry.bytes = statSync(f).size;
+          entry.bytes = bytes;
           entry.peHeaders = readPeHeaders(f);
           this.total += entry.bytes;
           this.evict(0);

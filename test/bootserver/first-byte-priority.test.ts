@@ -67,24 +67,47 @@ describe('FirstBytePriority', () => {
     leave();
   });
 
-  it('gives a body that stalled out maxStallMs of free streaming (at least half its time)', async () => {
-    const priority = new FirstBytePriority({ holdMs: 10_000, maxStallMs: 50 });
-    const leave = priority.enter(); // a request that never gets its answer within the test
-    let pulled = 0;
-    async function* chunks(): AsyncGenerator<Buffer> {
-      for (;;) {
-        pulled++;
-        yield Buffer.alloc(1);
-        await sleep(1);
+  it('gives a body that waited as long again free, so holds never starve it', async () => {
+    // The holds' and stalls' timers are unref'd: keep this process alive while the body waits.
+    const alive = setInterval(() => {}, 1000);
+    try {
+      const priority = new FirstBytePriority({ holdMs: 45, maxStallMs: 50 });
+      let pulled = 0;
+      async function* chunks(): AsyncGenerator<Buffer> {
+        for (;;) {
+          pulled++;
+          yield Buffer.alloc(1);
+          await sleep(1); // about one chunk per ms: a gap between two holds lets one or two through
+        }
       }
+      /** Pulls the body for `ms` while `hold()` keeps requests waiting; chunks and long waits. */
+      const phase = async (ms: number, hold: () => void) => {
+        const body = inTurn(chunks(), priority);
+        const [before, t0] = [pulled, performance.now()];
+        let longWaits = 0;
+        hold();
+        while (performance.now() - t0 < ms) {
+          const t = performance.now();
+          await body.next();
+          if (performance.now() - t >= 30) longWaits++;
+        }
+        await body.return(undefined);
+        return { chunks: pulled - before, longWaits };
+      };
+      // One request after the other, each ending (by its 45 ms hold) just before the 50 ms stall.
+      let timer: NodeJS.Timeout | undefined;
+      const oneAfterTheOther = () => {
+        priority.enter();
+        timer = setInterval(() => priority.enter(), 46);
+      };
+      const serial = await phase(800, oneAfterTheOther);
+      clearInterval(timer);
+      // Free time only after a stall-out would let through about 3 per 46 ms cycle (about 50).
+      assert.ok(serial.chunks > 120, `${serial.chunks} chunks in 800 ms under back-to-back holds`);
+      assert.ok(serial.longWaits >= 3, `the body still gave way (${serial.longWaits} long waits)`);
+    } finally {
+      clearInterval(alive);
     }
-    const body = inTurn(chunks(), priority);
-    const t0 = performance.now();
-    while (performance.now() - t0 < 1000) await body.next();
-    leave();
-    await body.return(undefined);
-    // Waiting for its turn on every chunk would let through one per 50 ms (20 in the second).
-    assert.ok(pulled > 60, `${pulled} chunks in 1 s while a request kept waiting`);
   });
 
   it('lets the first chunk of a response go at once when it is the first byte', async () => {
