@@ -1,8 +1,8 @@
 /**
  * First bytes before bulk (issue 35, target 6): while a request to the boot server still waits for
- * its first byte, the HTTP-boot bodies already streaming hold their next chunk, so the one thread
- * that does both answers the new request instead of copying more of files already answered. A
- * request waits from the moment its connection is accepted (or, on a kept-alive connection, its
+ * its first byte, the HTTP-boot bodies already streaming hold their next chunk (and the pins of
+ * head-first GETs their API write: head-first-body.ts), so the one thread that does both answers
+ * the new request instead of copying more of files already answered. A request waits from the moment its connection is accepted (or, on a kept-alive connection, its
  * headers are parsed) until its answer is handed to the socket (Fastify's `onSend`) or it closes:
  * {@link holdBodiesForFirstBytes}. Only bodies that go through {@link inTurn} give way (the
  * HTTP-boot route's); the image, OCI layer and ISO routes stream as before.
@@ -17,9 +17,10 @@
  * - a request counts as waiting for at most `holdMs` after it entered (one held up by the API server
  *   stops holding bodies; a connection's hold and then its request's are two holds, so one client
  *   holds for at most 2 × `holdMs`);
- * - a chunk waits at most `maxStallMs`, and a body whose chunk waited then streams freely for as
- *   long: however requests keep arriving (a client opening connections and sending nothing, one
- *   after the other or many at once), every body keeps at least half its time.
+ * - a chunk waits at most `maxStallMs`, and a body is held at most half of every second
+ *   ({@link MAX_HELD_PER_WINDOW_MS}): a burst of requests (tens of milliseconds) is served first in
+ *   full, while however requests keep arriving (a client opening connections and sending nothing,
+ *   one after the other or many at once), every body keeps at least half its time.
  * The class is pure scheduling (timers, no I/O) and never throws.
  */
 import type { IncomingMessage } from 'node:http';
@@ -29,8 +30,7 @@ export interface FirstBytePriorityOptions {
   /** ms a request holds the bodies at most, from {@link FirstBytePriority.enter} (default 100). */
   holdMs?: number;
   /**
-   * ms one body chunk waits at most in {@link FirstBytePriority.turn}, and the most a body that
-   * waited then streams without waiting (default 100).
+   * ms one body chunk waits at most in {@link FirstBytePriority.turn} (default 100).
    */
   maxStallMs?: number;
 }
@@ -97,30 +97,38 @@ export class FirstBytePriority {
   }
 }
 
+/** The window of a body's hold budget, ms. */
+export const HOLD_WINDOW_MS = 1000;
+/** Most a body is held per {@link HOLD_WINDOW_MS} (a wait that starts under it may end up to `maxStallMs` over). */
+export const MAX_HELD_PER_WINDOW_MS = 500;
+
 /**
- * `chunks` (a file's read stream), each chunk yielded only once `priority` gives it its turn; after
- * a chunk waited, the chunks of as long again (at most `maxStallMs`) go without waiting, so a body
- * streams at least half the time. `firstIsFirstByte`: the first chunk is the response's first
- * byte, so it does not wait. Throws what `chunks` throws.
+ * `chunks` (a file's read stream), each chunk yielded only once `priority` gives it its turn, as
+ * long as this body was held less than {@link MAX_HELD_PER_WINDOW_MS} of the current
+ * {@link HOLD_WINDOW_MS}; beyond, its chunks go without waiting until the next window.
+ * `firstIsFirstByte`: the first chunk is the response's first byte, so it does not wait. Throws
+ * what `chunks` throws.
  */
 export async function* inTurn(
   chunks: AsyncIterable<Buffer>,
   priority: FirstBytePriority,
   firstIsFirstByte = false,
 ): AsyncGenerator<Buffer> {
-  let freeUntil = firstIsFirstByte ? Number.POSITIVE_INFINITY : 0;
+  let first = firstIsFirstByte;
+  // This body's held time in the current second: a burst of requests is served first in full,
+  // but however requests keep arriving, the body is held at most half of every second.
+  let windowStart = performance.now();
+  let held = 0;
   for await (const chunk of chunks) {
-    if (freeUntil === Number.POSITIVE_INFINITY) {
-      freeUntil = 0; // the first chunk goes at once; the rest take their turn
-    } else if (performance.now() >= freeUntil) {
-      const wait = priority.turn();
+    if (first) {
+      first = false; // the response's first byte goes at once
+    } else {
+      const now = performance.now();
+      if (now - windowStart >= HOLD_WINDOW_MS) [windowStart, held] = [now, 0];
+      const wait = held < MAX_HELD_PER_WINDOW_MS ? priority.turn() : undefined;
       if (wait) {
-        // As long free as it waited, however the wait ended: holds that end one after the other
-        // just before maxStallMs (one idle connection after the other) cannot starve it either.
-        const from = performance.now();
         await wait;
-        const now = performance.now();
-        freeUntil = now + Math.min(now - from, priority.maxStallMs);
+        held += performance.now() - now;
       }
     }
     yield chunk;

@@ -18,18 +18,25 @@ export interface HeadFirstBody {
   rest: () => AsyncIterable<Buffer>;
   /** Whether the response already closed (its client left): then no pin is started. */
   closed: () => boolean;
+  /**
+   * Resolves when the pin may start (first-byte-priority.ts `turn`: while other requests wait for
+   * their first byte, the pin's API write waits too, at most its stall bound); `undefined`: now.
+   */
+  turn?: () => Promise<unknown> | undefined;
   /** Closes the connection (after a refused pin). */
   abort: () => void;
   log: Logger;
 }
 
 /**
- * Yields `head`, then stores the pin and yields `rest()` once it is stored. A client gone by then
- * gets no pin written for it; a refused pin is logged, the connection closed (`abort`) and nothing
+ * Yields `head`, then (after its `turn`) stores the pin and yields `rest()` once it is stored. A
+ * client gone by then gets no pin written for it; a refused pin is logged, the connection closed (`abort`) and nothing
  * more yielded. Throws what `rest()` throws.
  */
 export async function* headersThenFile(b: HeadFirstBody): AsyncGenerator<Buffer> {
   yield b.head;
+  const turn = b.turn?.();
+  if (turn) await turn;
   if (b.closed()) return;
   try {
     // Started once the headers were taken for the socket: the first byte waits for nothing else.

@@ -78,8 +78,9 @@ export interface HttpBootRouteOptions {
   /** The prebuilds (uki-prebuild.ts), told when a GET served an attempt's file so it stops holding it. */
   prebuilt?: { served(sbc: ServerBootConfiguration): void } | undefined;
   /**
-   * First bytes before bulk (first-byte-priority.ts): the bodies wait their turn in it; the server
-   * makes its requests wait there (holdBodiesForFirstBytes). Default: one nobody waits in.
+   * First bytes before bulk (first-byte-priority.ts): the bodies and the pins of head-first GETs
+   * wait their turn in it; the server makes its requests wait there (holdBodiesForFirstBytes).
+   * Default: one nobody waits in.
    */
   priority?: FirstBytePriority;
 }
@@ -159,6 +160,9 @@ export function registerHttpBootRoute(app: HttpApp, o: HttpBootRouteOptions): vo
           pin,
           rest: () => inTurn(createReadStream(answer.file, { start: head.length }), priority),
           closed: () => reply.raw.destroyed,
+          // The pin's API write is work on this thread too: it gives way like a body chunk. A GET
+          // of the same attempt waiting for this pin (pinInTurn) holds it up to the stall bound.
+          turn: () => priority.turn(),
           abort: () => reply.raw.destroy(),
           log: answer.log,
         });

@@ -148,7 +148,7 @@ function registerBootRoutes(
     opts.clientMacSource,
   );
   const component = BOOTSERVER_COMPONENT;
-  // First bytes before bulk: every request waits in it, the HTTP-boot bodies give way.
+  // First bytes before bulk: every request waits in it, the HTTP-boot bodies and pins give way.
   const priority = new FirstBytePriority();
   holdBodiesForFirstBytes(app, priority);
   const common = {

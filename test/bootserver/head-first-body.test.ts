@@ -1,8 +1,8 @@
 /**
  * head-first-body.ts: the order that keeps an attempt's token behind its pin. The PE headers go
- * first; nothing of the rest of the UKI is even asked for before the pin was stored; a refused pin
- * closes the connection with nothing after the headers; a client gone before the pin gets none
- * written for it. Pure sequencing, so the pin, the file and the socket are functions here.
+ * first; the pin starts on its turn; nothing of the rest of the UKI is even asked for before the
+ * pin was stored; a refused pin closes the connection with nothing after the headers; a client
+ * gone before the pin gets none written for it. Pure sequencing, so the pin, the file and the socket are functions here.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -13,8 +13,9 @@ import { headersThenFile } from '../../src/bootserver/head-first-body.js';
 const log = pino({ level: 'silent' });
 
 /** A pin whose outcome the test decides, and a record of what the body asked for. */
-function harness(closed = false) {
+function harness(closed = false, turn?: () => Promise<unknown>) {
   const seen: string[] = [];
+  let gone = closed;
   let decide: (ok: boolean) => void = () => {};
   const body = headersThenFile({
     head: Buffer.from('HEAD'),
@@ -28,11 +29,19 @@ function harness(closed = false) {
       seen.push('rest');
       yield Buffer.from('SECTION-WITH-TOKEN');
     },
-    closed: () => closed,
+    closed: () => gone,
+    turn,
     abort: () => seen.push('abort'),
     log,
   });
-  return { body, seen, decide: (yes: boolean) => decide(yes) };
+  return {
+    body,
+    seen,
+    decide: (yes: boolean) => decide(yes),
+    leave: () => {
+      gone = true;
+    },
+  };
 }
 
 describe('headersThenFile', () => {
@@ -55,6 +64,35 @@ describe('headersThenFile', () => {
     h.decide(false);
     assert.equal((await next).done, true, 'nothing after the headers');
     assert.deepEqual(h.seen, ['pin', 'abort'], 'the rest never read; the connection closed');
+  });
+
+  it('starts the pin only on its turn, and none for a client that left meanwhile', async () => {
+    let letGo: () => void = () => {};
+    const turn = new Promise<void>((ok) => {
+      letGo = ok;
+    });
+    const h = harness(false, () => turn);
+    await h.body.next();
+    const next = h.body.next();
+    await sleep(20);
+    assert.deepEqual(h.seen, [], 'no pin before its turn');
+    letGo();
+    await sleep(5);
+    assert.deepEqual(h.seen, ['pin'], 'the pin started on its turn');
+    h.decide(true);
+    assert.equal((await next).value?.toString(), 'SECTION-WITH-TOKEN');
+
+    let later: () => void = () => {};
+    const laterTurn = new Promise<void>((ok) => {
+      later = ok;
+    });
+    const gone = harness(false, () => laterTurn);
+    await gone.body.next();
+    const end = gone.body.next();
+    gone.leave(); // the client closed while the pin waited its turn
+    later();
+    assert.equal((await end).done, true);
+    assert.deepEqual(gone.seen, [], 'neither pin nor rest for a client that left');
   });
 
   it('writes no pin for a client that left after the headers', async () => {
