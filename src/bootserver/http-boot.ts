@@ -25,6 +25,8 @@
  * - 503 + `Retry-After` while the configuration is not Ready or is being rotated,
  *   `AwaitingPowerOn` while the power-on of the attempt is not recorded, and `BootFileBusy` while
  *   the UKI builds are at their bound (uki.ts, security review N7).
+ * The body and the pin of a GET give way while other requests wait for their first byte
+ * (first-byte-priority.ts, head-first-body.ts): the same bytes in the same order, only later.
  * The UKI is normally prebuilt when the SBC turned Ready (uki-prebuild.ts), so the first request
  * is answered from disk; a request during the prebuild waits for it, one the prebuild missed (its
  * bound, another replica's event, a UUID asked in its byte-swapped form) builds it as before.
