@@ -7,7 +7,6 @@
  * HTTP; and a stream of connections that never send anything slows a download, never starves it.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
@@ -23,6 +22,7 @@ import {
   holdBodiesForFirstBytes,
   inTurn,
 } from '../../src/bootserver/first-byte-priority.js';
+import { writeSelfSignedCertificate } from '../../src/localstack/control-plane.js';
 
 /** ms until `p` settles, or `undefined` when it did not within `ms`. */
 async function settlesWithin(p: Promise<unknown>, ms: number): Promise<number | undefined> {
@@ -189,27 +189,7 @@ describe('holdBodiesForFirstBytes over HTTPS', () => {
   it('hands the connection hold to its request, so an answered request holds nothing', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'first-byte-tls-'));
     const [key, cert] = [join(dir, 'tls.key'), join(dir, 'tls.crt')];
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=first-byte-test',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-      ],
-      { stdio: 'ignore' },
-    );
+    writeSelfSignedCertificate(key, cert);
     // A hold far longer than the test: only the hand-over can end the connection's.
     const priority = new FirstBytePriority({ holdMs: 60_000, maxStallMs: 60_000 });
     const app = Fastify({ https: { key: readFileSync(key), cert: readFileSync(cert) } });

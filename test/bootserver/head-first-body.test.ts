@@ -12,6 +12,15 @@ import { headersThenFile } from '../../src/bootserver/head-first-body.js';
 
 const log = pino({ level: 'silent' });
 
+/** A promise and the function that resolves it. */
+function deferred(): [Promise<void>, () => void] {
+  let resolve: () => void = () => {};
+  const p = new Promise<void>((ok) => {
+    resolve = ok;
+  });
+  return [p, resolve];
+}
+
 /** A pin whose outcome the test decides, and a record of what the body asked for. */
 function harness(closed = false, turn?: () => Promise<unknown>) {
   const seen: string[] = [];
@@ -67,10 +76,7 @@ describe('headersThenFile', () => {
   });
 
   it('starts the pin only on its turn, and none for a client that left meanwhile', async () => {
-    let letGo: () => void = () => {};
-    const turn = new Promise<void>((ok) => {
-      letGo = ok;
-    });
+    const [turn, letGo] = deferred();
     const h = harness(false, () => turn);
     await h.body.next();
     const next = h.body.next();
@@ -82,10 +88,7 @@ describe('headersThenFile', () => {
     h.decide(true);
     assert.equal((await next).value?.toString(), 'SECTION-WITH-TOKEN');
 
-    let later: () => void = () => {};
-    const laterTurn = new Promise<void>((ok) => {
-      later = ok;
-    });
+    const [laterTurn, later] = deferred();
     const gone = harness(false, () => laterTurn);
     await gone.body.next();
     const end = gone.body.next();
