@@ -80,10 +80,20 @@ export class Controller {
   /**
    * Enqueues `map(obj)` for every add, update (old and new object) and delete seen by `inf`, and for
    * every cached object when the controller starts. Default map: the object itself.
+   *
+   * `opts.mapOld` maps the old object of an update instead of `map`: for a map that answers "who may
+   * act now that it looks like this", which the replaced version no longer does. Why: the claim
+   * controller wakes every waiting claim for an available Server, and mapping the old version too
+   * woke them all again on every binding (quadratic in a fleet of claims).
    */
-  watches<T extends KObject>(inf: Informer<T>, map?: (obj: T) => Request[]): this {
+  watches<T extends KObject>(
+    inf: Informer<T>,
+    map?: (obj: T) => Request[],
+    opts: { mapOld?: (old: T) => Request[] } = {},
+  ): this {
     const toRequests =
       map ?? ((o: T) => [{ name: o.metadata.name ?? '', namespace: o.metadata.namespace || undefined }]);
+    const oldToRequests = opts.mapOld ?? toRequests;
     const enqueueFor = (obj: T) => {
       let reqs: Request[];
       try {
@@ -98,7 +108,7 @@ export class Controller {
       let reqs: Request[];
       try {
         reqs = toRequests(obj);
-        if (map && old) reqs = [...reqs, ...toRequests(old)];
+        if (map && old) reqs = [...reqs, ...oldToRequests(old)];
       } catch (err) {
         this.log.error({ err, informer: inf.rt.kind }, 'watch map function threw');
         return;

@@ -14,6 +14,8 @@ import { EventReason } from '../../api/vocabulary.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../../inventory/server-index.js';
 import { ApiError } from '../../runtime/client.js';
 import { findCondition } from '../../runtime/conditions.js';
+import type { Request } from '../../runtime/controller.js';
+import type { Informer } from '../../runtime/informer.js';
 import { isControlledBy } from '../../runtime/ownerrefs.js';
 import { Resources } from '../../runtime/resource.js';
 import { servedAnything } from '../common/boot-configuration.js';
@@ -30,6 +32,66 @@ export const serverByClaimIndexer = (s: Server): string[] => {
   const r = s.spec?.serverClaimRef;
   return r ? [`${r.namespace}/${r.name}`] : [];
 };
+
+/**
+ * Informer index of the claims still waiting for a Server (not Bound, not being deleted): under the
+ * name their `spec.serverRef` gives, else under {@link WAITING_FOR_ANY_SERVER}.
+ */
+export const WAITING_CLAIMS_INDEX = 'waitingFor';
+
+/** The index value of waiting claims that select rather than name a Server (no Server name has `*`). */
+export const WAITING_FOR_ANY_SERVER = '*';
+
+export const waitingClaimIndexer = (c: ServerClaim): string[] => {
+  if (c.status?.phase === 'Bound' || c.metadata.deletionTimestamp) return [];
+  return [c.spec?.serverRef?.name || WAITING_FOR_ANY_SERVER];
+};
+
+/**
+ * The waiting claims an available `server` may let bind: those naming it or a Server with its
+ * system UUID (the ownership rule decides between those, common/system-ownership.ts) and those
+ * selecting. Why not every waiting claim: a fleet of claims that each name their Server would
+ * otherwise wake all the others on each Server change.
+ */
+export function claimsWaitingFor(
+  claims: Informer<ServerClaim>,
+  servers: Informer<Server>,
+  server: Server,
+): ServerClaim[] {
+  const [uuid] = serverUUIDIndexer(server);
+  const names = new Set([server.metadata.name ?? '']);
+  if (uuid) for (const s of servers.byIndex(SERVER_UUID_INDEX, uuid)) names.add(s.metadata.name ?? '');
+  return [...names, WAITING_FOR_ANY_SERVER].flatMap((n) => claims.byIndex(WAITING_CLAIMS_INDEX, n));
+}
+
+/**
+ * Which claims a Server event concerns, for `Controller.watches(servers, map, { mapOld })`: `map`
+ * names the claim a Server is bound to, or, for an available unbound Server (new, or its labels or
+ * taints changed), the claims waiting for it ({@link claimsWaitingFor}); `mapOld` names only the
+ * claim the replaced version was bound to (it lost the Server), because what the replaced version
+ * offered is offered no more. Adds {@link WAITING_CLAIMS_INDEX} to `claims` and the system-UUID
+ * index to `servers`.
+ */
+export function serverEventsForClaims(
+  claims: Informer<ServerClaim>,
+  servers: Informer<Server>,
+): { map: (s: Server) => Request[]; mapOld: (s: Server) => Request[] } {
+  claims.addIndexers({ [WAITING_CLAIMS_INDEX]: waitingClaimIndexer });
+  servers.addIndexers({ [SERVER_UUID_INDEX]: serverUUIDIndexer });
+  const boundClaim = (server: Server): Request[] => {
+    const r = server.spec?.serverClaimRef;
+    return r ? [{ name: r.name, namespace: r.namespace }] : [];
+  };
+  const map = (server: Server): Request[] => {
+    if (server.spec?.serverClaimRef) return boundClaim(server);
+    if (server.status?.state !== 'Available' || server.spec?.unclaimable) return [];
+    return claimsWaitingFor(claims, servers, server).map((c) => ({
+      name: c.metadata.name ?? '',
+      namespace: c.metadata.namespace,
+    }));
+  };
+  return { map, mapOld: boundClaim };
+}
 
 /** The claim's binding: finding its Server, binding one. */
 export class ClaimBinding {

@@ -42,7 +42,7 @@ import { addFinalizer } from '../../runtime/finalizers.js';
 import { Resources } from '../../runtime/resource.js';
 import { evictingTaint } from '../server/taints.js';
 import { ClaimAttempts } from './claim-attempt.js';
-import { ClaimBinding } from './claim-binding.js';
+import { ClaimBinding, serverEventsForClaims } from './claim-binding.js';
 import { BOUND_CONDITION, type CondInput, type ServerClaimControllerOptions } from './claim-context.js';
 import { evictClaim } from './claim-eviction.js';
 import { claimOperation, rejectClaimOperation, serverHold } from './claim-operations.js';
@@ -126,15 +126,7 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
   });
   c.watches(o.claims);
   c.owns(o.sbcs, 'ServerClaim');
-  c.watches(o.servers, (server) => {
-    const r = server.spec?.serverClaimRef;
-    if (r) return [{ name: r.name, namespace: r.namespace }];
-    if (server.status?.state !== 'Available' || server.spec?.unclaimable) return [];
-    // A Server became available: every claim still waiting may now bind.
-    return o.claims
-      .list()
-      .filter((cl) => cl.status?.phase !== 'Bound' && !cl.metadata.deletionTimestamp)
-      .map((cl) => ({ name: cl.metadata.name ?? '', namespace: cl.metadata.namespace }));
-  });
+  const servers = serverEventsForClaims(o.claims, o.servers);
+  c.watches(o.servers, servers.map, { mapOld: servers.mapOld });
   return c;
 }
