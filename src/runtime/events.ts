@@ -284,8 +284,13 @@ export class EventRecorder {
     this.series.set(key, entry);
     if (this.series.size <= MAX_CACHED) return;
     const cutoff = Date.now() - SERIES_WINDOW_MS;
-    // An entry with a scheduled write stays reachable from its timer, which writes it anyway.
-    for (const [k, e] of this.series) if (e.lastSeen < cutoff) this.series.delete(k);
-    while (this.series.size > MAX_CACHED) this.series.delete(this.series.keys().next().value!);
+    // Oldest first (each remember moves its entry to the end), so the expired ones lead and the
+    // walk stops at the first live entry once under the cap: a full cache costs one deletion per
+    // new entry, not a scan of all of them. An entry with a scheduled write stays reachable from
+    // its timer, which writes it anyway.
+    for (const [k, e] of this.series) {
+      if (this.series.size <= MAX_CACHED && e.lastSeen >= cutoff) break;
+      this.series.delete(k);
+    }
   }
 }
