@@ -83,16 +83,23 @@ function metricsSources(stack: LocalStack): { url: string; origin?: string }[] {
   ];
 }
 
-/** `origin resource verb` → requests, and the conflicts / no-op writes among them. */
+/**
+ * `origin resource verb` → requests, and the conflicts / no-op writes among them; controller →
+ * reconciles (whatever their result), the work behind the requests.
+ */
 interface Breakdown {
   requests: Record<string, number>;
   conflicts: Record<string, number>;
   noops: Record<string, number>;
+  reconciles: Record<string, number>;
 }
 
-/** Reads the manager's `metal_api_requests_total` and `metal_api_noop_writes_total`. */
+/**
+ * Reads the manager's `metal_api_requests_total`, `metal_api_noop_writes_total` and
+ * `controller_runtime_reconcile_total`.
+ */
 async function apiBreakdown(stack: LocalStack): Promise<Breakdown> {
-  const out: Breakdown = { requests: {}, conflicts: {}, noops: {} };
+  const out: Breakdown = { requests: {}, conflicts: {}, noops: {}, reconciles: {} };
   const labels = (l: string) =>
     Object.fromEntries([...l.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
   for (const src of metricsSources(stack)) {
@@ -107,6 +114,10 @@ async function apiBreakdown(stack: LocalStack): Promise<Breakdown> {
       const l = labels(m[1]!);
       const key = `${src.origin ?? l.origin} ${l.resource} ${l.verb}`;
       out.noops[key] = (out.noops[key] ?? 0) + Number(m[2]);
+    }
+    for (const m of text.matchAll(/^controller_runtime_reconcile_total\{([^}]*)\} (\d+)/gm)) {
+      const c = labels(m[1]!).controller ?? '';
+      out.reconciles[c] = (out.reconciles[c] ?? 0) + Number(m[2]);
     }
   }
   return out;
@@ -310,6 +321,7 @@ async function run(n: number): Promise<FleetResult> {
         requests: diffPerServer(breakdownBefore.requests, breakdownAfter.requests, n),
         conflicts: diffPerServer(breakdownBefore.conflicts, breakdownAfter.conflicts, n),
         noops: diffPerServer(breakdownBefore.noops, breakdownAfter.noops, n),
+        reconciles: diffPerServer(breakdownBefore.reconciles, breakdownAfter.reconciles, n),
       },
     };
   } finally {
@@ -362,6 +374,10 @@ function printBreakdown(b: Breakdown): void {
   const sum = (r: Record<string, number>) =>
     Math.round(Object.values(r).reduce((a, x) => a + x, 0) * 10) / 10;
   console.log(`  total ${sum(b.requests)}, conflicts ${sum(b.conflicts)}, no-op writes ${sum(b.noops)}`);
+  const reconciles = Object.entries(b.reconciles).sort((x, y) => y[1] - x[1]);
+  console.log(
+    `reconciles per server by controller: ${reconciles.map(([c, v]) => `${c} ${v}`).join(', ')} (total ${sum(b.reconciles)})`,
+  );
 }
 
 function totalRequests(r: FleetResult): number {
