@@ -148,7 +148,7 @@ export class EventRecorder {
       };
       this.remember(key, entry);
       const action = (opts.action ?? reason).slice(0, ACTION_LIMIT);
-      this.enqueue(key, obj, reason, () => this.create(entry, obj, type, reason, at, action));
+      this.enqueue(key, obj, reason, () => this.create(key, entry, obj, type, reason, at, action));
     } catch (err) {
       this.log.warn({ err, reason, kind: obj?.kind, name: obj?.metadata?.name }, 'failed to record event');
     }
@@ -195,7 +195,7 @@ export class EventRecorder {
     if (entry.timer) return;
     entry.timer = setTimeout(() => {
       entry.timer = undefined;
-      this.enqueue(key, obj, 'series', () => this.writeSeries(entry, obj));
+      this.enqueue(key, obj, 'series', () => this.writeSeries(key, entry, obj));
     }, SERIES_FLUSH_MS);
     entry.timer.unref();
   }
@@ -206,13 +206,13 @@ export class EventRecorder {
       if (!entry.timer) continue;
       clearTimeout(entry.timer);
       entry.timer = undefined;
-      this.enqueue(key, { metadata: {} }, 'series', () => this.writeSeries(entry, undefined));
+      this.enqueue(key, { metadata: {} }, 'series', () => this.writeSeries(key, entry, undefined));
     }
     while (this.pending.size) await Promise.allSettled([...this.pending]);
   }
 
   /** Writes the repeats counted since the last write; recreates the Event when it expired (TTL). */
-  private async writeSeries(entry: SeriesEntry, obj: KObject | undefined): Promise<void> {
+  private async writeSeries(key: string, entry: SeriesEntry, obj: KObject | undefined): Promise<void> {
     if (entry.count <= entry.written || !entry.name) return; // its create failed: nothing to update
     const count = entry.count;
     const at = new Date(entry.lastSeen);
@@ -227,12 +227,13 @@ export class EventRecorder {
     } catch (err) {
       // Deleted meanwhile (Events have a TTL, 1 h by default): forget it; the next repeat starts anew.
       if (!(err instanceof ApiError && err.status === 404)) throw err;
-      entry.lastSeen = 0;
+      this.forget(key, entry);
       if (obj) this.log.debug({ name: entry.name }, 'event expired before its series update');
     }
   }
 
   private async create(
+    key: string,
     entry: SeriesEntry,
     obj: KObject,
     type: EventType,
@@ -271,11 +272,20 @@ export class EventRecorder {
     try {
       await created;
     } catch (err) {
-      entry.lastSeen = 0; // outside the window: the next occurrence tries a new Event
+      this.forget(key, entry); // the next occurrence tries a new Event
       throw err;
     }
     entry.name = name;
     entry.written = count;
+  }
+
+  /**
+   * Ends `entry`'s series: out of the window (a pending timer holding it finds it so) and out of
+   * the cache, which stays ordered by last use for {@link remember}.
+   */
+  private forget(key: string, entry: SeriesEntry): void {
+    entry.lastSeen = 0;
+    if (this.series.get(key) === entry) this.series.delete(key);
   }
 
   /** Keeps the series cache bounded: expired entries first, then the least recently used. */

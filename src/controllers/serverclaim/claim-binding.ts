@@ -14,7 +14,7 @@ import { EventReason } from '../../api/vocabulary.js';
 import { SERVER_UUID_INDEX, serverUUIDIndexer } from '../../inventory/server-index.js';
 import { ApiError } from '../../runtime/client.js';
 import { findCondition } from '../../runtime/conditions.js';
-import type { Request } from '../../runtime/controller.js';
+import type { Controller, Request } from '../../runtime/controller.js';
 import type { Informer } from '../../runtime/informer.js';
 import { isControlledBy } from '../../runtime/ownerrefs.js';
 import { Resources } from '../../runtime/resource.js';
@@ -65,19 +65,23 @@ export function claimsWaitingFor(
 }
 
 /**
- * Which claims a Server event concerns, for `Controller.watches(servers, map, { mapOld })`: `map`
- * names the claim a Server is bound to, or, for an available unbound Server (new, or its labels or
- * taints changed), the claims waiting for it ({@link claimsWaitingFor}); `mapOld` names only the
- * claim the replaced version was bound to (it lost the Server), because what the replaced version
- * offered is offered no more. Adds {@link WAITING_CLAIMS_INDEX} to `claims` and the system-UUID
+ * Makes `controller` reconcile the claims a Server event concerns. A Server's version names the claim
+ * it is bound to, or, when available and unbound (new, or its labels or taints changed), the claims
+ * waiting for it ({@link claimsWaitingFor}). The version an update replaced names only the claim it
+ * was bound to (it lost the Server) and the claims waiting for the Servers that shared its system
+ * UUID (the UUID changed: one of them may own it now); what it offered is offered no more, so it
+ * wakes no other waiting claim. Adds {@link WAITING_CLAIMS_INDEX} to `claims` and the system-UUID
  * index to `servers`.
  */
-export function serverEventsForClaims(
+export function watchServersForClaims(
+  controller: Controller,
   claims: Informer<ServerClaim>,
   servers: Informer<Server>,
-): { map: (s: Server) => Request[]; mapOld: (s: Server) => Request[] } {
+): void {
   claims.addIndexers({ [WAITING_CLAIMS_INDEX]: waitingClaimIndexer });
   servers.addIndexers({ [SERVER_UUID_INDEX]: serverUUIDIndexer });
+  const requests = (cs: ServerClaim[]): Request[] =>
+    cs.map((c) => ({ name: c.metadata.name ?? '', namespace: c.metadata.namespace }));
   const boundClaim = (server: Server): Request[] => {
     const r = server.spec?.serverClaimRef;
     return r ? [{ name: r.name, namespace: r.namespace }] : [];
@@ -85,12 +89,17 @@ export function serverEventsForClaims(
   const map = (server: Server): Request[] => {
     if (server.spec?.serverClaimRef) return boundClaim(server);
     if (server.status?.state !== 'Available' || server.spec?.unclaimable) return [];
-    return claimsWaitingFor(claims, servers, server).map((c) => ({
-      name: c.metadata.name ?? '',
-      namespace: c.metadata.namespace,
-    }));
+    return requests(claimsWaitingFor(claims, servers, server));
   };
-  return { map, mapOld: boundClaim };
+  const mapOld = (old: Server): Request[] => {
+    const [uuid] = serverUUIDIndexer(old);
+    const peers = uuid ? servers.byIndex(SERVER_UUID_INDEX, uuid) : [];
+    const waiting = peers
+      .filter((s) => s.metadata.name !== old.metadata.name)
+      .flatMap((s) => claims.byIndex(WAITING_CLAIMS_INDEX, s.metadata.name ?? ''));
+    return [...boundClaim(old), ...requests(waiting)];
+  };
+  controller.watches(servers, map, { mapOld });
 }
 
 /** The claim's binding: finding its Server, binding one. */

@@ -42,7 +42,7 @@ import { addFinalizer } from '../../runtime/finalizers.js';
 import { Resources } from '../../runtime/resource.js';
 import { evictingTaint } from '../server/taints.js';
 import { ClaimAttempts } from './claim-attempt.js';
-import { ClaimBinding, serverEventsForClaims } from './claim-binding.js';
+import { ClaimBinding, watchServersForClaims } from './claim-binding.js';
 import { BOUND_CONDITION, type CondInput, type ServerClaimControllerOptions } from './claim-context.js';
 import { evictClaim } from './claim-eviction.js';
 import { claimOperation, rejectClaimOperation, serverHold } from './claim-operations.js';
@@ -126,7 +126,6 @@ export function newServerClaimController(o: ServerClaimControllerOptions): Contr
   });
   c.watches(o.claims);
   c.owns(o.sbcs, 'ServerClaim');
-  const servers = serverEventsForClaims(o.claims, o.servers);
-  c.watches(o.servers, servers.map, { mapOld: servers.mapOld });
+  watchServersForClaims(c, o.claims, o.servers);
   return c;
 }
