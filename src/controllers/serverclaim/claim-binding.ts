@@ -5,6 +5,11 @@
  * immutability rule, and try the next candidate). No candidate: phase Unbound with
  * `Bound=False` saying why, and a Warning once per change of the explanation (as the scheduler's
  * FailedScheduling). Other API errors propagate.
+ *
+ * Wake-ups: a Server event reconciles only the claims it concerns, its own and those it may let
+ * bind, found through an index of the waiting claims (`watchServersForClaims`), so a fleet of
+ * claims that name their Servers costs the manager linear, not quadratic, work. Claims that select
+ * are still woken by every available Server's change: any of them may fit.
  */
 import type pino from 'pino';
 import { OPERATION_ANNOTATION, OPERATION_RETRY } from '../../api/v1alpha1/boot-policy.js';
@@ -40,9 +45,9 @@ export const serverByClaimIndexer = (s: Server): string[] => {
 export const WAITING_CLAIMS_INDEX = 'waitingFor';
 
 /** The index value of waiting claims that select rather than name a Server (no Server name has `*`). */
-export const WAITING_FOR_ANY_SERVER = '*';
+const WAITING_FOR_ANY_SERVER = '*';
 
-export const waitingClaimIndexer = (c: ServerClaim): string[] => {
+const waitingClaimIndexer = (c: ServerClaim): string[] => {
   if (c.status?.phase === 'Bound' || c.metadata.deletionTimestamp) return [];
   return [c.spec?.serverRef?.name || WAITING_FOR_ANY_SERVER];
 };
@@ -53,7 +58,7 @@ export const waitingClaimIndexer = (c: ServerClaim): string[] => {
  * selecting. Why not every waiting claim: a fleet of claims that each name their Server would
  * otherwise wake all the others on each Server change.
  */
-export function claimsWaitingFor(
+function claimsWaitingFor(
   claims: Informer<ServerClaim>,
   servers: Informer<Server>,
   server: Server,
