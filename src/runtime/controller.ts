@@ -82,10 +82,10 @@ export class Controller {
    * every cached object when the controller starts. Default map: the object itself.
    *
    * `opts.mapOld` maps the old object of an update instead of `map` (only with a `map`: without one,
-   * an update enqueues the object itself, once): for a map that answers "who may
-   * act now that it looks like this", which the replaced version no longer does. Why: the claim
-   * controller wakes every waiting claim for an available Server, and mapping the old version too
-   * woke them all again on every binding (quadratic in a fleet of claims).
+   * an update enqueues the object itself, once): for a map that answers "who may act now that it
+   * looks like this", which the replaced version no longer does. Why: the claim controller wakes the
+   * waiting claims of an available Server, and mapping the old version too woke them again on every
+   * binding (quadratic in a fleet of claims).
    */
   watches<T extends KObject>(
     inf: Informer<T>,
