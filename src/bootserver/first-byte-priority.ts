@@ -2,8 +2,9 @@
  * First bytes before bulk (issue 35, target 6): while a request to the boot server still waits for
  * its first byte, the HTTP-boot bodies already streaming hold their next chunk (and the pins of
  * head-first GETs their API write: head-first-body.ts), so the one thread that does both answers
- * the new request instead of copying more of files already answered. A request waits from the moment its connection is accepted (or, on a kept-alive connection, its
- * headers are parsed) until its answer is handed to the socket (Fastify's `onSend`) or it closes:
+ * the new request instead of copying more of files already answered. A request waits from the
+ * moment its connection is accepted (or, on a kept-alive connection, its headers are parsed) until
+ * its answer is handed to the socket (Fastify's `onSend`) or it closes:
  * {@link holdBodiesForFirstBytes}. Only bodies that go through {@link inTurn} give way (the
  * HTTP-boot route's); the image, OCI layer and ISO routes stream as before.
  *
@@ -29,9 +30,7 @@ import type { Socket } from 'node:net';
 export interface FirstBytePriorityOptions {
   /** ms a request holds the bodies at most, from {@link FirstBytePriority.enter} (default 100). */
   holdMs?: number;
-  /**
-   * ms one body chunk waits at most in {@link FirstBytePriority.turn} (default 100).
-   */
+  /** ms one body chunk waits at most in {@link FirstBytePriority.turn} (default 100). */
   maxStallMs?: number;
 }
 

@@ -30,8 +30,8 @@ export interface HeadFirstBody {
 
 /**
  * Yields `head`, then (after its `turn`) stores the pin and yields `rest()` once it is stored. A
- * client gone by then gets no pin written for it; a refused pin is logged, the connection closed (`abort`) and nothing
- * more yielded. Throws what `rest()` throws.
+ * client gone by then gets no pin written for it; a refused pin is logged, the connection closed
+ * (`abort`) and nothing more yielded. Throws what `rest()` throws.
  */
 export async function* headersThenFile(b: HeadFirstBody): AsyncGenerator<Buffer> {
   yield b.head;

@@ -22,6 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type pino from 'pino';
 import { ApiError, type KubeClient } from './client.js';
+import { SeriesCache } from './event-series-cache.js';
 import { newLogger } from './logger.js';
 import { apiVersionOf, type KObject, Resources, type ResourceType } from './resource.js';
 import { microTime, rfc3339 } from './time.js';
@@ -70,7 +71,7 @@ interface SimilarEntry {
 export class EventRecorder {
   private readonly log: pino.Logger;
   private readonly instance: string;
-  private readonly series = new Map<string, SeriesEntry>();
+  private readonly series = new SeriesCache<SeriesEntry>(MAX_CACHED, SERIES_WINDOW_MS);
   private readonly similar = new Map<string, SimilarEntry>();
   private readonly chains = new Map<string, Promise<void>>();
   private readonly pending = new Set<Promise<void>>();
@@ -135,7 +136,7 @@ export class EventRecorder {
         prev.count++;
         prev.lastSeen = at.getTime();
         prev.note = note;
-        this.remember(key, prev);
+        this.series.remember(key, prev, at.getTime());
         this.scheduleSeriesWrite(key, prev, obj);
         return;
       }
@@ -146,7 +147,7 @@ export class EventRecorder {
         lastSeen: at.getTime(),
         note,
       };
-      this.remember(key, entry);
+      this.series.remember(key, entry, at.getTime());
       const action = (opts.action ?? reason).slice(0, ACTION_LIMIT);
       this.enqueue(key, obj, reason, () => this.create(key, entry, obj, type, reason, at, action));
     } catch (err) {
@@ -202,7 +203,7 @@ export class EventRecorder {
 
   /** Resolves when every event recorded so far has been written (or has failed and been logged). */
   async flush(): Promise<void> {
-    for (const [key, entry] of this.series) {
+    for (const [key, entry] of this.series.entries()) {
       if (!entry.timer) continue;
       clearTimeout(entry.timer);
       entry.timer = undefined;
@@ -227,7 +228,7 @@ export class EventRecorder {
     } catch (err) {
       // Deleted meanwhile (Events have a TTL, 1 h by default): forget it; the next repeat starts anew.
       if (!(err instanceof ApiError && err.status === 404)) throw err;
-      this.forget(key, entry);
+      this.series.forget(key, entry);
       if (obj) this.log.debug({ name: entry.name }, 'event expired before its series update');
     }
   }
@@ -272,35 +273,10 @@ export class EventRecorder {
     try {
       await created;
     } catch (err) {
-      this.forget(key, entry); // the next occurrence tries a new Event
+      this.series.forget(key, entry); // the next occurrence tries a new Event
       throw err;
     }
     entry.name = name;
     entry.written = count;
-  }
-
-  /**
-   * Ends `entry`'s series: out of the window (a pending timer holding it finds it so) and out of
-   * the cache, which stays ordered by last use for {@link remember}.
-   */
-  private forget(key: string, entry: SeriesEntry): void {
-    entry.lastSeen = 0;
-    if (this.series.get(key) === entry) this.series.delete(key);
-  }
-
-  /** Keeps the series cache bounded: expired entries first, then the least recently used. */
-  private remember(key: string, entry: SeriesEntry): void {
-    this.series.delete(key);
-    this.series.set(key, entry);
-    if (this.series.size <= MAX_CACHED) return;
-    const cutoff = Date.now() - SERIES_WINDOW_MS;
-    // Oldest first (each remember moves its entry to the end), so the expired ones lead and the
-    // walk stops at the first live entry once under the cap: a full cache costs one deletion per
-    // new entry, not a scan of all of them. An entry with a scheduled write stays reachable from
-    // its timer, which writes it anyway.
-    for (const [k, e] of this.series) {
-      if (this.series.size <= MAX_CACHED && e.lastSeen >= cutoff) break;
-      this.series.delete(k);
-    }
   }
 }

@@ -52,31 +52,31 @@ const waitingClaimIndexer = (c: ServerClaim): string[] => {
   return [c.spec?.serverRef?.name || WAITING_FOR_ANY_SERVER];
 };
 
-/**
- * The waiting claims an available `server` may let bind: those naming it or a Server with its
- * system UUID (the ownership rule decides between those, common/system-ownership.ts) and those
- * selecting. Why not every waiting claim: a fleet of claims that each name their Server would
- * otherwise wake all the others on each Server change.
- */
-function claimsWaitingFor(
-  claims: Informer<ServerClaim>,
-  servers: Informer<Server>,
-  server: Server,
-): ServerClaim[] {
+/** The names of the other cached Servers with `server`'s system UUID (the ownership rule's group). */
+function uuidPeerNames(servers: Informer<Server>, server: Server): string[] {
   const [uuid] = serverUUIDIndexer(server);
-  const names = new Set([server.metadata.name ?? '']);
-  if (uuid) for (const s of servers.byIndex(SERVER_UUID_INDEX, uuid)) names.add(s.metadata.name ?? '');
-  return [...names, WAITING_FOR_ANY_SERVER].flatMap((n) => claims.byIndex(WAITING_CLAIMS_INDEX, n));
+  if (!uuid) return [];
+  return servers
+    .byIndex(SERVER_UUID_INDEX, uuid)
+    .map((s) => s.metadata.name ?? '')
+    .filter((n) => n !== server.metadata.name);
+}
+
+/** The waiting claims filed under any of `names` (Server names, or {@link WAITING_FOR_ANY_SERVER}). */
+function waitingUnder(claims: Informer<ServerClaim>, names: string[]): ServerClaim[] {
+  return names.flatMap((n) => claims.byIndex(WAITING_CLAIMS_INDEX, n));
 }
 
 /**
- * Makes `controller` reconcile the claims a Server event concerns. A Server's version names the claim
- * it is bound to, or, when available and unbound (new, or its labels or taints changed), the claims
- * waiting for it ({@link claimsWaitingFor}). The version an update replaced names only the claim it
- * was bound to (it lost the Server) and the claims waiting for the Servers that shared its system
- * UUID (the UUID changed: one of them may own it now); what it offered is offered no more, so it
- * wakes no other waiting claim. Adds {@link WAITING_CLAIMS_INDEX} to `claims` and the system-UUID
- * index to `servers`.
+ * Makes `controller` reconcile the claims a Server event concerns. A Server's version names the
+ * claim it is bound to, or, when available and unbound (new, or its labels or taints changed), the
+ * claims it may let bind: those naming it or a Server with its system UUID (the ownership rule
+ * decides between those, common/system-ownership.ts) and those selecting. Why not every waiting
+ * claim: a fleet of claims that each name their Server would wake all the others on each change.
+ * The version an update replaced names only the claim it was bound to (it lost the Server) and the
+ * claims waiting for the Servers that shared its system UUID (the UUID changed: one of them may own
+ * it now); what it offered is offered no more, so it wakes no other waiting claim. Adds
+ * {@link WAITING_CLAIMS_INDEX} to `claims` and the system-UUID index to `servers`.
  */
 export function watchServersForClaims(
   controller: Controller,
@@ -94,16 +94,13 @@ export function watchServersForClaims(
   const map = (server: Server): Request[] => {
     if (server.spec?.serverClaimRef) return boundClaim(server);
     if (server.status?.state !== 'Available' || server.spec?.unclaimable) return [];
-    return requests(claimsWaitingFor(claims, servers, server));
+    const names = [server.metadata.name ?? '', ...uuidPeerNames(servers, server), WAITING_FOR_ANY_SERVER];
+    return requests(waitingUnder(claims, names));
   };
-  const mapOld = (old: Server): Request[] => {
-    const [uuid] = serverUUIDIndexer(old);
-    const peers = uuid ? servers.byIndex(SERVER_UUID_INDEX, uuid) : [];
-    const waiting = peers
-      .filter((s) => s.metadata.name !== old.metadata.name)
-      .flatMap((s) => claims.byIndex(WAITING_CLAIMS_INDEX, s.metadata.name ?? ''));
-    return [...boundClaim(old), ...requests(waiting)];
-  };
+  const mapOld = (old: Server): Request[] => [
+    ...boundClaim(old),
+    ...requests(waitingUnder(claims, uuidPeerNames(servers, old))),
+  ];
   controller.watches(servers, map, { mapOld });
 }
 
