@@ -171,6 +171,22 @@ test('S14: a hand-made Server with a UUID another Server owns is not driven; amb
         (await s.client.get<Server>(Resources.Server, `${s.ns}-copy`))?.spec.serverClaimRef,
         undefined,
       );
+      await s.client.delete(Resources.ServerClaim, 'wants-copy', s.ns);
+
+      // The owner's UUID is edited away: the copy owns the UUID now and says so at once, not at its
+      // next resync (minutes), because the edit re-decides the Servers that shared the old UUID.
+      await s.client.mergePatch(Resources.Server, owner!.metadata.name!, undefined, {
+        spec: { systemUUID: '00000000-0000-4000-8000-0000000000ff' },
+      });
+      const freed = await eventually(
+        'DuplicateSystemUUID=False on the copy after the edit',
+        10_000,
+        async () => {
+          const x = await s.client.get<Server>(Resources.Server, `${s.ns}-copy`);
+          return cond(x, 'DuplicateSystemUUID')?.status === 'False' ? x : undefined;
+        },
+      );
+      assert.equal(cond(freed, 'DuplicateSystemUUID')!.reason, 'SystemUUIDsUnique');
     } finally {
       await s.client.delete(Resources.Server, `${s.ns}-copy`).catch(() => undefined);
     }

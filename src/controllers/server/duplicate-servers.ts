@@ -39,6 +39,24 @@ export class DuplicateServers {
     return uuid ? this.o.servers.byIndex(SERVER_UUID_INDEX, uuid) : [];
   }
 
+  /**
+   * The other Servers whose ownership of a UUID may have changed with this informer event, so their
+   * `DuplicateSystemUUID` condition is decided again now rather than at their next resync: on
+   * delete, those sharing the gone Server's UUID; on an update that changed `spec.systemUUID`, those
+   * sharing the old UUID (one may own it now) and those sharing the new one (an older Server moving
+   * in takes it over); on an update that set `deletionTimestamp`, those sharing its UUID (a Server
+   * being deleted never owns).
+   */
+  rivalsAffected(obj: Server, old: Server | undefined, deleted: boolean): Server[] {
+    const uuid = canonicalSystemUUID(obj.spec?.systemUUID);
+    const oldUuid = old ? canonicalSystemUUID(old.spec?.systemUUID) : uuid;
+    const affected: Server[] = [];
+    const deleting = deleted || (!!obj.metadata.deletionTimestamp && !old?.metadata.deletionTimestamp);
+    if (deleting || oldUuid !== uuid) affected.push(...this.sameUuid(obj));
+    if (old && oldUuid !== uuid) affected.push(...this.sameUuid(old));
+    return affected.filter((s) => s.metadata.name !== obj.metadata.name);
+  }
+
   /** The other Server that owns `server`'s UUID, or undefined when `server` is the owner (or alone). */
   ownerOf(server: Server): Server | undefined {
     return ownedElsewhere(server, this.sameUuid(server));

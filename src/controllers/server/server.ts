@@ -307,10 +307,14 @@ export function newServerController(o: ServerControllerOptions): Controller {
   });
   c.watches(o.servers);
   c.owns(o.sbcs, 'Server');
-  // The owner of a UUID is gone: a duplicate of it may now be the owner.
-  o.servers.on('delete', (gone) => {
-    for (const s of o.duplicates.sameUuid(gone)) c.enqueue({ name: s.metadata.name ?? '' });
-  });
+  // A UUID's owner went away, is being deleted or changed UUID: a duplicate may own one now, or
+  // an owner become a duplicate. Without this the condition would wait for the rival's resync.
+  const recheck = (obj: Server, old: Server | undefined, deleted: boolean) => {
+    for (const s of o.duplicates.rivalsAffected(obj, old, deleted))
+      c.enqueue({ name: s.metadata.name ?? '' });
+  };
+  o.servers.on('update', (obj, old) => recheck(obj, old, false));
+  o.servers.on('delete', (gone) => recheck(gone, undefined, true));
   return c;
 }
 
