@@ -29,6 +29,8 @@ export interface Callback {
   body: Record<string, unknown>;
   authorization: string | undefined;
   status: number;
+  /** When the request arrived (`performance.now()`, ms). */
+  at: number;
 }
 
 export interface Standin {
@@ -88,6 +90,7 @@ export async function startStandin(opts: StandinOptions = {}): Promise<Standin> 
         body,
         authorization: req.headers.authorization,
         status: 0,
+        at: performance.now(),
       };
       state.callbacks.push(cb);
       if (failuresLeft > 0) {

@@ -14,7 +14,7 @@
  *    - `metal.mode=os`: `POST {registry}/bootstate` `{"systemUUID", "booted": true}` with
  *      `Authorization: Bearer <token>` (none with `metal.callback=skip`).
  * Every HTTP step is retried like a real agent: on 5xx, 429 and connection errors, with exponential backoff
- * (or the server's `Retry-After`), for up to `retryBudgetMs` per step; any other 4xx ends the boot as failed.
+ * (or the server's `Retry-After` when longer), for up to `retryBudgetMs` per step; any other 4xx ends the boot as failed.
  * With `Cd` (virtual media) it reads the inserted image the way the BMC would stream it (Range
  * requests, media.ts), takes the kernel command line from the image's UKI and goes on with step 3; an
  * empty drive boots the disk. It then needs no DHCP and never fetches `/ipxe`.
@@ -406,7 +406,9 @@ export class SimHost implements Host {
           throw new BootFailure(`${method} ${shown}: HTTP ${res.statusCode}`);
         }
         problem = `HTTP ${res.statusCode}`;
-        delay = parseRetryAfter(res.headers['retry-after']) ?? backoff.next();
+        // Retry-After (RFC 9110 §10.2.3) is a floor on the host's own backoff, never a shortcut: a
+        // server answering `Retry-After: 0` to everything is not hammered (as redfish-client.ts).
+        delay = Math.max(backoff.next(), parseRetryAfter(res.headers['retry-after']) ?? 0);
       } catch (err) {
         if (signal.aborted || err instanceof BootFailure) throw err;
         problem = err instanceof Error ? err.message : String(err);

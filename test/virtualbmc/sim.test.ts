@@ -173,6 +173,12 @@ describe('sim hosts booting end to end through the virtual BMC', () => {
         env.standin.callbacks.map((c) => c.status),
         [503, 503, 503, 200],
       );
+      // The stand-in says `Retry-After: 0`; the host still backs off (10, 20, 40 ms, ±jitter).
+      const gaps = env.standin.callbacks.slice(1).map((c, i) => c.at - env.standin.callbacks[i]!.at);
+      assert.ok(
+        gaps.reduce((a, b) => a + b, 0) >= 35,
+        `the retries backed off: gaps ${gaps.map((g) => g.toFixed(1)).join(', ')} ms`,
+      );
     } finally {
       await env.close();
     }
