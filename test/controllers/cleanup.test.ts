@@ -11,8 +11,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
+import { BootSignal } from '../../src/api/vocabulary.js';
+import { recordSignal } from '../../src/bootsignals/signal-condition.js';
 import { serverProblems } from '../../src/localstack/server-view.js';
 import { Resources } from '../../src/runtime/resource.js';
 import { releaseSharedCluster } from '../harness/shared.js';
@@ -26,6 +29,7 @@ import {
   OS_IMAGE,
   PROBE_IMAGE,
   pokeClaim,
+  resetsSent,
   type Stack,
   withStack,
 } from './fixture.js';
@@ -311,6 +315,71 @@ test('automatedCleaningMode disabled: Available right after release, no cleanup 
         return r.includes('Released') ? r : undefined;
       });
       assert.ok(!reasons.includes('CleanupStarted'), reasons.join(','));
+    },
+  );
+});
+
+test('a cleanup completion stored while the manager cannot see it, then the deadline: Available, no second boot', {
+  timeout: 120_000,
+}, async () => {
+  // As deadline-fresh-read.test.ts for claims: the deadline is decided on the API server's objects.
+  await withStack(
+    'cleanup-held',
+    {
+      hosts: 1,
+      pausableApi: true,
+      args: [
+        ...['--image-catalog', cleanupCatalog(), '--cleanup-image', SILENT_CLEANUP_IMAGE],
+        ...['--cleanup-timeout', '6s', '--cleanup-max-attempts', '2'],
+      ],
+    },
+    async (s) => {
+      const [srv] = await availableServers(s, 1);
+      const name = srv!.metadata.name!;
+      const uuid = srv!.spec.systemUUID;
+      await bootTenant(s, 'tenant', name);
+      await s.client.delete(Resources.ServerClaim, 'tenant', s.ns);
+      const cleaning = await eventually('cleanup attempt 1 powered on', 20_000, async () => {
+        const x = await getServer(s, name);
+        const c = x?.status?.cleanup;
+        return x?.status?.state === 'Cleaning' && c?.poweredOnAt && c.deadline ? x : undefined;
+      });
+      const resetsAtPowerOn = resetsSent(s, uuid).length;
+      const c = cleaning.status!.cleanup!;
+      const deadline = Math.min(Date.parse(c.deadline!), Date.parse(c.netbootDeadline ?? c.deadline!));
+      s.api!.pause();
+      try {
+        const ref = cleaning.spec.bootConfigurationRef!;
+        const sbc = await s.client.get<ServerBootConfiguration>(
+          Resources.ServerBootConfiguration,
+          ref.name,
+          ref.namespace,
+        );
+        await recordSignal(s.client, 'test', sbc!, {
+          type: BootSignal.BootStateReceived,
+          status: 'True',
+          reason: 'Test',
+          message: 'the cleanup image reported completion (written while the manager is held)',
+        });
+        await sleep(Math.max(0, deadline - Date.now() + 1_500));
+      } finally {
+        s.api!.resume();
+      }
+      const done = await eventually('Available after the cleanup', 20_000, async () => {
+        const x = await getServer(s, name);
+        return x?.status?.state === 'Available' ? x : undefined;
+      });
+      assert.equal(cond(done, 'Cleaned')?.status, 'True');
+      assert.equal(done.status?.cleanup?.attempt, 1, 'attempt 1 completed, not a second attempt');
+      await sleep(1_000);
+      const powerOns = resetsSent(s, uuid)
+        .slice(resetsAtPowerOn)
+        .filter((t) => !/Off|Shutdown/.test(t));
+      assert.deepEqual(
+        powerOns,
+        [],
+        'no power-on or cycle after the held time (the power-off of Available only)',
+      );
     },
   );
 });

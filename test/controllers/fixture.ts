@@ -9,7 +9,7 @@
  * body against a stack and closes it on every path.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -32,6 +32,7 @@ import {
 import type { SimHost, SimHostFaults } from '../../src/virtualbmc/sim.js';
 import { createSimFleet, type SimFleet } from '../../src/virtualbmc/sim-fleet.js';
 import { callbackTokenOf } from '../harness/callback-token.js';
+import { type PausableProxy, startPausableProxy } from '../harness/pausable-proxy.js';
 import { sharedCluster, testNamespace } from '../harness/shared.js';
 import { stopAfter } from '../harness/stop-after.js';
 
@@ -67,6 +68,8 @@ export interface StackOptions {
   bootServerUrl?: string;
   /** The virtual BMC's AccountService policy (password lengths, lockout). */
   accounts?: Partial<AccountPolicy>;
+  /** The manager reaches kube-apiserver through a proxy the test can pause (`Stack.api`). */
+  pausableApi?: boolean;
 }
 
 export interface Stack {
@@ -83,6 +86,8 @@ export interface Stack {
   bmcName: string;
   /** Flags the fixture gives the manager (for a child-process manager). */
   managerArgs: string[];
+  /** With `pausableApi`: the proxy between the manager and kube-apiserver. */
+  api?: PausableProxy;
   close(): Promise<void>;
 }
 
@@ -96,9 +101,12 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
   const scope = ns;
   const labels = { [SCOPE_LABEL]: scope };
   const catalog = catalogFile();
+  const api = o.pausableApi ? await startPausableProxy(kc.getCurrentCluster()!.server) : undefined;
   const managerArgs = [
     '--kubeconfig',
-    cluster.kubeconfigPath,
+    api
+      ? kubeconfigVia(cluster.kubeconfigPath, kc.getCurrentCluster()!.server, api.url)
+      : cluster.kubeconfigPath,
     '--manager-namespace',
     ns,
     '--probe-image',
@@ -168,6 +176,7 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
     fleet,
     bmcName,
     managerArgs,
+    ...(api ? { api } : {}),
     async close() {
       if (closed) return;
       closed = true;
@@ -179,7 +188,9 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
       };
       // Hosts first: their keep-alive connections would otherwise hold the manager's HTTP servers open.
       await step('sim fleet', fleet.close());
+      api?.resume(); // a held manager could not stop
       await step('manager', op?.stop());
+      await step('API proxy', api?.close());
       await step('virtual BMC', vbmc.close());
       // The BMC owns its Servers, but the test control plane runs no garbage collector: delete the
       // cluster-scoped objects this stack made, or a second run against the same cluster meets them.
@@ -202,6 +213,16 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
       await client.close();
     },
   };
+}
+
+/** A copy of the kubeconfig at `path` whose server `from` is replaced by `to`; returns its path. */
+function kubeconfigVia(path: string, from: string, to: string): string {
+  const text = readFileSync(path, 'utf8');
+  if (!text.includes(from)) throw new Error(`kubeconfigVia: ${from} not in ${path}`);
+  const dir = mkdtempSync(join(tmpdir(), 'metal-kc-'));
+  const out = join(dir, 'kubeconfig');
+  writeFileSync(out, text.split(from).join(to), { mode: 0o600 });
+  return out;
 }
 
 /**

@@ -70,6 +70,17 @@ export interface Step {
   counts?: { attemptStarted?: boolean; timedOut?: boolean; exhausted?: boolean; completed?: boolean };
 }
 
+/**
+ * Whether `step` ends an attempt because one of its deadlines passed (the next attempt's power
+ * cycle, or the series exhausted). Such a step undoes a boot that may have happened, so adapters
+ * decide it again on objects read from the API server, not on informer caches that can lag (an API
+ * server restart, a relisting watch): a signal recorded just before the deadline must end the
+ * attempt as completed, not be lost to a second boot (docs/BOOT-ATTEMPTS.md).
+ */
+export function endsOnDeadline(step: Step): boolean {
+  return step.counts?.timedOut === true;
+}
+
 /** How a flow words its messages (claims: `attempt 2/3`; discovery: `discovery attempt 2/3`). */
 export interface Wording {
   /** `attempt 2/3`, `attempt 5 (2/3 of series 2)`. */

@@ -151,6 +151,20 @@ export class BootConfigurations {
   }
 
   /**
+   * `sbc` as the API server has it now (a GET, not the cache), or undefined when it is gone or
+   * another object took its name (another uid). For decisions that must not rest on a lagging cache
+   * (boot-attempt `endsOnDeadline`). Throws `ApiError` for other API errors (the caller retries).
+   */
+  async read(sbc: ServerBootConfiguration): Promise<ServerBootConfiguration | undefined> {
+    const fresh = await this.client.get<ServerBootConfiguration>(
+      Resources.ServerBootConfiguration,
+      sbc.metadata.name ?? '',
+      sbc.metadata.namespace,
+    );
+    return fresh?.metadata.uid === sbc.metadata.uid ? fresh : undefined;
+  }
+
+  /**
    * Makes the SBC match `d`, starting a new attempt when `d.attemptKey`
    * differs from the SBC's. Returns the SBC as stored. Throws `ApiError` 409 when the cache was stale
    * or the name belongs to an object controlled by someone else (the caller retries), and other API

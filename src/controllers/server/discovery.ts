@@ -41,11 +41,12 @@ import { registrationAnswers, registrationRecord } from '../../inventory/registr
 import type { Result } from '../../runtime/controller.js';
 import { Resources } from '../../runtime/resource.js';
 import { type BmcConnections, classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
-import { AttemptPhase } from '../boot-attempt/index.js';
+import { AttemptPhase, endsOnDeadline } from '../boot-attempt/index.js';
 import { bootConfigurationReadiness, NOT_EVALUATED } from '../common/boot-configuration.js';
 import { applyOwnedCondition } from '../common/owned-conditions.js';
 import {
   type BootFlowSpec,
+  FRESH_LOOK_MS,
   type ServerBootBook,
   ServerBootFlow,
   type ServerBootFlowOptions,
@@ -198,6 +199,7 @@ export class DiscoveryActions {
     log: pino.Logger,
     first?: { status: Record<string, unknown>; also?: ReturnType<typeof nicInventoryCondition> },
     observed?: PowerState,
+    confirmed = false,
   ): Promise<Result | undefined> {
     const registered = registrationAnswers(
       registrationRecord(server),
@@ -206,6 +208,16 @@ export class DiscoveryActions {
       !!currentAttemptCondition(sbc, BootSignal.RegistrationReceived),
     );
     const step = this.flow.decide(d, sbc, registered);
+    if (endsOnDeadline(step) && !confirmed) {
+      // A registration or signal the cache has not delivered yet must not be lost to a power cycle.
+      const fresh = await this.flow.fresher(server, sbc);
+      if (fresh) {
+        const fd = fresh.server?.status?.discovery;
+        if (!fresh.server || !fresh.sbc || fresh.server.status?.state !== 'Discovery' || !fd)
+          return { requeueAfterMs: FRESH_LOOK_MS }; // no discovery step: look again once the cache caught up
+        return this.run(fresh.server, fd, fresh.sbc, log, first, observed, true);
+      }
+    }
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
     if (step.phase === AttemptPhase.Exhausted) return this.flow.exhaust(server, step, sbc, log);
     return this.flow.advance(server, step, d, sbc, log, {

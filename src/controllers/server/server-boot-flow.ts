@@ -133,6 +133,12 @@ const BOOK_KEYS = [
   'phase',
 ] as const;
 
+/**
+ * When a deadline step found the API server ahead of the cache with the Server in another state, the
+ * next look (ms): by then the watch has usually delivered it. Each look is two GETs.
+ */
+export const FRESH_LOOK_MS = 1_000;
+
 /** The engine adapter of one Server-side flow (see the file comment). */
 export class ServerBootFlow {
   private readonly cfg: ControllerConfig;
@@ -211,6 +217,28 @@ export class ServerBootFlow {
     }
     if (this.o.bootConfigs.cached(name, this.cfg.managerNamespace))
       await this.o.bootConfigs.delete(name, this.cfg.managerNamespace);
+  }
+
+  /**
+   * The Server and the attempt's SBC as the API server has them now (two GETs), when either differs
+   * from the given cached ones; undefined when both are current. For a step that ends an attempt on a
+   * deadline (boot-attempt `endsOnDeadline`): decided again on these. A Server or SBC gone, or
+   * replaced (another uid), is absent from the result. Throws `ApiError` (the reconcile retries).
+   */
+  async fresher(
+    server: Server,
+    sbc: ServerBootConfiguration,
+  ): Promise<{ server?: Server; sbc?: ServerBootConfiguration } | undefined> {
+    const freshServer = await this.o.client.get<Server>(Resources.Server, server.metadata.name ?? '');
+    const freshSbc = await this.o.bootConfigs.read(sbc);
+    const current =
+      freshServer?.metadata.resourceVersion === server.metadata.resourceVersion &&
+      freshSbc?.metadata.resourceVersion === sbc.metadata.resourceVersion;
+    if (current) return undefined;
+    return {
+      ...(freshServer?.metadata.uid === server.metadata.uid ? { server: freshServer } : {}),
+      ...(freshSbc ? { sbc: freshSbc } : {}),
+    };
   }
 
   /** The engine's step for the stored bookkeeping `d` and the attempt's SBC. */

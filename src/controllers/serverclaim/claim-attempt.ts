@@ -39,6 +39,7 @@ import {
   carryOut,
   conditionFields,
   decide,
+  endsOnDeadline,
   needsPowerRead,
   type Outcome,
   onlyProgress,
@@ -160,7 +161,8 @@ interface AttemptContext {
   book: Boot;
   s: ClaimBootSettings;
   readiness: Readiness;
-  base: CondInput[];
+  /** The claim's `Bound` condition, written with every status write of the step. */
+  bound: CondInput;
   observed?: PowerState;
   log: pino.Logger;
   /** A first series not stored yet (why it starts): its book rides in the first write of the step. */
@@ -324,8 +326,7 @@ export class ClaimAttempts {
       const sbc = await this.syncConfiguration(claim, server, book, s);
       const readiness = bootConfigurationReadiness(sbc);
       return this.runAttempt({
-        ...{ claim, server, sbc, book, s, readiness, observed, log },
-        base: [bound, readinessCondition(readiness)],
+        ...{ claim, server, sbc, book, s, readiness, bound, observed, log },
         firstSeries: decision.why,
       });
     }
@@ -337,8 +338,7 @@ export class ClaimAttempts {
     if (sbc && book.attempt > 0 && book.attempt !== (sbc.spec.bootAttempt ?? 1))
       book = { ...book, attempt: sbc.spec.bootAttempt ?? 1 }; // one numbering: the SBC's
     const readiness = sbc ? bootConfigurationReadiness(sbc) : PENDING;
-    const base = [bound, readinessCondition(readiness)];
-    return this.runAttempt({ claim, server, sbc, book, s, readiness, base, observed, log });
+    return this.runAttempt({ claim, server, sbc, book, s, readiness, bound, observed, log });
   }
 
   /**
@@ -452,19 +452,31 @@ export class ClaimAttempts {
   }
 
   /** The engine's step for the claim, carried out with the claim's status as its bookkeeping. */
-  private async runAttempt(x: AttemptContext): Promise<Result | undefined> {
+  private async runAttempt(context: AttemptContext): Promise<Result | undefined> {
+    let x = context;
     const bootedCond = findCondition(x.claim.status?.conditions, BOOTED_CONDITION);
-    const { step, seen } = decide({
-      book: x.book,
-      sbc: x.sbc,
-      readiness: x.readiness,
-      settings: x.s,
-      wording: claimWordingOf(x.sbc),
-      netbootSignals: NETBOOT_SIGNALS,
-      wantOff: x.claim.spec.power === 'Off',
-      previous: bootedCond,
-      now: Date.now(),
-    });
+    const decideOn = (c: AttemptContext) =>
+      decide({
+        book: c.book,
+        sbc: c.sbc,
+        readiness: c.readiness,
+        settings: c.s,
+        wording: claimWordingOf(c.sbc),
+        netbootSignals: NETBOOT_SIGNALS,
+        wantOff: c.claim.spec.power === 'Off',
+        previous: bootedCond,
+        now: Date.now(),
+      });
+    let { step, seen } = decideOn(x);
+    if (endsOnDeadline(step) && x.sbc) {
+      // The signals are read from the SBC as stored, not from the cache (endsOnDeadline).
+      const fresh = await this.o.bootConfigs.read(x.sbc);
+      if (fresh && fresh.metadata.resourceVersion !== x.sbc.metadata.resourceVersion) {
+        x = { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) };
+        ({ step, seen } = decideOn(x));
+      }
+    }
+    const base = [x.bound, readinessCondition(x.readiness)];
     const refusalKey = `${x.sbc?.metadata.uid}/${x.sbc?.spec.bootAttempt ?? 1}`;
     const refused = this.insertRefused.get(refusalKey);
     if (step.action?.kind === 'boot' && refused && refused.until > Date.now()) {
@@ -502,7 +514,7 @@ export class ClaimAttempts {
         claim = await this.status.save(claim, {
           boot: book,
           phase: 'Bound',
-          conditions: [...x.base, ...outcomeOf(outcome)],
+          conditions: [...base, ...outcomeOf(outcome)],
         });
         if (x.firstSeries && !stored) {
           this.held.delete(claim.metadata.uid ?? '');
