@@ -29,6 +29,7 @@ import {
   carryOut,
   closeRecord,
   deadlinesOf,
+  endsOnDeadline,
   type HandlerInput,
   HISTORY_LIMIT,
   needsPowerRead,
@@ -190,6 +191,21 @@ describe('handlers', () => {
     assert.equal(s.action, undefined);
     assert.equal(s.events[0]?.type, 'Warning');
     assert.equal(stepFor(phaseOf(view({ book: s.book })), input(view({ book: s.book }))).action, undefined);
+  });
+  it('endsOnDeadline: the steps a deadline ends (next attempt, exhausted), and none other', () => {
+    const at = (book: AttemptBook, now: number, netbootSeen = false) => {
+      const v = view({ book, netbootSeen, now });
+      return stepFor(phaseOf(v), input(v));
+    };
+    assert.ok(endsOnDeadline(at(on, T0 + 120_000)), 'netboot deadline');
+    assert.ok(endsOnDeadline(at(on, T0 + 600_000, true)), 'full deadline');
+    assert.ok(
+      endsOnDeadline(at({ ...on, attempt: 3 }, T0 + 600_000, true)),
+      'exhausted by the last deadline',
+    );
+    assert.ok(!endsOnDeadline(at(on, T0 + 60_000)), 'awaiting netboot');
+    assert.ok(!endsOnDeadline(at(on, T0 + 300_000, true)), 'awaiting signals');
+    assert.ok(!endsOnDeadline(at({ attempt: 1, firstAttempt: 1 }, T0)), 'the power-on');
   });
   it('Completed: completedAt, BootCompleted, the history closed; then kept On', () => {
     const v = view({
