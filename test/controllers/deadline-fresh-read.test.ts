@@ -21,6 +21,7 @@ import {
   eventually,
   getClaim,
   hostOf,
+  managerMetric,
   resetsSent,
   withStack,
 } from './fixture.js';
@@ -32,44 +33,40 @@ test('signals stored while the manager cannot see them, then a passed deadline: 
 }, async () => {
   await withStack(
     'deadline-fresh',
-    { hosts: 1, pausableApi: true, args: ['--netboot-timeout', '5s', '--boot-timeout', '30s'] },
+    { hosts: 1, pausableApi: true, args: ['--netboot-timeout', '8s', '--boot-timeout', '30s'] },
     async (s) => {
       const [server] = await availableServers(s, 1);
       const uuid = server!.spec.systemUUID;
       // The host boots its disk: the only signals of the attempt are the ones written below.
       hostOf(s, server!).setFaults({ bootFromDisk: true });
+      const resetsBefore = resetsSent(s, uuid).length;
       await createClaim(s, 'held', { serverRef: server!.metadata.name!, maxAttempts: 2 });
+      // The intent is written before the BMC is asked: wait for the power-on itself too.
       const powered = await eventually('attempt 1 powered on', 20_000, async () => {
         const c = await getClaim(s, 'held');
-        return c?.status?.boot?.poweredOnAt && c.status.boot.netbootDeadline ? c : undefined;
+        const on = resetsSent(s, uuid).length > resetsBefore;
+        return on && c?.status?.boot?.poweredOnAt && c.status.boot.netbootDeadline ? c : undefined;
       });
       const resetsAtPowerOn = resetsSent(s, uuid).length;
       assert.equal(powered.status!.boot!.attempt, 1);
+      const deadline = Date.parse(powered.status!.boot!.netbootDeadline!);
+      assert.ok(Date.now() < deadline - 1_000, 'held before the netboot deadline (too slow a machine?)');
 
       s.api!.pause();
       try {
         // What the boot server and the registry record for this attempt, straight to the API server.
-        let sbc = (await s.client.get<ServerBootConfiguration>(
-          Resources.ServerBootConfiguration,
-          'held',
-          s.ns,
-        ))!;
+        const read = async () =>
+          (await s.client.get<ServerBootConfiguration>(Resources.ServerBootConfiguration, 'held', s.ns))!;
         for (const type of OS_BOOT_SIGNALS) {
-          await recordSignal(s.client, 'test', sbc, {
+          await recordSignal(s.client, 'test', await read(), {
             type,
             status: 'True',
             reason: 'Test',
             message: `${type} for attempt 1 (written while the manager is held)`,
           });
-          sbc = (await s.client.get<ServerBootConfiguration>(
-            Resources.ServerBootConfiguration,
-            'held',
-            s.ns,
-          ))!;
         }
         // Past the netboot deadline: the manager's timer fires and decides on what it has.
-        const wait = Date.parse(powered.status!.boot!.netbootDeadline!) - Date.now() + 1_500;
-        await sleep(Math.max(0, wait));
+        await sleep(Math.max(0, deadline - Date.now() + 2_500));
       } finally {
         s.api!.resume();
       }
@@ -87,6 +84,14 @@ test('signals stored while the manager cannot see them, then a passed deadline: 
         history[0]?.signals?.BootStateReceived,
         `attempt 1 records its callback: ${JSON.stringify(history)}`,
       );
+      // The held deadline step was decided again on the fresh SBC (not merely late, after the hold).
+      const redecided = await managerMetric(
+        s,
+        'metal_boot_deadline_rechecks_total',
+        'flow="claim"',
+        'result="redecided"',
+      );
+      assert.equal(redecided, 1, 'one deadline step decided again on the fresh SBC');
     },
   );
 });

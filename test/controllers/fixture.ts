@@ -9,9 +9,9 @@
  * body against a stack and closes it on every path.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { BMC } from '../../src/api/v1alpha1/bmc.js';
 import type { Server } from '../../src/api/v1alpha1/server.js';
@@ -102,11 +102,10 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
   const labels = { [SCOPE_LABEL]: scope };
   const catalog = catalogFile();
   const api = o.pausableApi ? await startPausableProxy(kc.getCurrentCluster()!.server) : undefined;
+  const viaProxy = api && kubeconfigVia(cluster.kubeconfigPath, kc.getCurrentCluster()!.server, api.url);
   const managerArgs = [
     '--kubeconfig',
-    api
-      ? kubeconfigVia(cluster.kubeconfigPath, kc.getCurrentCluster()!.server, api.url)
-      : cluster.kubeconfigPath,
+    viaProxy ?? cluster.kubeconfigPath,
     '--manager-namespace',
     ns,
     '--probe-image',
@@ -191,6 +190,7 @@ export async function startStack(name: string, o: StackOptions): Promise<Stack> 
       api?.resume(); // a held manager could not stop
       await step('manager', op?.stop());
       await step('API proxy', api?.close());
+      if (viaProxy) rmSync(dirname(viaProxy), { recursive: true, force: true });
       await step('virtual BMC', vbmc.close());
       // The BMC owns its Servers, but the test control plane runs no garbage collector: delete the
       // cluster-scoped objects this stack made, or a second run against the same cluster meets them.

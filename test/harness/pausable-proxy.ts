@@ -26,15 +26,16 @@ export async function startPausableProxy(target: string): Promise<PausableProxy>
       if (paused) held.push(() => into.write(chunk));
       else into.write(chunk);
     });
+    // An end or a reset keeps its place behind the bytes held before it.
     from.on('end', () => (paused ? held.push(() => into.end()) : into.end()));
-    from.on('error', () => into.destroy());
+    from.on('error', () => (paused ? held.push(() => into.destroy()) : into.destroy()));
     from.on('close', () => sockets.delete(from));
   };
   const server: Server = createServer((client) => {
     const upstream = new Socket();
     sockets.add(client);
     sockets.add(upstream);
-    upstream.connect(Number(to.port), to.hostname);
+    upstream.connect(Number(to.port || 443), to.hostname);
     forward(client, upstream);
     forward(upstream, client);
   });

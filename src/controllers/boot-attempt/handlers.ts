@@ -72,14 +72,27 @@ export interface Step {
 
 /**
  * Whether `step` ends an attempt because one of its deadlines passed (the next attempt's power
- * cycle, or the series exhausted). Such a step undoes a boot that may have happened, so adapters
- * decide it again on objects read from the API server, not on informer caches that can lag (an API
+ * cycle, or the series exhausted). Such a step gives up on a boot that may have happened (the next
+ * attempt's power-on follows, or exhaustion powers off), so adapters decide it again on objects
+ * read from the API server, not on informer caches that can lag (an API
  * server restart, a relisting watch): a signal recorded just before the deadline must end the
  * attempt as completed, not be lost to a second boot (docs/BOOT-ATTEMPTS.md).
  */
 export function endsOnDeadline(step: Step): boolean {
   return step.counts?.timedOut === true;
 }
+
+/**
+ * What the fresh read before an {@link endsOnDeadline} step found (metric
+ * `metal_boot_deadline_rechecks_total{result}`): `current` — the cache was up to date, the step
+ * stands; `redecided` — newer objects of the same attempt, the step was decided again on them;
+ * `deferred` — the objects moved on (another attempt, another state, gone): nothing is done until
+ * the cache has caught up, looked at again after {@link FRESH_LOOK_MS} (growing per key).
+ */
+export type DeadlineRecheck = 'current' | 'redecided' | 'deferred';
+
+/** The first look again after a `deferred` recheck, ms (the controller's per-key backoff grows it). */
+export const FRESH_LOOK_MS = 1_000;
 
 /** How a flow words its messages (claims: `attempt 2/3`; discovery: `discovery attempt 2/3`). */
 export interface Wording {

@@ -26,6 +26,12 @@ export class BootMetrics {
   readonly timeouts: prom.Counter<'flow'>;
   /** `metal_boot_attempts_exhausted_total{flow}`: series that ended without completion. */
   readonly exhausted: prom.Counter<'flow'>;
+  /**
+   * `metal_boot_deadline_rechecks_total{flow,result}`: fresh reads before a deadline ended an
+   * attempt (boot-attempt `DeadlineRecheck`: current, redecided, deferred). `redecided` counts the
+   * boots a lagging cache would have given up on.
+   */
+  readonly deadlineRechecks: prom.Counter<'flow' | 'result'>;
   /** `metal_servers{state}`: Servers by `status.state`, counted when scraped. */
   readonly servers: prom.Gauge<'state'>;
   /** Signals already observed, so each counts once per attempt (`uid/attempt/signal`). */
@@ -63,6 +69,12 @@ export class BootMetrics {
       name: 'metal_boot_attempts_exhausted_total',
       help: 'Boot series that used all attempts without completing',
       labelNames: ['flow'],
+      registers: r,
+    });
+    this.deadlineRechecks = new prom.Counter({
+      name: 'metal_boot_deadline_rechecks_total',
+      help: 'Fresh reads of the boot configuration (and Server) before a deadline ended a boot attempt, by result',
+      labelNames: ['flow', 'result'],
       registers: r,
     });
     this.servers = new prom.Gauge({

@@ -39,13 +39,12 @@ import { findCondition } from '../../runtime/conditions.js';
 import type { Result } from '../../runtime/controller.js';
 import { Resources } from '../../runtime/resource.js';
 import { powerRetry } from '../bmc-actions/power.js';
-import { AttemptPhase, endsOnDeadline } from '../boot-attempt/index.js';
+import { AttemptPhase } from '../boot-attempt/index.js';
 import type { ControllerConfig } from '../common/config.js';
 import { applyOwnedCondition } from '../common/owned-conditions.js';
 import { maintenanceTaint, taintText } from '../common/server-selection.js';
 import {
   type BootFlowSpec,
-  FRESH_LOOK_MS,
   type ServerBootBook,
   ServerBootFlow,
   type ServerBootFlowOptions,
@@ -207,7 +206,7 @@ export class CleanupActions {
   }
 
   /** State Cleaning: one engine step of the cleanup boot. */
-  async run(server: Server, log: pino.Logger, confirmed = false): Promise<Result | undefined> {
+  async run(server: Server, log: pino.Logger): Promise<Result | undefined> {
     const plan = cleanupPlan(server, this.cfg);
     if (!plan.run) return this.skip(server, 'cleanup disabled', log);
     const c = server.status?.cleanup;
@@ -227,20 +226,17 @@ export class CleanupActions {
       return p.reached ? undefined : powerRetry(p);
     }
     const synced = await this.flow.syncConfiguration(server, c.attempt, plan.image);
-    const step = this.flow.decide(c, synced.sbc);
-    if (endsOnDeadline(step) && !confirmed) {
-      // The completion signal the cache has not delivered yet must not be lost to a power cycle.
-      const fresh = await this.flow.fresher(synced.server, synced.sbc);
-      if (fresh) {
-        if (!fresh.server || !fresh.sbc || fresh.server.status?.state !== 'Cleaning')
-          return { requeueAfterMs: FRESH_LOOK_MS }; // no cleanup step: look again once the cache caught up
-        return this.run(fresh.server, log, true);
-      }
-    }
-    if (step.phase === AttemptPhase.Completed)
-      return this.complete(synced.server, synced.sbc, c, plan.image, log);
-    if (step.phase === AttemptPhase.Exhausted) return this.flow.exhaust(synced.server, step, synced.sbc, log);
-    return this.flow.advance(synced.server, step, c, synced.sbc, log);
+    // A deadline: a completion the cache has not delivered yet must not be lost to a power cycle.
+    const r = await this.flow.recheck(
+      { server: synced.server, sbc: synced.sbc, book: c, step: this.flow.decide(c, synced.sbc) },
+      (srv) => (srv.status?.state === 'Cleaning' ? srv.status.cleanup : undefined),
+      (_srv, book, sbc) => this.flow.decide(book, sbc),
+    );
+    if ('later' in r) return r.later;
+    const { server: current, sbc, book, step } = r.go;
+    if (step.phase === AttemptPhase.Completed) return this.complete(current, sbc, book, plan.image, log);
+    if (step.phase === AttemptPhase.Exhausted) return this.flow.exhaust(current, step, sbc, log);
+    return this.flow.advance(current, step, book, sbc, log);
   }
 
   private complete(

@@ -41,12 +41,11 @@ import { registrationAnswers, registrationRecord } from '../../inventory/registr
 import type { Result } from '../../runtime/controller.js';
 import { Resources } from '../../runtime/resource.js';
 import { type BmcConnections, classifyBmcFailure } from '../bmc-actions/bmc-connections.js';
-import { AttemptPhase, endsOnDeadline } from '../boot-attempt/index.js';
+import { AttemptPhase } from '../boot-attempt/index.js';
 import { bootConfigurationReadiness, NOT_EVALUATED } from '../common/boot-configuration.js';
 import { applyOwnedCondition } from '../common/owned-conditions.js';
 import {
   type BootFlowSpec,
-  FRESH_LOOK_MS,
   type ServerBootBook,
   ServerBootFlow,
   type ServerBootFlowOptions,
@@ -193,36 +192,43 @@ export class DiscoveryActions {
 
   /** One engine step; `first` and `observed`: what the Initial pass read and writes with it. */
   private async run(
-    server: Server,
-    d: ServerBootBook,
-    sbc: ServerBootConfiguration,
+    cachedServer: Server,
+    cachedBook: ServerBootBook,
+    cachedSbc: ServerBootConfiguration,
     log: pino.Logger,
     first?: { status: Record<string, unknown>; also?: ReturnType<typeof nicInventoryCondition> },
     observed?: PowerState,
-    confirmed = false,
   ): Promise<Result | undefined> {
-    const registered = registrationAnswers(
-      registrationRecord(server),
-      d.attempt,
-      sbc.metadata.uid,
-      !!currentAttemptCondition(sbc, BootSignal.RegistrationReceived),
+    const decideOn = (srv: Server, book: ServerBootBook, s: ServerBootConfiguration) =>
+      this.flow.decide(
+        book,
+        s,
+        registrationAnswers(
+          registrationRecord(srv),
+          book.attempt,
+          s.metadata.uid,
+          !!currentAttemptCondition(s, BootSignal.RegistrationReceived),
+        ),
+      );
+    // A deadline: a registration the cache has not delivered yet must not be lost to a power cycle.
+    const r = await this.flow.recheck(
+      {
+        server: cachedServer,
+        sbc: cachedSbc,
+        book: cachedBook,
+        step: decideOn(cachedServer, cachedBook, cachedSbc),
+      },
+      (srv) => (srv.status?.state === 'Discovery' ? srv.status.discovery : undefined),
+      decideOn,
     );
-    const step = this.flow.decide(d, sbc, registered);
-    if (endsOnDeadline(step) && !confirmed) {
-      // A registration or signal the cache has not delivered yet must not be lost to a power cycle.
-      const fresh = await this.flow.fresher(server, sbc);
-      if (fresh) {
-        const fd = fresh.server?.status?.discovery;
-        if (!fresh.server || !fresh.sbc || fresh.server.status?.state !== 'Discovery' || !fd)
-          return { requeueAfterMs: FRESH_LOOK_MS }; // no discovery step: look again once the cache caught up
-        return this.run(fresh.server, fd, fresh.sbc, log, first, observed, true);
-      }
-    }
+    if ('later' in r) return r.later;
+    const { server, sbc, book: d, step } = r.go;
     if (step.phase === AttemptPhase.Completed) return this.complete(server, sbc, d, log);
     if (step.phase === AttemptPhase.Exhausted) return this.flow.exhaust(server, step, sbc, log);
     return this.flow.advance(server, step, d, sbc, log, {
       ...(observed !== undefined ? { observed } : {}),
-      ...(first ? { first } : {}),
+      // The Initial pass's fields belong to the objects it read, never to a redecided step.
+      ...(first && server === cachedServer ? { first } : {}),
     });
   }
 

@@ -36,7 +36,10 @@ import {
   AttemptPhase,
   type AttemptSettings,
   carryOut,
+  type DeadlineRecheck,
   decide,
+  endsOnDeadline,
+  FRESH_LOOK_MS,
   type Outcome,
   type OutcomeKind,
   resultOf,
@@ -133,11 +136,13 @@ const BOOK_KEYS = [
   'phase',
 ] as const;
 
-/**
- * When a deadline step found the API server ahead of the cache with the Server in another state, the
- * next look (ms): by then the watch has usually delivered it. Each look is two GETs.
- */
-export const FRESH_LOOK_MS = 1_000;
+/** A step and what it was decided on. */
+export interface Decided {
+  server: Server;
+  sbc: ServerBootConfiguration;
+  book: ServerBootBook;
+  step: Step;
+}
 
 /** The engine adapter of one Server-side flow (see the file comment). */
 export class ServerBootFlow {
@@ -220,25 +225,45 @@ export class ServerBootFlow {
   }
 
   /**
-   * The Server and the attempt's SBC as the API server has them now (two GETs), when either differs
-   * from the given cached ones; undefined when both are current. For a step that ends an attempt on a
-   * deadline (boot-attempt `endsOnDeadline`): decided again on these. A Server or SBC gone, or
-   * replaced (another uid), is absent from the result. Throws `ApiError` (the reconcile retries).
+   * The rule for a step that ends an attempt on a deadline (boot-attempt `endsOnDeadline`): the
+   * Server and the attempt's SBC are read from the API server (two GETs) and the step is decided again
+   * on them when they are newer than the cached ones but still this attempt of this flow. Returns what
+   * to carry out (`go`: the given objects and step, or the fresh ones), or a Result to return instead
+   * (`later`: the objects moved on; look again once the cache caught up). Any other step is returned
+   * as given, without a request. `bookIn`: the flow's bookkeeping of a Server still in the flow's
+   * state, else undefined. Throws `ApiError` (the reconcile retries).
    */
-  async fresher(
-    server: Server,
-    sbc: ServerBootConfiguration,
-  ): Promise<{ server?: Server; sbc?: ServerBootConfiguration } | undefined> {
-    const freshServer = await this.o.client.get<Server>(Resources.Server, server.metadata.name ?? '');
-    const freshSbc = await this.o.bootConfigs.read(sbc);
-    const current =
-      freshServer?.metadata.resourceVersion === server.metadata.resourceVersion &&
-      freshSbc?.metadata.resourceVersion === sbc.metadata.resourceVersion;
-    if (current) return undefined;
-    return {
-      ...(freshServer?.metadata.uid === server.metadata.uid ? { server: freshServer } : {}),
-      ...(freshSbc ? { sbc: freshSbc } : {}),
-    };
+  async recheck(
+    cached: Decided,
+    bookIn: (server: Server) => ServerBootBook | undefined,
+    decideOn: (server: Server, book: ServerBootBook, sbc: ServerBootConfiguration) => Step,
+  ): Promise<{ go: Decided } | { later: Result }> {
+    if (!endsOnDeadline(cached.step)) return { go: cached };
+    const count = (result: DeadlineRecheck) =>
+      this.o.bootMetrics.deadlineRechecks.inc({ flow: this.spec.flow, result });
+    const got = await this.o.client.get<Server>(Resources.Server, cached.server.metadata.name ?? '');
+    const server = got?.metadata.uid === cached.server.metadata.uid ? got : undefined;
+    const sbc = await this.o.bootConfigs.read(cached.sbc);
+    if (
+      server?.metadata.resourceVersion === cached.server.metadata.resourceVersion &&
+      sbc?.metadata.resourceVersion === cached.sbc.metadata.resourceVersion
+    ) {
+      count('current');
+      return { go: cached };
+    }
+    const book = server ? bookIn(server) : undefined;
+    if (
+      !server ||
+      !sbc ||
+      !book ||
+      book.attempt !== cached.book.attempt ||
+      (sbc.spec.bootAttempt ?? 1) !== book.attempt
+    ) {
+      count('deferred');
+      return { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } };
+    }
+    count('redecided');
+    return { go: { server, sbc, book, step: decideOn(server, book, sbc) } };
   }
 
   /** The engine's step for the stored bookkeeping `d` and the attempt's SBC. */

@@ -38,8 +38,10 @@ import {
   type Carried,
   carryOut,
   conditionFields,
+  type DeadlineRecheck,
   decide,
   endsOnDeadline,
+  FRESH_LOOK_MS,
   needsPowerRead,
   type Outcome,
   onlyProgress,
@@ -469,9 +471,17 @@ export class ClaimAttempts {
       });
     let { step, seen } = decideOn(x);
     if (endsOnDeadline(step) && x.sbc) {
-      // The signals are read from the SBC as stored, not from the cache (endsOnDeadline).
+      // The signals are read from the SBC as stored, not from the cache (endsOnDeadline): a signal
+      // the cache has not delivered yet must not be lost to a power cycle.
       const fresh = await this.o.bootConfigs.read(x.sbc);
-      if (fresh && fresh.metadata.resourceVersion !== x.sbc.metadata.resourceVersion) {
+      const count = (result: DeadlineRecheck) =>
+        this.o.bootMetrics.deadlineRechecks.inc({ flow: 'claim', result });
+      if (fresh?.metadata.resourceVersion === x.sbc.metadata.resourceVersion) count('current');
+      else if (!fresh || (fresh.spec.bootAttempt ?? 1) !== (x.sbc.spec.bootAttempt ?? 1)) {
+        count('deferred'); // the SBC moved on: nothing until the cache shows where to
+        return { requeueAfterMs: FRESH_LOOK_MS, backoff: true };
+      } else {
+        count('redecided');
         x = { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) };
         ({ step, seen } = decideOn(x));
       }
