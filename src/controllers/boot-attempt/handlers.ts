@@ -84,12 +84,14 @@ export function endsOnDeadline(step: Step): boolean {
 
 /**
  * What the fresh read before an {@link endsOnDeadline} step found (metric
- * `metal_boot_deadline_rechecks_total{result}`): `current` — the cache was up to date, the step
- * stands; `redecided` — newer objects of the same attempt, the step was decided again on them;
- * `deferred` — the objects moved on (another attempt, another state, gone): nothing is done until
- * the cache has caught up, looked at again after {@link FRESH_LOOK_MS} (growing per key).
+ * `metal_boot_deadline_rechecks_total{result}`): `stands` — decided on the objects as stored (the
+ * cache's, when they were current), the deadline still ends the attempt; `averted` — newer objects
+ * of the same attempt (signals the cache had not delivered) turned the step into another (completed,
+ * or waiting past the netboot deadline); `deferred` — the objects moved on (another attempt or
+ * state, gone): nothing is done until the cache has caught up, looked at again after
+ * {@link FRESH_LOOK_MS} (growing per key).
  */
-export type DeadlineRecheck = 'current' | 'redecided' | 'deferred';
+export type DeadlineRecheck = 'stands' | 'averted' | 'deferred';
 
 /** The first look again after a `deferred` recheck, ms (the controller's per-key backoff grows it). */
 export const FRESH_LOOK_MS = 1_000;

@@ -28,7 +28,7 @@ export class BootMetrics {
   readonly exhausted: prom.Counter<'flow'>;
   /**
    * `metal_boot_deadline_rechecks_total{flow,result}`: fresh reads before a deadline ended an
-   * attempt (boot-attempt `DeadlineRecheck`: current, redecided, deferred). `redecided` counts the
+   * attempt (boot-attempt `DeadlineRecheck`: stands, averted, deferred). `averted` counts the
    * boots a lagging cache would have given up on.
    */
   readonly deadlineRechecks: prom.Counter<'flow' | 'result'>;

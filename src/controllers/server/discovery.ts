@@ -227,7 +227,7 @@ export class DiscoveryActions {
     if (step.phase === AttemptPhase.Exhausted) return this.flow.exhaust(server, step, sbc, log);
     return this.flow.advance(server, step, d, sbc, log, {
       ...(observed !== undefined ? { observed } : {}),
-      // The Initial pass's fields belong to the objects it read, never to a redecided step.
+      // The Initial pass's fields belong to the objects it read, never to a step decided again on fresh ones.
       ...(first && server === cachedServer ? { first } : {}),
     });
   }

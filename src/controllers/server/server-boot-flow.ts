@@ -248,7 +248,7 @@ export class ServerBootFlow {
       server?.metadata.resourceVersion === cached.server.metadata.resourceVersion &&
       sbc?.metadata.resourceVersion === cached.sbc.metadata.resourceVersion
     ) {
-      count('current');
+      count('stands');
       return { go: cached };
     }
     const book = server ? bookIn(server) : undefined;
@@ -262,8 +262,9 @@ export class ServerBootFlow {
       count('deferred');
       return { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } };
     }
-    count('redecided');
-    return { go: { server, sbc, book, step: decideOn(server, book, sbc) } };
+    const step = decideOn(server, book, sbc);
+    count(endsOnDeadline(step) ? 'stands' : 'averted');
+    return { go: { server, sbc, book, step } };
   }
 
   /** The engine's step for the stored bookkeeping `d` and the attempt's SBC. */

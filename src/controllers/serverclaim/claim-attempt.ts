@@ -476,14 +476,14 @@ export class ClaimAttempts {
       const fresh = await this.o.bootConfigs.read(x.sbc);
       const count = (result: DeadlineRecheck) =>
         this.o.bootMetrics.deadlineRechecks.inc({ flow: 'claim', result });
-      if (fresh?.metadata.resourceVersion === x.sbc.metadata.resourceVersion) count('current');
+      if (fresh?.metadata.resourceVersion === x.sbc.metadata.resourceVersion) count('stands');
       else if (!fresh || (fresh.spec.bootAttempt ?? 1) !== (x.sbc.spec.bootAttempt ?? 1)) {
         count('deferred'); // the SBC moved on: nothing until the cache shows where to
         return { requeueAfterMs: FRESH_LOOK_MS, backoff: true };
       } else {
-        count('redecided');
         x = { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) };
         ({ step, seen } = decideOn(x));
+        count(endsOnDeadline(step) ? 'stands' : 'averted');
       }
     }
     const base = [x.bound, readinessCondition(x.readiness)];
