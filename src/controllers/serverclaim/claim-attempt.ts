@@ -39,6 +39,7 @@ import {
   carryOut,
   conditionFields,
   type DeadlineRecheck,
+  type Decision,
   decide,
   endsOnDeadline,
   FRESH_LOOK_MS,
@@ -453,6 +454,37 @@ export class ClaimAttempts {
     this.o.events.record(Resources.ServerClaim, claim, 'Normal', EventReason.Adopted, what);
   }
 
+  /**
+   * The rule for a step that ends an attempt on a deadline (boot-attempt `endsOnDeadline`): the
+   * signals are read from the SBC as stored (a GET), not from the cache, so a signal the cache has
+   * not delivered yet is not lost to a power cycle. Returns the context and decision to carry out
+   * (the given ones, or decided again on the fresh SBC of the same attempt), or `later` when the SBC
+   * moved on (gone, another attempt): nothing until the cache shows where to. Any other decision is
+   * returned as given, without a request. Throws `ApiError` (the reconcile retries).
+   */
+  private async recheckDeadline(
+    x: AttemptContext,
+    decision: Decision,
+    decideOn: (c: AttemptContext) => Decision,
+  ): Promise<{ x: AttemptContext; decision: Decision } | { later: Result }> {
+    if (!endsOnDeadline(decision.step) || !x.sbc) return { x, decision };
+    const count = (result: DeadlineRecheck) =>
+      this.o.bootMetrics.deadlineRechecks.inc({ flow: 'claim', result });
+    const fresh = await this.o.bootConfigs.read(x.sbc);
+    if (fresh?.metadata.resourceVersion === x.sbc.metadata.resourceVersion) {
+      count('stands');
+      return { x, decision };
+    }
+    if (!fresh || (fresh.spec.bootAttempt ?? 1) !== (x.sbc.spec.bootAttempt ?? 1)) {
+      count('deferred');
+      return { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } };
+    }
+    const current = { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) };
+    const again = decideOn(current);
+    count(endsOnDeadline(again.step) ? 'stands' : 'averted');
+    return { x: current, decision: again };
+  }
+
   /** The engine's step for the claim, carried out with the claim's status as its bookkeeping. */
   private async runAttempt(context: AttemptContext): Promise<Result | undefined> {
     let x = context;
@@ -469,23 +501,10 @@ export class ClaimAttempts {
         previous: bootedCond,
         now: Date.now(),
       });
-    let { step, seen } = decideOn(x);
-    if (endsOnDeadline(step) && x.sbc) {
-      // The signals are read from the SBC as stored, not from the cache (endsOnDeadline): a signal
-      // the cache has not delivered yet must not be lost to a power cycle.
-      const fresh = await this.o.bootConfigs.read(x.sbc);
-      const count = (result: DeadlineRecheck) =>
-        this.o.bootMetrics.deadlineRechecks.inc({ flow: 'claim', result });
-      if (fresh?.metadata.resourceVersion === x.sbc.metadata.resourceVersion) count('stands');
-      else if (!fresh || (fresh.spec.bootAttempt ?? 1) !== (x.sbc.spec.bootAttempt ?? 1)) {
-        count('deferred'); // the SBC moved on: nothing until the cache shows where to
-        return { requeueAfterMs: FRESH_LOOK_MS, backoff: true };
-      } else {
-        x = { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) };
-        ({ step, seen } = decideOn(x));
-        count(endsOnDeadline(step) ? 'stands' : 'averted');
-      }
-    }
+    const rechecked = await this.recheckDeadline(x, decideOn(x), decideOn);
+    if ('later' in rechecked) return rechecked.later;
+    x = rechecked.x;
+    const { step, seen } = rechecked.decision;
     const base = [x.bound, readinessCondition(x.readiness)];
     const refusalKey = `${x.sbc?.metadata.uid}/${x.sbc?.spec.bootAttempt ?? 1}`;
     const refused = this.insertRefused.get(refusalKey);
