@@ -30,10 +30,12 @@ import {
   closeRecord,
   deadlinesOf,
   endsOnDeadline,
+  type FreshRead,
   type HandlerInput,
   HISTORY_LIMIT,
   needsPowerRead,
   phaseOf,
+  recheckDeadline,
   recordProgress,
   refusedStep,
   seriesDecision,
@@ -206,6 +208,41 @@ describe('handlers', () => {
     assert.ok(!endsOnDeadline(at(on, T0 + 60_000)), 'awaiting netboot');
     assert.ok(!endsOnDeadline(at(on, T0 + 300_000, true)), 'awaiting signals');
     assert.ok(!endsOnDeadline(at({ attempt: 1, firstAttempt: 1 }, T0)), 'the power-on');
+  });
+  it('recheckDeadline: no read unless a deadline ends the attempt; stands, averted, deferred', async () => {
+    const at = (book: AttemptBook, now: number, netbootSeen = false) => {
+      const v = view({ book, netbootSeen, now });
+      return { step: stepFor(phaseOf(v), input(v)) };
+    };
+    const late = at(on, T0 + 120_000); // the netboot deadline passed on the cached view
+    const run = async (read: FreshRead<number> | undefined, decided = late) => {
+      const counted: string[] = [];
+      let reads = 0;
+      const r = await recheckDeadline({
+        cached: { view: 0, decided },
+        read: async () => {
+          reads++;
+          return read!;
+        },
+        // View 1: the fresh SBC shows the netboot; the netboot deadline no longer applies.
+        decide: (v: number) => (v === 1 ? at(on, T0 + 120_000, true) : late),
+        count: (c) => counted.push(c),
+      });
+      return { r, counted, reads };
+    };
+    const waiting = await run(undefined, at(on, T0 + 60_000));
+    assert.deepEqual([waiting.reads, waiting.counted], [0, []], 'awaiting netboot: no read');
+    assert.deepEqual((await run({ kind: 'current' })).counted, ['stands']);
+    const moved = await run({ kind: 'moved' });
+    assert.deepEqual([moved.r, moved.counted], ['deferred', ['deferred']]);
+    const newer = await run({ kind: 'newer', view: 1 });
+    assert.deepEqual(newer.counted, ['averted']);
+    assert.ok(newer.r !== 'deferred' && newer.r.view === 1 && !endsOnDeadline(newer.r.decided.step));
+    assert.deepEqual(
+      (await run({ kind: 'newer', view: 2 })).counted,
+      ['stands'],
+      'newer, deadline still passed',
+    );
   });
   it('Completed: completedAt, BootCompleted, the history closed; then kept On', () => {
     const v = view({

@@ -70,32 +70,6 @@ export interface Step {
   counts?: { attemptStarted?: boolean; timedOut?: boolean; exhausted?: boolean; completed?: boolean };
 }
 
-/**
- * Whether `step` ends an attempt because one of its deadlines passed (the next attempt's power
- * cycle, or the series exhausted). Such a step gives up on a boot that may have happened (the next
- * attempt's power-on follows, or exhaustion powers off), so adapters decide it again on objects
- * read from the API server, not on informer caches that can lag (an API
- * server restart, a relisting watch): a signal recorded just before the deadline must end the
- * attempt as completed, not be lost to a second boot (docs/BOOT-ATTEMPTS.md).
- */
-export function endsOnDeadline(step: Step): boolean {
-  return step.counts?.timedOut === true;
-}
-
-/**
- * What the fresh read before an {@link endsOnDeadline} step found (metric
- * `metal_boot_deadline_rechecks_total{result}`): `stands` — decided on the objects as stored (the
- * cache's, when they were current), the deadline still ends the attempt; `averted` — newer objects
- * of the same attempt (signals the cache had not delivered) turned the step into another (completed,
- * or waiting past the netboot deadline); `deferred` — the objects moved on (another attempt or
- * state, gone): nothing is done until the cache has caught up, looked at again after
- * {@link FRESH_LOOK_MS} (growing per key).
- */
-export type DeadlineRecheck = 'stands' | 'averted' | 'deferred';
-
-/** The first look again after a `deferred` recheck, ms (the controller's per-key backoff grows it). */
-export const FRESH_LOOK_MS = 1_000;
-
 /** How a flow words its messages (claims: `attempt 2/3`; discovery: `discovery attempt 2/3`). */
 export interface Wording {
   /** `attempt 2/3`, `attempt 5 (2/3 of series 2)`. */

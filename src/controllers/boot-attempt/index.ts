@@ -13,6 +13,7 @@ import { type HandlerInput, type Step, type StoredOutcome, stepFor, type Wording
 import { recordProgress } from './history.js';
 import { type AttemptBook, type AttemptSettings, type Phase, phaseOf } from './phase.js';
 
+export * from './deadline-recheck.js';
 export * from './handlers.js';
 export * from './history.js';
 export * from './phase.js';

@@ -36,12 +36,12 @@ import {
   AttemptPhase,
   type AttemptSettings,
   carryOut,
-  type DeadlineRecheck,
   decide,
-  endsOnDeadline,
   FRESH_LOOK_MS,
+  type FreshRead,
   type Outcome,
   type OutcomeKind,
+  recheckDeadline,
   resultOf,
   type Step,
   type Wording,
@@ -238,33 +238,26 @@ export class ServerBootFlow {
     bookIn: (server: Server) => ServerBootBook | undefined,
     decideOn: (server: Server, book: ServerBootBook, sbc: ServerBootConfiguration) => Step,
   ): Promise<{ go: Decided } | { later: Result }> {
-    if (!endsOnDeadline(cached.step)) return { go: cached };
-    const count = (result: DeadlineRecheck) =>
-      this.o.bootMetrics.deadlineRechecks.inc({ flow: this.spec.flow, result });
-    const got = await this.o.client.get<Server>(Resources.Server, cached.server.metadata.name ?? '');
-    const server = got?.metadata.uid === cached.server.metadata.uid ? got : undefined;
-    const sbc = await this.o.bootConfigs.read(cached.sbc);
-    if (
-      server?.metadata.resourceVersion === cached.server.metadata.resourceVersion &&
-      sbc?.metadata.resourceVersion === cached.sbc.metadata.resourceVersion
-    ) {
-      count('stands');
-      return { go: cached };
-    }
-    const book = server ? bookIn(server) : undefined;
-    if (
-      !server ||
-      !sbc ||
-      !book ||
-      book.attempt !== cached.book.attempt ||
-      (sbc.spec.bootAttempt ?? 1) !== book.attempt
-    ) {
-      count('deferred');
-      return { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } };
-    }
-    const step = decideOn(server, book, sbc);
-    count(endsOnDeadline(step) ? 'stands' : 'averted');
-    return { go: { server, sbc, book, step } };
+    const r = await recheckDeadline({
+      cached: { view: cached, decided: cached },
+      read: async (): Promise<FreshRead<Decided>> => {
+        const got = await this.o.client.get<Server>(Resources.Server, cached.server.metadata.name ?? '');
+        const server = got?.metadata.uid === cached.server.metadata.uid ? got : undefined;
+        const sbc = await this.o.bootConfigs.read(cached.sbc);
+        if (
+          server?.metadata.resourceVersion === cached.server.metadata.resourceVersion &&
+          sbc?.metadata.resourceVersion === cached.sbc.metadata.resourceVersion
+        )
+          return { kind: 'current' };
+        const book = server ? bookIn(server) : undefined;
+        if (!server || !sbc || !book || book.attempt !== cached.book.attempt) return { kind: 'moved' };
+        if ((sbc.spec.bootAttempt ?? 1) !== book.attempt) return { kind: 'moved' };
+        return { kind: 'newer', view: { server, sbc, book, step: cached.step } };
+      },
+      decide: (v) => ({ ...v, step: decideOn(v.server, v.book, v.sbc) }),
+      count: (result) => this.o.bootMetrics.deadlineRechecks.inc({ flow: this.spec.flow, result }),
+    });
+    return r === 'deferred' ? { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } } : { go: r.decided };
   }
 
   /** The engine's step for the stored bookkeeping `d` and the attempt's SBC. */

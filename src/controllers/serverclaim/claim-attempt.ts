@@ -38,14 +38,14 @@ import {
   type Carried,
   carryOut,
   conditionFields,
-  type DeadlineRecheck,
   type Decision,
   decide,
-  endsOnDeadline,
   FRESH_LOOK_MS,
+  type FreshRead,
   needsPowerRead,
   type Outcome,
   onlyProgress,
+  recheckDeadline,
   refusedStep,
   resultOf,
   type SeriesDecision,
@@ -462,27 +462,27 @@ export class ClaimAttempts {
    * moved on (gone, another attempt): nothing until the cache shows where to. Any other decision is
    * returned as given, without a request. Throws `ApiError` (the reconcile retries).
    */
-  private async recheckDeadline(
+  private async confirmDeadline(
     x: AttemptContext,
     decision: Decision,
     decideOn: (c: AttemptContext) => Decision,
   ): Promise<{ x: AttemptContext; decision: Decision } | { later: Result }> {
-    if (!endsOnDeadline(decision.step) || !x.sbc) return { x, decision };
-    const count = (result: DeadlineRecheck) =>
-      this.o.bootMetrics.deadlineRechecks.inc({ flow: 'claim', result });
-    const fresh = await this.o.bootConfigs.read(x.sbc);
-    if (fresh?.metadata.resourceVersion === x.sbc.metadata.resourceVersion) {
-      count('stands');
-      return { x, decision };
-    }
-    if (!fresh || (fresh.spec.bootAttempt ?? 1) !== (x.sbc.spec.bootAttempt ?? 1)) {
-      count('deferred');
-      return { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } };
-    }
-    const current = { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) };
-    const again = decideOn(current);
-    count(endsOnDeadline(again.step) ? 'stands' : 'averted');
-    return { x: current, decision: again };
+    const sbc = x.sbc;
+    if (!sbc) return { x, decision };
+    const r = await recheckDeadline({
+      cached: { view: x, decided: decision },
+      read: async (): Promise<FreshRead<AttemptContext>> => {
+        const fresh = await this.o.bootConfigs.read(sbc);
+        if (fresh?.metadata.resourceVersion === sbc.metadata.resourceVersion) return { kind: 'current' };
+        if (!fresh || (fresh.spec.bootAttempt ?? 1) !== (sbc.spec.bootAttempt ?? 1)) return { kind: 'moved' };
+        return { kind: 'newer', view: { ...x, sbc: fresh, readiness: bootConfigurationReadiness(fresh) } };
+      },
+      decide: decideOn,
+      count: (result) => this.o.bootMetrics.deadlineRechecks.inc({ flow: 'claim', result }),
+    });
+    return r === 'deferred'
+      ? { later: { requeueAfterMs: FRESH_LOOK_MS, backoff: true } }
+      : { x: r.view, decision: r.decided };
   }
 
   /** The engine's step for the claim, carried out with the claim's status as its bookkeeping. */
@@ -501,7 +501,7 @@ export class ClaimAttempts {
         previous: bootedCond,
         now: Date.now(),
       });
-    const rechecked = await this.recheckDeadline(x, decideOn(x), decideOn);
+    const rechecked = await this.confirmDeadline(x, decideOn(x), decideOn);
     if ('later' in rechecked) return rechecked.later;
     x = rechecked.x;
     const { step, seen } = rechecked.decision;
